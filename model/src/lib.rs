@@ -1,0 +1,33 @@
+//! The system under test: refund-settlement workers that hold a lease with a TTL and,
+//! depending on the mechanism, carry a fencing token into every write.
+//!
+//! This crate is written as production code would be. It defines the traits it needs
+//! (a lease store, a token source, a refund store, a payment gateway, a job queue and a
+//! probe that marks protocol steps) and never mentions simulation: the `fencesim-sim`
+//! crate implements the traits over simulated components, and a real backend would
+//! implement the same ones.
+
+#[cfg(not(madsim))]
+compile_error!(
+    "fencesim must be built with `--cfg madsim` (set in .cargo/config.toml); \
+     a RUSTFLAGS variable replaces that setting: add `--cfg madsim` to it"
+);
+
+pub mod ids;
+pub mod mechanism;
+pub mod ports;
+pub mod refund;
+pub mod store;
+pub mod worker;
+
+pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
+pub use mechanism::Mechanism;
+pub use ports::{
+    BackendError, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Probe, Receipt,
+    RefundStore, TokenSource,
+};
+pub use refund::{
+    FenceViolation, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome,
+};
+pub use store::SqliteRefunds;
+pub use worker::{BatchOutcome, Step, StepKind, Worker, WorkerConfig};

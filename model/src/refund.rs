@@ -1,0 +1,123 @@
+//! The refund row, the write guard a mechanism puts on each write, and the fence violation.
+
+use crate::ids::{Cents, MerchantId, RefundId, Token};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// `pending -> sending -> sent`; `sent` is final. A row in `sending` may mean a gateway
+/// call already went out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RefundState {
+    Pending,
+    Sending,
+    Sent,
+}
+
+impl RefundState {
+    pub fn as_sql(self) -> &'static str {
+        match self {
+            RefundState::Pending => "pending",
+            RefundState::Sending => "sending",
+            RefundState::Sent => "sent",
+        }
+    }
+
+    pub fn from_sql(text: &str) -> Option<RefundState> {
+        match text {
+            "pending" => Some(RefundState::Pending),
+            "sending" => Some(RefundState::Sending),
+            "sent" => Some(RefundState::Sent),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RefundState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_sql())
+    }
+}
+
+/// One refund as the store holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RefundRow {
+    pub id: RefundId,
+    pub merchant: MerchantId,
+    pub amount: Cents,
+    pub state: RefundState,
+    pub fence: i64,
+}
+
+/// The state and fence of a row right after a write changed it, as the store returned it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RowImage {
+    pub state: RefundState,
+    pub fence: i64,
+}
+
+/// What a write carries so that the store can turn a stale writer away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WriteGuard {
+    /// No predicate on the fence: whoever writes, wins (the TTL lease alone).
+    Unfenced,
+    /// The claim needs `fence < token` and stores the token; the confirm needs `fence = token`.
+    Fence(Token),
+}
+
+impl WriteGuard {
+    pub fn token(self) -> Option<Token> {
+        match self {
+            WriteGuard::Unfenced => None,
+            WriteGuard::Fence(t) => Some(t),
+        }
+    }
+}
+
+/// The two writes of the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteKind {
+    /// `pending|sending -> sending`, before the gateway call.
+    Claim,
+    /// `sending -> sent`, after the gateway answered.
+    Confirm,
+}
+
+impl fmt::Display for WriteKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WriteKind::Claim => "claim",
+            WriteKind::Confirm => "confirm",
+        })
+    }
+}
+
+/// What one write did: the row count the store reported and, when a row changed, its new
+/// state and fence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WriteOutcome {
+    pub rows_updated: u64,
+    pub after: Option<RowImage>,
+}
+
+/// A fenced write updated zero rows: the token is older than the row's fence (or the row
+/// moved on). The batch is abandoned, never retried with the same token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FenceViolation {
+    pub refund: RefundId,
+    pub token: Token,
+    pub write: WriteKind,
+}
+
+impl fmt::Display for FenceViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "fence violation: {} of {} with token {} updated 0 rows",
+            self.write, self.refund, self.token
+        )
+    }
+}
+
+impl std::error::Error for FenceViolation {}

@@ -1,0 +1,301 @@
+//! The refund store on SQLite. The claim and the confirm are single UPDATE statements whose
+//! WHERE clause carries the mechanism's predicates; the row count SQLite reports decides.
+
+use crate::ids::{Cents, MerchantId, RefundId};
+use crate::refund::{RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+const SCHEMA: &str = "
+CREATE TABLE refund (
+    id           INTEGER PRIMARY KEY,
+    merchant     INTEGER NOT NULL,
+    amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
+    state        TEXT    NOT NULL CHECK (state IN ('pending', 'sending', 'sent')),
+    fence        INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX refund_by_merchant ON refund (merchant, id);
+";
+
+/// `?1` is the token (fenced) and `?2` the refund id. Each statement returns the row it
+/// changed, so that a caller sees the new state and fence the database really stored.
+const CLAIM_FENCED: &str = "UPDATE refund SET state = 'sending', fence = ?1
+     WHERE id = ?2 AND state IN ('pending', 'sending') AND fence < ?1
+     RETURNING state, fence";
+const CONFIRM_FENCED: &str = "UPDATE refund SET state = 'sent'
+     WHERE id = ?2 AND state = 'sending' AND fence = ?1
+     RETURNING state, fence";
+const CLAIM_UNFENCED: &str = "UPDATE refund SET state = 'sending'
+     WHERE id = ?1 AND state IN ('pending', 'sending')
+     RETURNING state, fence";
+const CONFIRM_UNFENCED: &str = "UPDATE refund SET state = 'sent'
+     WHERE id = ?1 AND state = 'sending'
+     RETURNING state, fence";
+const OPEN_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund
+     WHERE merchant = ?1 AND state <> 'sent' ORDER BY id";
+const ALL_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund ORDER BY id";
+
+/// One in-memory SQLite database shared by every worker. The connection is never held
+/// across an `.await`: each call locks it, runs one statement and lets go.
+#[derive(Clone)]
+pub struct SqliteRefunds {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteRefunds {
+    /// A fresh, empty database with the refund table.
+    pub fn open_in_memory() -> rusqlite::Result<SqliteRefunds> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(SqliteRefunds {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A poisoned lock means a statement panicked mid-run; the data is still consistent
+        // (SQLite rolled the statement back), so carry on with it.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Inserts the rows in one transaction.
+    pub fn insert(&self, rows: &[RefundRow]) -> rusqlite::Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT INTO refund (id, merchant, amount_cents, state, fence) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for r in rows {
+                stmt.execute(params![
+                    r.id.0,
+                    r.merchant.0,
+                    r.amount.0,
+                    r.state.as_sql(),
+                    r.fence
+                ])?;
+            }
+        }
+        tx.commit()
+    }
+
+    /// The merchant's rows that are not `sent`, in id order.
+    pub fn open_refunds(&self, merchant: MerchantId) -> rusqlite::Result<Vec<RefundRow>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(OPEN_ROWS)?;
+        let rows = stmt.query_map([merchant.0], row_from_sql)?;
+        rows.collect()
+    }
+
+    /// Every row, in id order.
+    pub fn all_rows(&self) -> rusqlite::Result<Vec<RefundRow>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(ALL_ROWS)?;
+        let rows = stmt.query_map([], row_from_sql)?;
+        rows.collect()
+    }
+
+    /// Runs a claim or a confirm under `guard` and reports what SQLite did.
+    pub fn write(
+        &self,
+        kind: WriteKind,
+        refund: RefundId,
+        guard: WriteGuard,
+    ) -> rusqlite::Result<WriteOutcome> {
+        let conn = self.lock();
+        let after = match guard {
+            WriteGuard::Fence(token) => {
+                let sql = match kind {
+                    WriteKind::Claim => CLAIM_FENCED,
+                    WriteKind::Confirm => CONFIRM_FENCED,
+                };
+                let mut stmt = conn.prepare_cached(sql)?;
+                stmt.query_row(params![token.0, refund.0], image_from_sql)
+                    .optional()?
+            }
+            WriteGuard::Unfenced => {
+                let sql = match kind {
+                    WriteKind::Claim => CLAIM_UNFENCED,
+                    WriteKind::Confirm => CONFIRM_UNFENCED,
+                };
+                let mut stmt = conn.prepare_cached(sql)?;
+                stmt.query_row(params![refund.0], image_from_sql)
+                    .optional()?
+            }
+        };
+        Ok(WriteOutcome {
+            rows_updated: conn.changes(),
+            after,
+        })
+    }
+}
+
+fn state_from_sql(text: &str, column: usize) -> rusqlite::Result<RefundState> {
+    RefundState::from_sql(text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            rusqlite::types::Type::Text,
+            format!("unknown refund state '{text}'").into(),
+        )
+    })
+}
+
+fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<RefundRow> {
+    Ok(RefundRow {
+        id: RefundId(row.get(0)?),
+        merchant: MerchantId(row.get(1)?),
+        amount: Cents(row.get(2)?),
+        state: state_from_sql(row.get_ref(3)?.as_str()?, 3)?,
+        fence: row.get(4)?,
+    })
+}
+
+fn image_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowImage> {
+    Ok(RowImage {
+        state: state_from_sql(row.get_ref(0)?.as_str()?, 0)?,
+        fence: row.get(1)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Token;
+
+    fn store_with(state: RefundState, fence: i64) -> SqliteRefunds {
+        let store = SqliteRefunds::open_in_memory().unwrap();
+        store
+            .insert(&[RefundRow {
+                id: RefundId(815),
+                merchant: MerchantId(4471),
+                amount: Cents(7025),
+                state,
+                fence,
+            }])
+            .unwrap();
+        store
+    }
+
+    #[test]
+    fn a_claim_takes_over_a_sending_row_only_with_a_newer_token() {
+        let store = store_with(RefundState::Sending, 33);
+        let stale = store
+            .write(
+                WriteKind::Claim,
+                RefundId(815),
+                WriteGuard::Fence(Token(33)),
+            )
+            .unwrap();
+        assert_eq!(
+            stale,
+            WriteOutcome {
+                rows_updated: 0,
+                after: None
+            }
+        );
+        let newer = store
+            .write(
+                WriteKind::Claim,
+                RefundId(815),
+                WriteGuard::Fence(Token(34)),
+            )
+            .unwrap();
+        assert_eq!(newer.rows_updated, 1);
+        assert_eq!(
+            newer.after,
+            Some(RowImage {
+                state: RefundState::Sending,
+                fence: 34
+            })
+        );
+    }
+
+    #[test]
+    fn a_confirm_needs_the_exact_token_that_claimed() {
+        let store = store_with(RefundState::Sending, 34);
+        let old = store
+            .write(
+                WriteKind::Confirm,
+                RefundId(815),
+                WriteGuard::Fence(Token(33)),
+            )
+            .unwrap();
+        assert_eq!(old.rows_updated, 0);
+        let ours = store
+            .write(
+                WriteKind::Confirm,
+                RefundId(815),
+                WriteGuard::Fence(Token(34)),
+            )
+            .unwrap();
+        assert_eq!(
+            ours.after,
+            Some(RowImage {
+                state: RefundState::Sent,
+                fence: 34
+            })
+        );
+        // sent is final, for every guard
+        for guard in [WriteGuard::Fence(Token(99)), WriteGuard::Unfenced] {
+            assert_eq!(
+                store
+                    .write(WriteKind::Claim, RefundId(815), guard)
+                    .unwrap()
+                    .rows_updated,
+                0
+            );
+        }
+    }
+
+    #[test]
+    fn unfenced_writes_ignore_the_fence_and_leave_it_alone() {
+        let store = store_with(RefundState::Sending, 34);
+        let claim = store
+            .write(WriteKind::Claim, RefundId(815), WriteGuard::Unfenced)
+            .unwrap();
+        assert_eq!(
+            claim.after,
+            Some(RowImage {
+                state: RefundState::Sending,
+                fence: 34
+            })
+        );
+        let confirm = store
+            .write(WriteKind::Confirm, RefundId(815), WriteGuard::Unfenced)
+            .unwrap();
+        assert_eq!(
+            confirm.after,
+            Some(RowImage {
+                state: RefundState::Sent,
+                fence: 34
+            })
+        );
+    }
+
+    #[test]
+    fn open_refunds_leaves_out_sent_rows_and_keeps_id_order() {
+        let store = SqliteRefunds::open_in_memory().unwrap();
+        let row = |id, state| RefundRow {
+            id: RefundId(id),
+            merchant: MerchantId(1),
+            amount: Cents(100),
+            state,
+            fence: 0,
+        };
+        store
+            .insert(&[
+                row(3, RefundState::Pending),
+                row(1, RefundState::Sent),
+                row(2, RefundState::Sending),
+            ])
+            .unwrap();
+        let open: Vec<u32> = store
+            .open_refunds(MerchantId(1))
+            .unwrap()
+            .iter()
+            .map(|r| r.id.0)
+            .collect();
+        assert_eq!(open, vec![2, 3]);
+        assert_eq!(store.all_rows().unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,411 @@
+//! Tells a run in words: each notable event a line, and the routine rhythm of a worker
+//! settling row after row folded into one line. The same lines drive the sequence diagram.
+
+use crate::runner::Outcome;
+use fencesim_model::{RefundId, RefundState, Step, WorkerId, WriteKind};
+use fencesim_sim::{Actor, CallOutcome, Event, EventKind, WallMs};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One line of a story.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub at_ms: u64,
+    pub actor: String,
+    pub text: String,
+    /// How the sequence diagram draws it.
+    pub diagram: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunKind {
+    Settled,
+    Skipped,
+}
+
+struct Fold {
+    worker: WorkerId,
+    kind: RunKind,
+    first: RefundId,
+    last: RefundId,
+    rows: usize,
+    from_ms: u64,
+    to_ms: u64,
+}
+
+/// What the narrator knows of each row, to tell routine from notable.
+#[derive(Default)]
+struct RowMemory {
+    state: BTreeMap<RefundId, RefundState>,
+    claimed_by: BTreeMap<RefundId, Option<u32>>,
+    paid: BTreeMap<RefundId, u32>,
+    newest_epoch: u32,
+}
+
+struct Narrator<'a> {
+    outcome: &'a Outcome,
+    lines: Vec<Line>,
+    fold: Option<Fold>,
+    rows: RowMemory,
+}
+
+fn fmt_ms(ms: u64) -> String {
+    fencesim_model::group_thousands(ms)
+}
+
+fn rows_word(n: u64) -> &'static str {
+    if n == 1 {
+        "row"
+    } else {
+        "rows"
+    }
+}
+
+impl<'a> Narrator<'a> {
+    fn wall(&self, ms: u64) -> WallMs {
+        self.outcome.scenario.base.plus(ms)
+    }
+
+    fn holder(&self, epoch: Option<u32>) -> String {
+        match epoch.and_then(|n| self.outcome.epoch_holder(n)) {
+            Some(w) => format!("{w}'s lease (epoch {})", epoch.unwrap_or(0)),
+            None => "a lease".to_owned(),
+        }
+    }
+
+    fn push(&mut self, at_ms: u64, actor: impl ToString, text: String, diagram: Vec<String>) {
+        self.close_fold();
+        self.lines.push(Line {
+            at_ms,
+            actor: actor.to_string(),
+            text,
+            diagram,
+        });
+    }
+
+    fn close_fold(&mut self) {
+        let Some(f) = self.fold.take() else { return };
+        let what = match f.kind {
+            RunKind::Settled => "claims, pays and confirms",
+            RunKind::Skipped => "finds already settled and skips",
+        };
+        let range = if f.rows == 1 {
+            f.first.to_string()
+        } else {
+            format!("{} .. {}", f.first, f.last)
+        };
+        let count = if f.rows == 1 {
+            String::new()
+        } else {
+            format!(" ({} refunds, until {})", f.rows, self.wall(f.to_ms))
+        };
+        let diagram = vec![format!(
+            "Note over {}: {what} {}",
+            f.worker,
+            range.replace(" .. ", "..")
+        )];
+        self.lines.push(Line {
+            at_ms: f.from_ms,
+            actor: f.worker.to_string(),
+            text: format!("{what} {range}{count}"),
+            diagram,
+        });
+    }
+
+    /// Folds a routine row event into the worker's current run, or starts a new run.
+    fn fold(
+        &mut self,
+        at_ms: u64,
+        worker: WorkerId,
+        kind: RunKind,
+        refund: RefundId,
+        new_row: bool,
+    ) {
+        if let Some(f) = &mut self.fold {
+            if f.worker == worker && f.kind == kind {
+                f.to_ms = at_ms;
+                if refund != f.last {
+                    f.last = refund;
+                    f.rows += 1;
+                }
+                return;
+            }
+        }
+        if !new_row {
+            // the rest of a row whose start was told on its own line
+            return;
+        }
+        self.close_fold();
+        self.fold = Some(Fold {
+            worker,
+            kind,
+            first: refund,
+            last: refund,
+            rows: 1,
+            from_ms: at_ms,
+            to_ms: at_ms,
+        });
+    }
+
+    fn event(&mut self, e: &Event) {
+        let at = e.at_ms;
+        match &e.kind {
+            EventKind::JobEnqueued { job, merchant } => {
+                self.push(at, Actor::Queue, format!("{job} is queued: settle every open refund of {merchant}"), vec![])
+            }
+            EventKind::JobDelivered { job, worker, delivery, .. } => {
+                let text = if *delivery == 1 {
+                    format!("hands {job} to {worker}")
+                } else {
+                    format!("hands {job} to {worker} (delivery {delivery})")
+                };
+                self.push(at, Actor::Queue, text, vec![format!("Q->>{worker}: {job}")])
+            }
+            EventKind::VisibilityExpired { job, worker, .. } => self.push(
+                at,
+                Actor::Queue,
+                format!("{worker} has not acked {job} within the visibility timeout: the job is visible again"),
+                vec![format!("Note over Q: {worker}'s delivery timed out")],
+            ),
+            EventKind::JobAcked { job, worker, accepted, .. } => {
+                let text = if *accepted {
+                    format!("{worker} acks {job}: done")
+                } else {
+                    format!("refuses {worker}'s ack of {job}: that delivery was handed on")
+                };
+                self.push(at, Actor::Queue, text, vec![format!("{worker}->>Q: ack {job}")])
+            }
+            EventKind::LeaseGranted { worker, key, value, ttl_ms, epoch } => {
+                self.rows.newest_epoch = *epoch;
+                self.push(
+                    at,
+                    Actor::Redis,
+                    format!("grants {key} to {worker} (value {value}, TTL {} ms): epoch {epoch} begins", fmt_ms(*ttl_ms)),
+                    vec![format!("{worker}->>R: SET {key} NX PX {ttl_ms}"), format!("R-->>{worker}: OK, epoch {epoch}")],
+                )
+            }
+            EventKind::LeaseRefused { worker, key } => self.push(
+                at,
+                Actor::Redis,
+                format!("refuses {key} to {worker}: another lease is live"),
+                vec![format!("{worker}->>R: SET {key} NX"), format!("R-->>{worker}: nil")],
+            ),
+            EventKind::LeaseExpired { key, epoch, .. } => {
+                let whose = self.holder(*epoch);
+                self.push(
+                    at,
+                    Actor::Redis,
+                    format!("{key} expires: {whose} is over, and nothing tells its holder"),
+                    vec![format!("Note over R: {key} expires")],
+                )
+            }
+            EventKind::LeaseReleased { worker, key, deleted, .. } => {
+                let text = if *deleted {
+                    format!("{worker} releases {key}")
+                } else {
+                    format!("{worker}'s compare-and-delete of {key} deletes nothing: the key is no longer {worker}'s")
+                };
+                self.push(at, Actor::Redis, text, vec![format!("{worker}->>R: release {key}")])
+            }
+            EventKind::TokenIssued { worker, key, token } => self.push(
+                at,
+                Actor::Redis,
+                format!("INCR {key} gives {worker} token {token}"),
+                vec![format!("{worker}->>R: INCR {key}"), format!("R-->>{worker}: {token}")],
+            ),
+            EventKind::Write { worker, epoch, write, refund, token, rows, after } => {
+                let before = self.rows.state.get(refund).copied().unwrap_or(RefundState::Pending);
+                let routine = *rows == 1
+                    && match write {
+                        WriteKind::Claim => before == RefundState::Pending && *epoch == Some(self.rows.newest_epoch),
+                        WriteKind::Confirm => self.rows.claimed_by.get(refund) == Some(epoch),
+                    };
+                if let Some(image) = after {
+                    self.rows.state.insert(*refund, image.state);
+                }
+                if *rows == 1 && *write == WriteKind::Claim {
+                    self.rows.claimed_by.insert(*refund, *epoch);
+                }
+                if routine {
+                    self.fold(at, *worker, RunKind::Settled, *refund, *write == WriteKind::Claim);
+                    return;
+                }
+                if *rows == 0 && token.is_none() {
+                    self.fold(at, *worker, RunKind::Skipped, *refund, true);
+                    return;
+                }
+                let with = match token {
+                    Some(t) => format!("with token {t}"),
+                    None => "without a token".to_owned(),
+                };
+                let result = match after {
+                    Some(img) => format!("1 row, now {} with fence {}", img.state, img.fence),
+                    None => format!("{rows} {}", rows_word(*rows)),
+                };
+                let fence = token.map_or(String::new(), |t| format!(" fence {t}"));
+                self.push(
+                    at,
+                    Actor::Store,
+                    format!("{worker} {write}s {refund} {with}: {result}"),
+                    vec![format!("{worker}->>D: {write} {refund}{fence}"), format!("D-->>{worker}: {rows} {}", rows_word(*rows))],
+                )
+            }
+            EventKind::Lookup { worker, refund, found } => {
+                let answer = match found {
+                    Some(n) => format!("refund #{n} exists"),
+                    None => "none".to_owned(),
+                };
+                self.push(
+                    at,
+                    Actor::Gateway,
+                    format!("{worker} asks for a refund with reference {refund}: {answer}"),
+                    vec![format!("{worker}->>G: find {refund}"), format!("G-->>{worker}: {answer}")],
+                )
+            }
+            EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, .. } => {
+                let times_paid = self.rows.paid.entry(*refund).or_default();
+                if *outcome == CallOutcome::Created {
+                    *times_paid += 1;
+                }
+                let text = match (outcome, *times_paid) {
+                    (CallOutcome::Created, 1) if self.fold.is_some() => {
+                        self.fold(at, *worker, RunKind::Settled, *refund, false);
+                        return;
+                    }
+                    (CallOutcome::Created, 1) => format!("{worker} pays {refund}: {amount} leaves (refund #{gateway_ref})"),
+                    (CallOutcome::Created, _) => {
+                        format!("{worker} pays {refund} again: a second {amount} leaves (refund #{gateway_ref})")
+                    }
+                    (CallOutcome::Replayed, _) => format!(
+                        "{worker} pays {refund} with idempotency key {refund}: the gateway returns refund #{gateway_ref} and moves no money"
+                    ),
+                };
+                let reply = match outcome {
+                    CallOutcome::Created => format!("refund #{gateway_ref}, {amount}"),
+                    CallOutcome::Replayed => format!("existing refund #{gateway_ref}"),
+                };
+                self.push(
+                    at,
+                    Actor::Gateway,
+                    text,
+                    vec![format!("{worker}->>G: refund {refund}, key {refund}"), format!("G-->>{worker}: {reply}")],
+                )
+            }
+            EventKind::Step { worker, step } => self.step(at, *worker, step),
+            EventKind::Paused { worker, duration_ms } => self.push(
+                at,
+                Actor::Faults,
+                format!("{worker}'s whole process freezes for {} ms", fmt_ms(*duration_ms)),
+                vec![format!("Note over {worker}: frozen for {} ms", fmt_ms(*duration_ms))],
+            ),
+            EventKind::Resumed { worker } => self.push(
+                at,
+                Actor::Faults,
+                format!("{worker}'s process resumes; {worker} still believes it holds the lease"),
+                vec![format!("Note over {worker}: resumes")],
+            ),
+        }
+    }
+
+    fn step(&mut self, at: u64, worker: WorkerId, step: &Step) {
+        match step {
+            Step::RowsSelected { open, sending } => self.push(
+                at,
+                worker,
+                format!("selects {open} open refunds, {sending} of them in sending"),
+                vec![
+                    format!("{worker}->>D: select open rows"),
+                    format!("D-->>{worker}: {open} rows"),
+                ],
+            ),
+            Step::LeaseBusy { merchant } => self.push(
+                at,
+                worker,
+                format!(
+                    "cannot take the lease of {merchant}: stops and leaves the job to the queue"
+                ),
+                vec![],
+            ),
+            Step::FenceViolation { violation } => self.push(
+                at,
+                worker,
+                format!(
+                    "FenceViolation: its {} of {} with token {} was turned away by the row",
+                    violation.write, violation.refund, violation.token
+                ),
+                vec![format!("Note over {worker}: FenceViolation")],
+            ),
+            Step::BatchAbandoned { reason } => self.push(
+                at,
+                worker,
+                format!(
+                    "abandons the batch ({}), without acking the job",
+                    format!("{reason:?}").to_lowercase()
+                ),
+                vec![format!("Note over {worker}: abandons the batch")],
+            ),
+            Step::BatchCompleted { merchant } => self.push(
+                at,
+                worker,
+                format!("completes the batch for {merchant}"),
+                vec![format!("Note over {worker}: batch complete")],
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// The run as lines, routine stretches folded.
+pub fn story(outcome: &Outcome) -> Vec<Line> {
+    let mut n = Narrator {
+        outcome,
+        lines: Vec::new(),
+        fold: None,
+        rows: RowMemory::default(),
+    };
+    for e in &outcome.record.events {
+        n.event(e);
+    }
+    n.close_fold();
+    n.lines
+}
+
+/// The story as text, one line per event: `10:00:26.000  store    A claims r_815 ...`.
+pub fn render_story(outcome: &Outcome, lines: &[Line], limit: usize) -> String {
+    let mut out = String::new();
+    for line in lines.iter().take(limit) {
+        let _ = writeln!(
+            out,
+            "{}  {:<8} {}",
+            outcome.scenario.base.plus(line.at_ms),
+            line.actor,
+            line.text
+        );
+    }
+    if lines.len() > limit {
+        let _ = writeln!(out, "... and {} more lines", lines.len() - limit);
+    }
+    out
+}
+
+/// A mermaid sequence diagram of the story, generated from the recorded history.
+pub fn sequence_diagram(outcome: &Outcome, lines: &[Line]) -> String {
+    let mut out = String::from("sequenceDiagram\n");
+    let workers = outcome.scenario.world.workers;
+    let _ = writeln!(out, "  participant Q as Queue");
+    for w in 0..workers {
+        let w = WorkerId(w);
+        let _ = writeln!(out, "  participant {w} as Worker {w}");
+        if w.0 == 0 {
+            let _ = writeln!(out, "  participant R as Redis");
+        }
+    }
+    let _ = writeln!(out, "  participant D as Database");
+    let _ = writeln!(out, "  participant G as Gateway");
+    for line in lines {
+        for d in &line.diagram {
+            let _ = writeln!(out, "  {d}");
+        }
+    }
+    out
+}

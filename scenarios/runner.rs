@@ -1,0 +1,171 @@
+//! The runner composes: a scenario, a strategy and a seed in, a run and its verdicts out.
+
+use crate::checkers::{check_all, violations, Check, Facts};
+use crate::scenario::Scenario;
+use fencesim_model::{Cents, RefundId, RefundState, Step, WorkerId, WriteKind};
+use fencesim_sim::{run_world, trace_hash, write_trace, CallOutcome, EventKind, RunRecord};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The default seed: any seed replays the worked example, this one is what docs show.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// One finished run with its verdicts.
+pub struct Outcome {
+    pub scenario: Scenario,
+    pub record: RunRecord,
+    pub checks: Vec<Check>,
+    pub trace_hash: u64,
+}
+
+/// What a run did, in counts a reader can compare across mechanisms.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub refunds_total: usize,
+    pub refunds_sent: usize,
+    /// Ledger entries: money movements.
+    pub gateway_refunds: usize,
+    pub refunded_cents: i64,
+    /// Writes a fenced store turned away (each abandons a batch).
+    pub fence_rejections: usize,
+    /// Money movements beyond the first for a refund.
+    pub double_refunds: usize,
+    /// Confirms by an epoch other than the row's last accepted claim.
+    pub stale_confirms: usize,
+    /// Rows with accepted claims from more than one epoch.
+    pub rows_claimed_by_two: usize,
+    /// Refunds the gateway was asked to pay more than once (idempotent or not).
+    pub repeated_gateway_calls: usize,
+}
+
+pub fn run(scenario: &Scenario, seed: u64) -> Result<Outcome, String> {
+    let record = run_world(&scenario.world, seed)?;
+    let checks = check_all(&Facts {
+        record: &record,
+        world: &scenario.world,
+        base: scenario.base,
+    });
+    let trace_hash = trace_hash(&record.events);
+    Ok(Outcome {
+        scenario: scenario.clone(),
+        record,
+        checks,
+        trace_hash,
+    })
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        !self.checks.iter().any(Check::is_violation)
+    }
+
+    pub fn check(&self, invariant: &str) -> &Check {
+        self.checks
+            .iter()
+            .find(|c| c.invariant == invariant)
+            .expect("every invariant is checked")
+    }
+
+    pub fn tally(&self) -> Tally {
+        let r = &self.record;
+        let mut calls: BTreeMap<RefundId, u32> = BTreeMap::new();
+        let mut created: BTreeMap<RefundId, u32> = BTreeMap::new();
+        let mut claimers: BTreeMap<RefundId, BTreeSet<Option<u32>>> = BTreeMap::new();
+        let mut fence_rejections = 0;
+        for e in &r.events {
+            match &e.kind {
+                EventKind::RefundCalled {
+                    refund, outcome, ..
+                } => {
+                    *calls.entry(*refund).or_default() += 1;
+                    if *outcome == CallOutcome::Created {
+                        *created.entry(*refund).or_default() += 1;
+                    }
+                }
+                EventKind::Write {
+                    write: WriteKind::Claim,
+                    refund,
+                    rows,
+                    epoch,
+                    ..
+                } if *rows > 0 => {
+                    claimers.entry(*refund).or_default().insert(*epoch);
+                }
+                EventKind::Step {
+                    step: Step::FenceViolation { .. },
+                    ..
+                } => fence_rejections += 1,
+                _ => {}
+            }
+        }
+        Tally {
+            refunds_total: r.final_rows.len(),
+            refunds_sent: r
+                .final_rows
+                .iter()
+                .filter(|row| row.state == RefundState::Sent)
+                .count(),
+            gateway_refunds: r.ledger.len(),
+            refunded_cents: r.ledger.iter().map(|e| e.amount).sum::<Cents>().0,
+            fence_rejections,
+            double_refunds: created.values().map(|&n| n as usize - 1).sum(),
+            stale_confirms: self.check("no-stale-confirm").breaches.len(),
+            rows_claimed_by_two: claimers.values().filter(|s| s.len() > 1).count(),
+            repeated_gateway_calls: calls.values().filter(|&&n| n > 1).count(),
+        }
+    }
+
+    /// The run as one JSON object (`fencesim run --json`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let t = self.tally();
+        let violations: Vec<_> = violations(&self.checks)
+            .map(|(c, b)| {
+                serde_json::json!({
+                    "invariant": c.invariant,
+                    "at": self.scenario.base.plus(b.at_ms).to_string(),
+                    "detail": b.detail,
+                    "count": c.breaches.len(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "scenario": self.scenario.name,
+            "strategy": self.scenario.world.mechanism.name(),
+            "gateway": self.scenario.world.gateway_mode.name(),
+            "seed": self.record.seed,
+            "trace_hash": format!("{:016x}", self.trace_hash),
+            "refunds_total": t.refunds_total,
+            "refunds_sent": t.refunds_sent,
+            "gateway_refunds": t.gateway_refunds,
+            "refunded_cents": t.refunded_cents,
+            "fence_rejections": t.fence_rejections,
+            "double_refunds": t.double_refunds,
+            "stale_confirms": t.stale_confirms,
+            "violations": violations,
+        })
+    }
+
+    /// The history as JSON Lines.
+    pub fn trace_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.record.events.len() * 160);
+        write_trace(&self.record.events, self.scenario.base, &mut out)
+            .expect("writing to memory cannot fail");
+        out
+    }
+
+    /// The command that reproduces this run.
+    pub fn replay_command(&self) -> String {
+        format!(
+            "fencesim run --scenario {} --strategy {} --gateway {} --seed {}",
+            self.scenario.name,
+            self.scenario.world.mechanism.name(),
+            self.scenario.world.gateway_mode.name(),
+            self.record.seed
+        )
+    }
+
+    /// Which worker was the first to hold an epoch, for stories told about it.
+    pub fn epoch_holder(&self, epoch: u32) -> Option<WorkerId> {
+        self.record.epochs.get(epoch as usize - 1).map(|e| e.worker)
+    }
+}

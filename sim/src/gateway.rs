@@ -1,0 +1,209 @@
+//! The simulated payment gateway: a money ledger, which is the truth about refunds, and
+//! an idempotency record per key.
+//!
+//! Money moves when a call arrives; the response comes back after the call's latency. In
+//! idempotent mode a key seen before moves no money: a finished key answers from its
+//! record at once, a key still in flight answers when the first call completes.
+
+use fencesim_model::{Cents, Receipt, RefundId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GatewayMode {
+    /// The refund id is an idempotency key: a second call with it moves no money.
+    Idempotent,
+    /// Every call moves money.
+    NonIdempotent,
+}
+
+impl GatewayMode {
+    pub const ALL: [GatewayMode; 2] = [GatewayMode::Idempotent, GatewayMode::NonIdempotent];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GatewayMode::Idempotent => "idempotent",
+            GatewayMode::NonIdempotent => "non-idempotent",
+        }
+    }
+}
+
+impl fmt::Display for GatewayMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for GatewayMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        GatewayMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                format!("unknown gateway mode '{s}': expected idempotent or non-idempotent")
+            })
+    }
+}
+
+/// One movement of money.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct LedgerEntry {
+    pub gateway_ref: u32,
+    pub refund: RefundId,
+    pub amount: Cents,
+    pub at_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct KeyRecord {
+    receipt: Receipt,
+    completes_at_ms: u64,
+}
+
+/// How a refund call was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// Money moved; this is a new ledger entry.
+    Created,
+    /// The key was seen before: the earlier refund is returned and no money moves.
+    Replayed,
+}
+
+/// The gateway's answer to a call, and when the caller receives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallReply {
+    pub receipt: Receipt,
+    pub outcome: CallOutcome,
+    pub respond_at_ms: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct GatewayCore {
+    mode: GatewayMode,
+    ledger: Vec<LedgerEntry>,
+    keys: BTreeMap<RefundId, KeyRecord>,
+}
+
+impl GatewayCore {
+    pub fn new(mode: GatewayMode) -> GatewayCore {
+        GatewayCore {
+            mode,
+            ledger: Vec::new(),
+            keys: BTreeMap::new(),
+        }
+    }
+
+    pub fn mode(&self) -> GatewayMode {
+        self.mode
+    }
+
+    pub fn ledger(&self) -> &[LedgerEntry] {
+        &self.ledger
+    }
+
+    /// A refund call arriving at `now_ms` whose processing takes `latency_ms`.
+    pub fn refund(
+        &mut self,
+        key: RefundId,
+        amount: Cents,
+        now_ms: u64,
+        latency_ms: u64,
+    ) -> CallReply {
+        if self.mode == GatewayMode::Idempotent {
+            if let Some(record) = self.keys.get(&key) {
+                return CallReply {
+                    receipt: record.receipt,
+                    outcome: CallOutcome::Replayed,
+                    respond_at_ms: record.completes_at_ms.max(now_ms),
+                };
+            }
+        }
+        let gateway_ref = self.ledger.len() as u32 + 1;
+        self.ledger.push(LedgerEntry {
+            gateway_ref,
+            refund: key,
+            amount,
+            at_ms: now_ms,
+        });
+        let receipt = Receipt {
+            gateway_ref,
+            amount,
+        };
+        let completes_at_ms = now_ms + latency_ms;
+        self.keys.entry(key).or_insert(KeyRecord {
+            receipt,
+            completes_at_ms,
+        });
+        CallReply {
+            receipt,
+            outcome: CallOutcome::Created,
+            respond_at_ms: completes_at_ms,
+        }
+    }
+
+    /// The first refund made with this reference, if any.
+    pub fn find(&self, reference: RefundId) -> Option<Receipt> {
+        self.ledger
+            .iter()
+            .find(|e| e.refund == reference)
+            .map(|e| Receipt {
+                gateway_ref: e.gateway_ref,
+                amount: e.amount,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idempotent_gateway_moves_money_once_per_key() {
+        let mut g = GatewayCore::new(GatewayMode::Idempotent);
+        let first = g.refund(RefundId(815), Cents(7025), 31_005, 30);
+        assert_eq!(first.outcome, CallOutcome::Created);
+        assert_eq!(first.respond_at_ms, 31_035);
+        // in flight: the second caller waits for the first call's answer
+        let during = g.refund(RefundId(815), Cents(7025), 31_010, 30);
+        assert_eq!(
+            (during.outcome, during.respond_at_ms),
+            (CallOutcome::Replayed, 31_035)
+        );
+        // finished: answered from the record at once
+        let after = g.refund(RefundId(815), Cents(7025), 34_000, 30);
+        assert_eq!(
+            (after.outcome, after.respond_at_ms, after.receipt),
+            (CallOutcome::Replayed, 34_000, first.receipt)
+        );
+        assert_eq!(g.ledger().len(), 1);
+        assert_eq!(g.find(RefundId(815)), Some(first.receipt));
+        assert_eq!(g.find(RefundId(816)), None);
+    }
+
+    #[test]
+    fn a_non_idempotent_gateway_pays_every_call() {
+        let mut g = GatewayCore::new(GatewayMode::NonIdempotent);
+        g.refund(RefundId(815), Cents(7025), 31_005, 30);
+        let again = g.refund(RefundId(815), Cents(7025), 34_000, 30);
+        assert_eq!(again.outcome, CallOutcome::Created);
+        assert_eq!(
+            g.ledger().iter().map(|e| e.amount).sum::<Cents>(),
+            Cents(14_050)
+        );
+    }
+
+    #[test]
+    fn modes_parse_by_name() {
+        assert_eq!("non-idempotent".parse(), Ok(GatewayMode::NonIdempotent));
+        assert!("sometimes"
+            .parse::<GatewayMode>()
+            .unwrap_err()
+            .contains("unknown gateway mode 'sometimes'"));
+    }
+}

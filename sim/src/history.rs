@@ -1,0 +1,199 @@
+//! The typed events every component records into one history, in the order they happen.
+
+use crate::clock::WallMs;
+use crate::gateway::CallOutcome;
+use fencesim_model::{
+    Cents, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind,
+};
+use serde::Serialize;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// What happened. Each variant is recorded by the component that did it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    JobEnqueued {
+        job: JobId,
+        merchant: MerchantId,
+    },
+    JobDelivered {
+        job: JobId,
+        worker: WorkerId,
+        receipt: u32,
+        delivery: u32,
+    },
+    /// The delivery was not acked in time: the job is visible again.
+    VisibilityExpired {
+        job: JobId,
+        worker: WorkerId,
+        receipt: u32,
+    },
+    JobAcked {
+        job: JobId,
+        worker: WorkerId,
+        receipt: u32,
+        accepted: bool,
+    },
+
+    /// Redis granted `SET key value NX PX ttl`: a new epoch opens.
+    LeaseGranted {
+        worker: WorkerId,
+        key: String,
+        value: String,
+        ttl_ms: u64,
+        epoch: u32,
+    },
+    LeaseRefused {
+        worker: WorkerId,
+        key: String,
+    },
+    /// Redis removed the lease key because its TTL ran out.
+    LeaseExpired {
+        key: String,
+        value: String,
+        epoch: Option<u32>,
+    },
+    LeaseReleased {
+        worker: WorkerId,
+        key: String,
+        value: String,
+        deleted: bool,
+    },
+    TokenIssued {
+        worker: WorkerId,
+        key: String,
+        token: Token,
+    },
+
+    /// A claim or a confirm, as SQLite executed it.
+    Write {
+        worker: WorkerId,
+        epoch: Option<u32>,
+        write: WriteKind,
+        refund: RefundId,
+        token: Option<Token>,
+        rows: u64,
+        after: Option<RowImage>,
+    },
+
+    Lookup {
+        worker: WorkerId,
+        refund: RefundId,
+        found: Option<u32>,
+    },
+    /// A refund call reached the gateway. `Created` moved money (a ledger entry).
+    RefundCalled {
+        worker: WorkerId,
+        epoch: Option<u32>,
+        refund: RefundId,
+        amount: Cents,
+        outcome: CallOutcome,
+        gateway_ref: u32,
+    },
+
+    /// The worker reached a step of its protocol.
+    Step {
+        worker: WorkerId,
+        #[serde(flatten)]
+        step: Step,
+    },
+
+    Paused {
+        worker: WorkerId,
+        duration_ms: u64,
+    },
+    Resumed {
+        worker: WorkerId,
+    },
+}
+
+/// Who an event belongs to, as a trace shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Actor {
+    Worker(WorkerId),
+    Redis,
+    Store,
+    Gateway,
+    Queue,
+    Faults,
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::Worker(w) => write!(f, "{w}"),
+            Actor::Redis => f.write_str("redis"),
+            Actor::Store => f.write_str("store"),
+            Actor::Gateway => f.write_str("gateway"),
+            Actor::Queue => f.write_str("queue"),
+            Actor::Faults => f.write_str("faults"),
+        }
+    }
+}
+
+impl EventKind {
+    pub fn actor(&self) -> Actor {
+        use EventKind::*;
+        match self {
+            JobEnqueued { .. }
+            | JobDelivered { .. }
+            | VisibilityExpired { .. }
+            | JobAcked { .. } => Actor::Queue,
+            LeaseGranted { .. }
+            | LeaseRefused { .. }
+            | LeaseExpired { .. }
+            | LeaseReleased { .. }
+            | TokenIssued { .. } => Actor::Redis,
+            Write { .. } => Actor::Store,
+            Lookup { .. } | RefundCalled { .. } => Actor::Gateway,
+            Step { worker, .. } => Actor::Worker(*worker),
+            Paused { .. } | Resumed { .. } => Actor::Faults,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Event {
+    /// Milliseconds since the run started.
+    pub at_ms: u64,
+    pub kind: EventKind,
+}
+
+/// One line of a trace: the event with its wall-clock time and actor.
+#[derive(Serialize)]
+struct TraceLine<'a> {
+    at: String,
+    actor: String,
+    #[serde(flatten)]
+    kind: &'a EventKind,
+}
+
+/// Writes the history as JSON Lines, one event a line.
+pub fn write_trace(
+    events: &[Event],
+    base: WallMs,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    for e in events {
+        let line = TraceLine {
+            at: base.plus(e.at_ms).to_string(),
+            actor: e.kind.actor().to_string(),
+            kind: &e.kind,
+        };
+        serde_json::to_writer(&mut *out, &line)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// The trace's fingerprint: a 64-bit hash of every event in order. Same seed, same build,
+/// same hash.
+pub fn trace_hash(events: &[Event]) -> u64 {
+    let mut h = twox_hash::XxHash64::with_seed(0);
+    events.len().hash(&mut h);
+    for e in events {
+        e.hash(&mut h);
+    }
+    h.finish()
+}

@@ -1,0 +1,364 @@
+//! The simulated Redis: a pure core of keys with expiry by Redis's own clock.
+//!
+//! `apply(command, now)` is all the behaviour there is; the world's clients call it and
+//! record what happened. Keys expire when Redis's clock passes their deadline: the world
+//! asks `next_expiry` and removes them at that exact millisecond with `expire_due`, and a
+//! command that arrives in the same millisecond sees them gone already.
+
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Value {
+    Str(String),
+    Int(i64),
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    value: Value,
+    /// Deadline on Redis's clock.
+    expires_at_ms: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command<'a> {
+    /// `SET key value NX PX ttl`
+    SetNxPx {
+        key: &'a str,
+        value: &'a str,
+        ttl_ms: u64,
+    },
+    Get {
+        key: &'a str,
+    },
+    Del {
+        key: &'a str,
+    },
+    Incr {
+        key: &'a str,
+    },
+    /// `PEXPIRE key ms`
+    PExpire {
+        key: &'a str,
+        ttl_ms: u64,
+    },
+    /// Delete only if the key holds `value` (the release script).
+    CompareAndDelete {
+        key: &'a str,
+        value: &'a str,
+    },
+    /// Re-arm the TTL only if the key holds `value` (the renewal script).
+    CompareAndExtend {
+        key: &'a str,
+        value: &'a str,
+        ttl_ms: u64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Ok,
+    Nil,
+    Bulk(String),
+    Int(i64),
+    Error(&'static str),
+}
+
+/// A key Redis removed because its deadline passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expired {
+    pub key: String,
+    pub value: Value,
+    /// When, on the simulation's clock.
+    pub at_ms: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct RedisCore {
+    keys: BTreeMap<String, Entry>,
+    /// Redis's clock minus the simulation's: a clock jump moves it.
+    clock_offset_ms: i64,
+}
+
+impl RedisCore {
+    pub fn new() -> RedisCore {
+        RedisCore::default()
+    }
+
+    fn redis_now(&self, now_ms: u64) -> u64 {
+        (now_ms as i64 + self.clock_offset_ms).max(0) as u64
+    }
+
+    /// Sets a key without expiry, as a scenario's starting state (`fence:settle:m = 32`).
+    pub fn preset(&mut self, key: &str, value: Value) {
+        self.keys.insert(
+            key.to_owned(),
+            Entry {
+                value,
+                expires_at_ms: None,
+            },
+        );
+    }
+
+    /// The next time, on the simulation's clock, at which a key expires.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.keys
+            .values()
+            .filter_map(|e| e.expires_at_ms)
+            .min()
+            .map(|at| (at as i64 - self.clock_offset_ms).max(0) as u64)
+    }
+
+    /// Removes every key whose deadline has passed, in deadline order.
+    pub fn expire_due(&mut self, now_ms: u64, out: &mut Vec<Expired>) {
+        let redis_now = self.redis_now(now_ms);
+        let mut due: Vec<(u64, String)> = self
+            .keys
+            .iter()
+            .filter_map(|(k, e)| {
+                e.expires_at_ms
+                    .filter(|&at| at <= redis_now)
+                    .map(|at| (at, k.clone()))
+            })
+            .collect();
+        due.sort();
+        for (at, key) in due {
+            let entry = self.keys.remove(&key).expect("due key is present");
+            let at_ms = (at as i64 - self.clock_offset_ms).max(0) as u64;
+            out.push(Expired {
+                key,
+                value: entry.value,
+                at_ms,
+            });
+        }
+    }
+
+    /// Applies one command at simulated time `now_ms`; keys due by then expire first.
+    pub fn apply(&mut self, cmd: Command<'_>, now_ms: u64, expired: &mut Vec<Expired>) -> Reply {
+        self.expire_due(now_ms, expired);
+        let redis_now = self.redis_now(now_ms);
+        match cmd {
+            Command::SetNxPx { key, value, ttl_ms } => {
+                if ttl_ms == 0 {
+                    return Reply::Error("ERR invalid expire time in 'set' command");
+                }
+                if self.keys.contains_key(key) {
+                    return Reply::Nil;
+                }
+                let entry = Entry {
+                    value: Value::Str(value.to_owned()),
+                    expires_at_ms: Some(redis_now + ttl_ms),
+                };
+                self.keys.insert(key.to_owned(), entry);
+                Reply::Ok
+            }
+            Command::Get { key } => match self.keys.get(key) {
+                None => Reply::Nil,
+                Some(Entry {
+                    value: Value::Str(s),
+                    ..
+                }) => Reply::Bulk(s.clone()),
+                Some(Entry {
+                    value: Value::Int(n),
+                    ..
+                }) => Reply::Bulk(n.to_string()),
+            },
+            Command::Del { key } => Reply::Int(i64::from(self.keys.remove(key).is_some())),
+            Command::Incr { key } => {
+                let entry = self.keys.entry(key.to_owned()).or_insert(Entry {
+                    value: Value::Int(0),
+                    expires_at_ms: None,
+                });
+                let current = match &entry.value {
+                    Value::Int(n) => *n,
+                    Value::Str(s) => match s.parse::<i64>() {
+                        Ok(n) => n,
+                        Err(_) => {
+                            return Reply::Error("ERR value is not an integer or out of range")
+                        }
+                    },
+                };
+                let Some(next) = current.checked_add(1) else {
+                    return Reply::Error("ERR increment or decrement would overflow");
+                };
+                entry.value = Value::Int(next);
+                Reply::Int(next)
+            }
+            Command::PExpire { key, ttl_ms } => match self.keys.get_mut(key) {
+                None => Reply::Int(0),
+                Some(entry) => {
+                    entry.expires_at_ms = Some(redis_now + ttl_ms);
+                    Reply::Int(1)
+                }
+            },
+            Command::CompareAndDelete { key, value } => {
+                if self.holds(key, value) {
+                    self.keys.remove(key);
+                    Reply::Int(1)
+                } else {
+                    Reply::Int(0)
+                }
+            }
+            Command::CompareAndExtend { key, value, ttl_ms } => {
+                if self.holds(key, value) {
+                    let entry = self.keys.get_mut(key).expect("held key is present");
+                    entry.expires_at_ms = Some(redis_now + ttl_ms);
+                    Reply::Int(1)
+                } else {
+                    Reply::Int(0)
+                }
+            }
+        }
+    }
+
+    fn holds(&self, key: &str, value: &str) -> bool {
+        matches!(self.keys.get(key), Some(Entry { value: Value::Str(s), .. }) if s == value)
+    }
+
+    /// The string value a key holds now, if any.
+    pub fn value_of(&self, key: &str) -> Option<&Value> {
+        self.keys.get(key).map(|e| &e.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(core: &mut RedisCore, cmd: Command<'_>, now: u64) -> (Reply, Vec<Expired>) {
+        let mut expired = Vec::new();
+        let reply = core.apply(cmd, now, &mut expired);
+        (reply, expired)
+    }
+
+    #[test]
+    fn set_nx_px_grants_once_and_the_key_expires_at_its_exact_deadline() {
+        let mut r = RedisCore::new();
+        let set = |v| Command::SetNxPx {
+            key: "lock:settle:m_4471",
+            value: v,
+            ttl_ms: 30_000,
+        };
+        assert_eq!(run(&mut r, set("A#1"), 0).0, Reply::Ok);
+        assert_eq!(run(&mut r, set("B#1"), 29_999).0, Reply::Nil);
+        assert_eq!(r.next_expiry(), Some(30_000));
+        let (reply, expired) = run(&mut r, set("B#1"), 30_000);
+        assert_eq!(reply, Reply::Ok);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].at_ms, 30_000);
+        assert_eq!(expired[0].value, Value::Str("A#1".into()));
+    }
+
+    #[test]
+    fn incr_counts_from_a_preset_value_and_refuses_a_non_integer() {
+        let mut r = RedisCore::new();
+        r.preset("fence:settle:m_4471", Value::Int(32));
+        assert_eq!(
+            run(
+                &mut r,
+                Command::Incr {
+                    key: "fence:settle:m_4471"
+                },
+                0
+            )
+            .0,
+            Reply::Int(33)
+        );
+        assert_eq!(
+            run(
+                &mut r,
+                Command::Incr {
+                    key: "fence:settle:m_4471"
+                },
+                5
+            )
+            .0,
+            Reply::Int(34)
+        );
+        assert_eq!(
+            run(&mut r, Command::Incr { key: "fresh" }, 5).0,
+            Reply::Int(1)
+        );
+        r.preset("text", Value::Str("abc".into()));
+        assert!(matches!(
+            run(&mut r, Command::Incr { key: "text" }, 5).0,
+            Reply::Error(_)
+        ));
+    }
+
+    #[test]
+    fn compare_and_delete_only_deletes_its_own_value() {
+        let mut r = RedisCore::new();
+        run(
+            &mut r,
+            Command::SetNxPx {
+                key: "k",
+                value: "B#1",
+                ttl_ms: 100,
+            },
+            0,
+        );
+        let del = |v| Command::CompareAndDelete { key: "k", value: v };
+        assert_eq!(run(&mut r, del("A#1"), 1).0, Reply::Int(0));
+        assert_eq!(r.value_of("k"), Some(&Value::Str("B#1".into())));
+        assert_eq!(run(&mut r, del("B#1"), 2).0, Reply::Int(1));
+        assert_eq!(run(&mut r, Command::Get { key: "k" }, 3).0, Reply::Nil);
+    }
+
+    #[test]
+    fn extend_and_pexpire_move_the_deadline() {
+        let mut r = RedisCore::new();
+        run(
+            &mut r,
+            Command::SetNxPx {
+                key: "k",
+                value: "A#1",
+                ttl_ms: 100,
+            },
+            0,
+        );
+        let ext = |v| Command::CompareAndExtend {
+            key: "k",
+            value: v,
+            ttl_ms: 100,
+        };
+        assert_eq!(run(&mut r, ext("B#1"), 50).0, Reply::Int(0));
+        assert_eq!(run(&mut r, ext("A#1"), 50).0, Reply::Int(1));
+        assert_eq!(r.next_expiry(), Some(150));
+        assert_eq!(
+            run(
+                &mut r,
+                Command::PExpire {
+                    key: "k",
+                    ttl_ms: 10
+                },
+                60
+            )
+            .0,
+            Reply::Int(1)
+        );
+        let mut expired = Vec::new();
+        r.expire_due(70, &mut expired);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].at_ms, 70);
+        assert_eq!(run(&mut r, Command::Del { key: "k" }, 71).0, Reply::Int(0));
+    }
+
+    #[test]
+    fn a_zero_ttl_is_an_error_as_in_redis() {
+        let mut r = RedisCore::new();
+        assert!(matches!(
+            run(
+                &mut r,
+                Command::SetNxPx {
+                    key: "k",
+                    value: "v",
+                    ttl_ms: 0
+                },
+                0
+            )
+            .0,
+            Reply::Error(_)
+        ));
+    }
+}
