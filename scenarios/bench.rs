@@ -5,10 +5,11 @@
 //! SQLite with no simulation around them. The ratio is what the simulation costs on top
 //! of the database work it cannot avoid. Timings use the real clock, outside any run.
 
+use crate::checkers::{check_all, Facts};
 use crate::runner::{run, DEFAULT_SEED};
 use crate::scenario::{worked_example, Scenario};
 use fencesim_model::{Mechanism, MerchantId, RefundId, SqliteRefunds, Step, WriteGuard, WriteKind};
-use fencesim_sim::{EventKind, GatewayMode, RunRecord};
+use fencesim_sim::{run_world, trace_hash, EventKind, GatewayMode, RunRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -84,6 +85,9 @@ pub struct BenchResult {
     pub worked_example_ms_median: f64,
     pub sql_floor_ms_median: f64,
     pub ratio: f64,
+    /// Of the worked example: the simulated world alone, and the checkers with the hash.
+    pub world_ms_median: f64,
+    pub checks_ms_median: f64,
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -98,6 +102,8 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
     let expected_rows = sql_floor(&scenario, &ops)?;
     let mut sim_ms = Vec::with_capacity(runs);
     let mut floor_ms = Vec::with_capacity(runs);
+    let mut world_ms = Vec::with_capacity(runs);
+    let mut checks_ms = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
         let t = Instant::now();
         let outcome = run(&scenario, DEFAULT_SEED)?;
@@ -105,6 +111,17 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         if outcome.trace_hash != reference.trace_hash {
             return Err("the worked example gave two different traces in one process".to_owned());
         }
+        let t = Instant::now();
+        let record = run_world(&scenario.world, DEFAULT_SEED)?;
+        world_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let checks = check_all(&Facts {
+            record: &record,
+            world: &scenario.world,
+            base: scenario.base,
+        });
+        std::hint::black_box((checks, trace_hash(&record.events)));
+        checks_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
         let rows = sql_floor(&scenario, &ops)?;
         floor_ms.push(t.elapsed().as_secs_f64() * 1e3);
@@ -120,5 +137,79 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         worked_example_ms_median,
         sql_floor_ms_median,
         ratio: worked_example_ms_median / sql_floor_ms_median,
+        world_ms_median: median(world_ms),
+        checks_ms_median: median(checks_ms),
     })
+}
+
+pub const BENCH_REPORT: &str = "reports/bench.md";
+
+/// The metrics a bench report must show, by the names `--json` gives them.
+pub const BENCH_METRICS: [&str; 5] =
+    ["worked_example_ms_median", "sql_floor_ms_median", "ratio", "world_ms_median", "checks_ms_median"];
+
+/// Today's date in UTC, `YYYY-MM-DD`, from the real clock (a bench runs outside any simulation).
+fn today_utc() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // days since 1970-01-01 to a civil date (proleptic Gregorian calendar)
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// What machine the figures were taken on.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_owned()))
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{cores} cores, {cpu}, {} {}", std::env::consts::OS, std::env::consts::ARCH)
+}
+
+/// The bench report, as Markdown.
+pub fn bench_report(r: &BenchResult) -> String {
+    format!(
+        "# Benchmarks\n\n\
+         Written by `fencesim bench --record` (release build). Figures are ratios taken in one process on one \
+         machine; the absolute times only say how loaded that machine was.\n\n\
+         Measured {date} on {machine}, {runs} runs each, interleaved.\n\n\
+         ## The worked example against its SQL floor\n\n\
+         The floor runs the same {statements} statements the simulated run executed (setup, selects, every claim \
+         and confirm with its guard) on a fresh in-memory SQLite with no simulation around them.\n\n\
+         | metric | value |\n|---|---:|\n\
+         | ratio | {ratio:.2} (target at most 1.25) |\n\
+         | worked_example_ms_median | {we:.2} |\n\
+         | sql_floor_ms_median | {floor:.2} |\n\
+         | world_ms_median | {world:.2} |\n\
+         | checks_ms_median | {checks:.2} |\n\n\
+         `world` is the simulated run alone; `checks` is every invariant plus the trace hash. Reproduce with \
+         `cargo run --release -- bench`.\n",
+        date = today_utc(),
+        machine = machine(),
+        runs = r.runs,
+        statements = r.statements,
+        ratio = r.ratio,
+        we = r.worked_example_ms_median,
+        floor = r.sql_floor_ms_median,
+        world = r.world_ms_median,
+        checks = r.checks_ms_median,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn today_is_a_plausible_date() {
+        let d = super::today_utc();
+        assert_eq!(d.len(), 10);
+        assert!(d.as_str() >= "2024-01-01", "{d}");
+    }
 }

@@ -4,7 +4,7 @@
 //! granted is an epoch, and every write is attributed to the epoch of its writer's own
 //! acquisition. Each breach names the event that caused it, in words.
 
-use fencesim_model::{Cents, RefundId, RefundRow, RefundState, Step, Token, WorkerId, WriteKind};
+use fencesim_model::{Cents, RefundId, RefundState, Step, Token, WorkerId, WriteKind};
 use fencesim_sim::{CallOutcome, Epoch, EventKind, RunRecord, WallMs, WorldConfig};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -76,13 +76,42 @@ impl Facts<'_> {
             },
         }
     }
+}
 
-    fn amount_of(&self, refund: RefundId) -> Option<Cents> {
-        self.world
+/// A value per refund row, indexed by the refund's number: the checkers look rows up
+/// once per event, so a dense table beats a map.
+pub struct PerRow<T> {
+    slots: Vec<T>,
+}
+
+impl<T: Clone + Default> PerRow<T> {
+    pub fn new(world: &WorldConfig) -> PerRow<T> {
+        let len = world
             .rows
             .iter()
-            .find(|r| r.id == refund)
-            .map(|r| r.amount)
+            .map(|r| r.id.0 as usize + 1)
+            .max()
+            .unwrap_or(0);
+        PerRow {
+            slots: vec![T::default(); len],
+        }
+    }
+
+    pub fn get(&self, id: RefundId) -> T {
+        self.slots.get(id.0 as usize).cloned().unwrap_or_default()
+    }
+
+    pub fn slot(&mut self, id: RefundId) -> &mut T {
+        let i = id.0 as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, T::default());
+        }
+        &mut self.slots[i]
+    }
+
+    /// Sets the row's value and returns the one it had.
+    pub fn replace(&mut self, id: RefundId, value: T) -> T {
+        std::mem::replace(self.slot(id), value)
     }
 }
 
@@ -106,7 +135,11 @@ pub fn check_all(facts: &Facts<'_>) -> Vec<Check> {
 /// The gateway ledger moves money at most once per refund id, for that row's amount.
 pub fn no_double_refund(f: &Facts<'_>) -> Check {
     let mut breaches = Vec::new();
-    let mut paid: BTreeMap<RefundId, (u32, WorkerId, u64)> = BTreeMap::new();
+    let mut row_amount: PerRow<Option<Cents>> = PerRow::new(f.world);
+    for row in &f.world.rows {
+        *row_amount.slot(row.id) = Some(row.amount);
+    }
+    let mut paid: PerRow<Option<(u32, WorkerId, u64)>> = PerRow::new(f.world);
     for e in &f.record.events {
         let EventKind::RefundCalled {
             worker,
@@ -119,7 +152,7 @@ pub fn no_double_refund(f: &Facts<'_>) -> Check {
         else {
             continue;
         };
-        if let Some(expected) = f.amount_of(*refund) {
+        if let Some(expected) = row_amount.get(*refund) {
             if expected != *amount {
                 breaches.push(Breach {
                     at_ms: e.at_ms,
@@ -130,14 +163,12 @@ pub fn no_double_refund(f: &Facts<'_>) -> Check {
                 });
             }
         }
-        match paid.get(refund) {
-            None => {
-                paid.insert(*refund, (*gateway_ref, *worker, e.at_ms));
-            }
-            Some(&(first_ref, first_worker, first_at)) => breaches.push(Breach {
+        match paid.get(*refund) {
+            None => *paid.slot(*refund) = Some((*gateway_ref, *worker, e.at_ms)),
+            Some((first_ref, first_worker, first_at)) => breaches.push(Breach {
                 at_ms: e.at_ms,
                 detail: format!(
-                    "{refund} was refunded twice: {amount} again by {} (gateway refund #{gateway_ref}), after {first_worker}'s refund #{first_ref} at {}",
+                    "{refund} was refunded twice: {amount} again, as refund #{gateway_ref}, by {}; {first_worker}'s refund #{first_ref} had paid it at {}",
                     f.who(*worker, *epoch),
                     f.at(first_at)
                 ),
@@ -154,7 +185,7 @@ pub fn no_double_refund(f: &Facts<'_>) -> Check {
 /// A row reaches `sent` only by the epoch that made its last accepted claim.
 pub fn no_stale_confirm(f: &Facts<'_>) -> Check {
     let mut breaches = Vec::new();
-    let mut last_claim: BTreeMap<RefundId, (Option<u32>, WorkerId)> = BTreeMap::new();
+    let mut last_claim: PerRow<Option<(Option<u32>, WorkerId)>> = PerRow::new(f.world);
     for e in &f.record.events {
         let EventKind::Write {
             worker,
@@ -171,12 +202,10 @@ pub fn no_stale_confirm(f: &Facts<'_>) -> Check {
             continue;
         }
         match write {
-            WriteKind::Claim => {
-                last_claim.insert(*refund, (*epoch, *worker));
-            }
-            WriteKind::Confirm => match last_claim.get(refund) {
-                Some(&(claim_epoch, _)) if claim_epoch == *epoch => {}
-                Some(&(claim_epoch, claimer)) => breaches.push(Breach {
+            WriteKind::Claim => *last_claim.slot(*refund) = Some((*epoch, *worker)),
+            WriteKind::Confirm => match last_claim.get(*refund) {
+                Some((claim_epoch, _)) if claim_epoch == *epoch => {}
+                Some((claim_epoch, claimer)) => breaches.push(Breach {
                     at_ms: e.at_ms,
                     detail: format!(
                         "{refund} was confirmed as sent by {}, but its last accepted claim was made by {}",
@@ -202,8 +231,11 @@ pub fn no_stale_confirm(f: &Facts<'_>) -> Check {
 /// goes down; per counter, tokens are issued strictly increasing.
 pub fn monotonic_fences(f: &Facts<'_>) -> Check {
     let mut breaches = Vec::new();
-    let mut last_writer: BTreeMap<RefundId, (u32, WorkerId)> = BTreeMap::new();
-    let mut fence: BTreeMap<RefundId, i64> = f.world.rows.iter().map(|r| (r.id, r.fence)).collect();
+    let mut last_writer: PerRow<Option<(u32, WorkerId)>> = PerRow::new(f.world);
+    let mut fence: PerRow<i64> = PerRow::new(f.world);
+    for row in &f.world.rows {
+        *fence.slot(row.id) = row.fence;
+    }
     let mut tokens: BTreeMap<&str, Token> = BTreeMap::new();
     for e in &f.record.events {
         match &e.kind {
@@ -217,7 +249,8 @@ pub fn monotonic_fences(f: &Facts<'_>) -> Check {
                 ..
             } if *rows > 0 => {
                 if let Some(epoch) = epoch {
-                    if let Some(&(newest, newest_worker)) = last_writer.get(refund) {
+                    let last = last_writer.get(*refund);
+                    if let Some((newest, newest_worker)) = last {
                         if *epoch < newest {
                             breaches.push(Breach {
                                 at_ms: e.at_ms,
@@ -229,13 +262,12 @@ pub fn monotonic_fences(f: &Facts<'_>) -> Check {
                             });
                         }
                     }
-                    let newest = last_writer.get(refund).map_or(0, |w| w.0);
-                    if *epoch >= newest {
-                        last_writer.insert(*refund, (*epoch, *worker));
+                    if *epoch >= last.map_or(0, |w| w.0) {
+                        *last_writer.slot(*refund) = Some((*epoch, *worker));
                     }
                 }
                 if let Some(image) = after {
-                    let before = fence.insert(*refund, image.fence).unwrap_or(0);
+                    let before = fence.replace(*refund, image.fence);
                     if image.fence < before {
                         breaches.push(Breach {
                             at_ms: e.at_ms,
@@ -269,8 +301,10 @@ pub fn monotonic_fences(f: &Facts<'_>) -> Check {
 pub fn state_machine(f: &Facts<'_>) -> Check {
     use RefundState::*;
     let mut breaches = Vec::new();
-    let mut state: BTreeMap<RefundId, RefundState> =
-        f.world.rows.iter().map(|r| (r.id, r.state)).collect();
+    let mut state: PerRow<Option<RefundState>> = PerRow::new(f.world);
+    for row in &f.world.rows {
+        *state.slot(row.id) = Some(row.state);
+    }
     for e in &f.record.events {
         let EventKind::Write {
             worker,
@@ -295,7 +329,7 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
             });
             continue;
         };
-        let before = state.insert(*refund, image.state).unwrap_or(Pending);
+        let before = state.replace(*refund, Some(image.state)).unwrap_or(Pending);
         let allowed = matches!(
             (write, before, image.state),
             (WriteKind::Claim, Pending | Sending, Sending) | (WriteKind::Confirm, Sending, Sent)
@@ -311,7 +345,7 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
         }
     }
     for row in &f.record.final_rows {
-        let expected = state.get(&row.id).copied();
+        let expected = state.get(row.id);
         if expected != Some(row.state) {
             breaches.push(Breach {
                 at_ms: f.record.ended_at_ms,
@@ -334,9 +368,9 @@ pub fn ledger_matches_rows(f: &Facts<'_>) -> Check {
     let mut breaches = Vec::new();
     let end = f.record.ended_at_ms;
     if f.record.settled {
-        let mut entries: BTreeMap<RefundId, u32> = BTreeMap::new();
+        let mut entries: PerRow<u32> = PerRow::new(f.world);
         for entry in &f.record.ledger {
-            *entries.entry(entry.refund).or_default() += 1;
+            *entries.slot(entry.refund) += 1;
         }
         for row in f
             .record
@@ -344,7 +378,7 @@ pub fn ledger_matches_rows(f: &Facts<'_>) -> Check {
             .iter()
             .filter(|r| r.state == RefundState::Sent)
         {
-            let n = entries.get(&row.id).copied().unwrap_or(0);
+            let n = entries.get(row.id);
             if n != 1 {
                 breaches.push(Breach {
                     at_ms: end,
@@ -467,9 +501,4 @@ pub fn violations(checks: &[Check]) -> impl Iterator<Item = (&Check, &Breach)> {
         .iter()
         .filter(|c| c.is_violation())
         .map(|c| (c, &c.breaches[0]))
-}
-
-/// Rows a test or a report may want to look up by id.
-pub fn row(rows: &[RefundRow], id: RefundId) -> Option<&RefundRow> {
-    rows.iter().find(|r| r.id == id)
 }

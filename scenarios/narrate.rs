@@ -4,7 +4,7 @@
 use crate::runner::Outcome;
 use fencesim_model::{RefundId, RefundState, Step, WorkerId, WriteKind};
 use fencesim_sim::{Actor, CallOutcome, Event, EventKind, WallMs};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// One line of a story.
@@ -33,25 +33,88 @@ struct Fold {
     to_ms: u64,
 }
 
-/// What the narrator knows of each row, to tell routine from notable.
-#[derive(Default)]
-struct RowMemory {
-    state: BTreeMap<RefundId, RefundState>,
-    claimed_by: BTreeMap<RefundId, Option<u32>>,
-    paid: BTreeMap<RefundId, u32>,
-    newest_epoch: u32,
+/// How far a row has got through one plain claim, pay, confirm by a single lease.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rhythm {
+    Claimed(Option<u32>),
+    Paid(Option<u32>),
+    Done,
+    Irregular,
+}
+
+/// The rows whose whole history is one claim from `pending`, one payment and one confirm
+/// by the same lease: routine, told as a folded run. A skip by a worker without a token
+/// does not count against a row; any other event on it does.
+fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
+    let mut rhythm: BTreeMap<RefundId, Rhythm> = BTreeMap::new();
+    for e in events {
+        let (refund, next) = match &e.kind {
+            EventKind::Write {
+                rows: 0,
+                token: None,
+                ..
+            } => continue,
+            EventKind::Write {
+                write,
+                refund,
+                rows,
+                epoch,
+                after,
+                ..
+            } => {
+                let now = rhythm.get(refund).copied();
+                let next = match (write, now, after) {
+                    (WriteKind::Claim, None, Some(img))
+                        if *rows == 1 && img.state == RefundState::Sending =>
+                    {
+                        Rhythm::Claimed(*epoch)
+                    }
+                    (WriteKind::Confirm, Some(Rhythm::Paid(by)), Some(_))
+                        if *rows == 1 && by == *epoch =>
+                    {
+                        Rhythm::Done
+                    }
+                    _ => Rhythm::Irregular,
+                };
+                (refund, next)
+            }
+            EventKind::RefundCalled {
+                refund,
+                epoch,
+                outcome,
+                ..
+            } => {
+                let next = match rhythm.get(refund) {
+                    Some(Rhythm::Claimed(by))
+                        if *by == *epoch && *outcome == CallOutcome::Created =>
+                    {
+                        Rhythm::Paid(*epoch)
+                    }
+                    _ => Rhythm::Irregular,
+                };
+                (refund, next)
+            }
+            EventKind::Lookup { refund, .. } => (refund, Rhythm::Irregular),
+            _ => continue,
+        };
+        rhythm.insert(*refund, next);
+    }
+    rhythm
+        .into_iter()
+        .filter(|(_, r)| *r == Rhythm::Done)
+        .map(|(id, _)| id)
+        .collect()
 }
 
 struct Narrator<'a> {
     outcome: &'a Outcome,
     lines: Vec<Line>,
     fold: Option<Fold>,
-    rows: RowMemory,
+    plain: BTreeSet<RefundId>,
+    paid: BTreeMap<RefundId, u32>,
 }
 
-fn fmt_ms(ms: u64) -> String {
-    fencesim_model::group_thousands(ms)
-}
+use fencesim_model::group_thousands as fmt_ms;
 
 fn rows_word(n: u64) -> &'static str {
     if n == 1 {
@@ -176,7 +239,6 @@ impl<'a> Narrator<'a> {
                 self.push(at, Actor::Queue, text, vec![format!("{worker}->>Q: ack {job}")])
             }
             EventKind::LeaseGranted { worker, key, value, ttl_ms, epoch } => {
-                self.rows.newest_epoch = *epoch;
                 self.push(
                     at,
                     Actor::Redis,
@@ -213,25 +275,13 @@ impl<'a> Narrator<'a> {
                 format!("INCR {key} gives {worker} token {token}"),
                 vec![format!("{worker}->>R: INCR {key}"), format!("R-->>{worker}: {token}")],
             ),
-            EventKind::Write { worker, epoch, write, refund, token, rows, after } => {
-                let before = self.rows.state.get(refund).copied().unwrap_or(RefundState::Pending);
-                let routine = *rows == 1
-                    && match write {
-                        WriteKind::Claim => before == RefundState::Pending && *epoch == Some(self.rows.newest_epoch),
-                        WriteKind::Confirm => self.rows.claimed_by.get(refund) == Some(epoch),
-                    };
-                if let Some(image) = after {
-                    self.rows.state.insert(*refund, image.state);
-                }
-                if *rows == 1 && *write == WriteKind::Claim {
-                    self.rows.claimed_by.insert(*refund, *epoch);
-                }
-                if routine {
-                    self.fold(at, *worker, RunKind::Settled, *refund, *write == WriteKind::Claim);
-                    return;
-                }
+            EventKind::Write { worker, write, refund, token, rows, after, .. } => {
                 if *rows == 0 && token.is_none() {
                     self.fold(at, *worker, RunKind::Skipped, *refund, true);
+                    return;
+                }
+                if self.plain.contains(refund) {
+                    self.fold(at, *worker, RunKind::Settled, *refund, *write == WriteKind::Claim);
                     return;
                 }
                 let with = match token {
@@ -263,15 +313,15 @@ impl<'a> Narrator<'a> {
                 )
             }
             EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, .. } => {
-                let times_paid = self.rows.paid.entry(*refund).or_default();
+                if self.plain.contains(refund) {
+                    self.fold(at, *worker, RunKind::Settled, *refund, false);
+                    return;
+                }
+                let times_paid = self.paid.entry(*refund).or_default();
                 if *outcome == CallOutcome::Created {
                     *times_paid += 1;
                 }
                 let text = match (outcome, *times_paid) {
-                    (CallOutcome::Created, 1) if self.fold.is_some() => {
-                        self.fold(at, *worker, RunKind::Settled, *refund, false);
-                        return;
-                    }
                     (CallOutcome::Created, 1) => format!("{worker} pays {refund}: {amount} leaves (refund #{gateway_ref})"),
                     (CallOutcome::Created, _) => {
                         format!("{worker} pays {refund} again: a second {amount} leaves (refund #{gateway_ref})")
@@ -312,7 +362,10 @@ impl<'a> Narrator<'a> {
             Step::RowsSelected { open, sending } => self.push(
                 at,
                 worker,
-                format!("selects {open} open refunds, {sending} of them in sending"),
+                format!(
+                    "selects {} open refunds, {sending} of them in sending",
+                    fmt_ms(u64::from(*open))
+                ),
                 vec![
                     format!("{worker}->>D: select open rows"),
                     format!("D-->>{worker}: {open} rows"),
@@ -338,10 +391,7 @@ impl<'a> Narrator<'a> {
             Step::BatchAbandoned { reason } => self.push(
                 at,
                 worker,
-                format!(
-                    "abandons the batch ({}), without acking the job",
-                    format!("{reason:?}").to_lowercase()
-                ),
+                format!("abandons the batch ({reason}), without acking the job"),
                 vec![format!("Note over {worker}: abandons the batch")],
             ),
             Step::BatchCompleted { merchant } => self.push(
@@ -357,11 +407,13 @@ impl<'a> Narrator<'a> {
 
 /// The run as lines, routine stretches folded.
 pub fn story(outcome: &Outcome) -> Vec<Line> {
+    let plain = plain_rows(&outcome.record.events);
     let mut n = Narrator {
         outcome,
         lines: Vec::new(),
         fold: None,
-        rows: RowMemory::default(),
+        plain,
+        paid: BTreeMap::new(),
     };
     for e in &outcome.record.events {
         n.event(e);

@@ -70,7 +70,7 @@ pub fn group_thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(c);
@@ -182,7 +182,8 @@ mod tests {
             .parse::<WorkerId>()
             .unwrap_err()
             .contains("bad worker 'a'"));
-        assert!("W".parse::<WorkerId>().is_err());
+        assert_eq!("W".parse::<WorkerId>(), Ok(WorkerId(22)));
+        assert!("Wx".parse::<WorkerId>().is_err());
         assert!("815"
             .parse::<RefundId>()
             .unwrap_err()

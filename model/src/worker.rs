@@ -145,6 +145,16 @@ pub enum AbandonReason {
     BackendError,
 }
 
+impl std::fmt::Display for AbandonReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AbandonReason::FenceViolation => "fence violation",
+            AbandonReason::GatewayUnavailable => "gateway unavailable",
+            AbandonReason::BackendError => "backend error",
+        })
+    }
+}
+
 /// How one delivery of a job ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchOutcome {

@@ -85,7 +85,7 @@ mod tests {
         assert_eq!(WallMs::hms(10, 0, 26).plus(7).to_string(), "10:00:26.007");
         assert_eq!(
             WallMs::hms(23, 59, 59).plus(1999).to_string(),
-            "00:00:01.999"
+            "00:00:00.999"
         );
     }
 

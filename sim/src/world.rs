@@ -597,8 +597,21 @@ impl Probe for Client {
     }
 }
 
+/// The first hash map the simulator builds in a process draws the process's hashing seed
+/// from `getrandom`; inside a run, madsim answers that call from the run's own random
+/// stream, so the very first run of a process would draw once more than every later run
+/// and schedule differently. Drawing that seed here, outside any run, keeps every run of
+/// a seed identical, first or not.
+fn settle_process_randomness() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ahash::RandomState::new();
+    });
+}
+
 /// Runs one world to its end in a fresh runtime seeded with `seed`.
 pub fn run_world(config: &WorldConfig, seed: u64) -> Result<RunRecord, String> {
+    settle_process_randomness();
     let store = SqliteRefunds::open_in_memory()
         .map_err(|e| format!("cannot open the refund store: {e}"))?;
     store

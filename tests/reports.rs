@@ -1,0 +1,66 @@
+//! The committed reports are what the project's own command produces today.
+
+use fencesim::narrate::{render_story, sequence_diagram, story};
+use fencesim::report::{worked_example_report, WORKED_EXAMPLE_REPORT};
+use fencesim::runner::{run, DEFAULT_SEED};
+use fencesim::scenario::worked_example;
+
+#[test]
+fn the_worked_example_report_is_fresh() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(WORKED_EXAMPLE_REPORT);
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let fresh = worked_example_report().unwrap();
+    assert!(
+        committed == fresh,
+        "{WORKED_EXAMPLE_REPORT} is stale: regenerate it with `cargo run --release -- report` and commit it"
+    );
+}
+
+#[test]
+fn the_bench_report_shows_every_metric_the_bench_measures() {
+    use fencesim::bench::{BENCH_METRICS, BENCH_REPORT};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(BENCH_REPORT);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    for metric in BENCH_METRICS {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("| {metric} |"))),
+            "{BENCH_REPORT} lacks {metric}: record it again with `cargo run --release -- bench --record`"
+        );
+    }
+    assert!(text.contains("Measured 20"), "{BENCH_REPORT} must say when it was measured");
+}
+
+#[test]
+fn the_timeline_of_the_worked_example() {
+    let o = run(&worked_example(), DEFAULT_SEED).unwrap();
+    insta::assert_snapshot!(
+        "worked_example_timeline",
+        render_story(&o, &story(&o), usize::MAX)
+    );
+}
+
+#[test]
+fn the_sequence_diagram_comes_from_the_history() {
+    let o = run(&worked_example(), DEFAULT_SEED).unwrap();
+    let diagram = sequence_diagram(&o, &story(&o));
+    assert!(diagram.starts_with("sequenceDiagram\n"));
+    for step in [
+        "A->>R: SET lock:settle:m_4471 NX PX 30000",
+        "R-->>A: 33",
+        "A->>D: claim r_815 fence 33",
+        "Note over A: frozen for 8,000 ms",
+        "Note over R: lock:settle:m_4471 expires",
+        "R-->>B: 34",
+        "B->>G: find r_815",
+        "A->>D: confirm r_815 fence 33",
+        "D-->>A: 0 rows",
+        "Note over A: FenceViolation",
+    ] {
+        assert!(diagram.contains(step), "missing {step:?} in\n{diagram}");
+    }
+    // the diagram's order is the history's order
+    let claim = diagram.find("A->>D: claim r_815").unwrap();
+    let expiry = diagram.find("Note over R:").unwrap();
+    let rejected = diagram.find("D-->>A: 0 rows").unwrap();
+    assert!(claim < expiry && expiry < rejected);
+}
