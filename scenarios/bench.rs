@@ -26,26 +26,15 @@ pub fn statements(record: &RunRecord) -> Vec<FloorOp> {
     let mut ops = Vec::with_capacity(record.events.len() / 2);
     for e in &record.events {
         match &e.kind {
-            EventKind::Step {
-                worker,
-                step: Step::JobReceived { job, .. },
-            } => {
+            EventKind::Step { worker, step: Step::JobReceived { job, .. } } => {
                 job_of.insert(*worker, job.merchant);
             }
-            EventKind::Step {
-                worker,
-                step: Step::RowsSelected { .. },
-            } => {
+            EventKind::Step { worker, step: Step::RowsSelected { .. } } => {
                 if let Some(m) = job_of.get(worker) {
                     ops.push(FloorOp::SelectOpen(*m));
                 }
             }
-            EventKind::Write {
-                write,
-                refund,
-                token,
-                ..
-            } => {
+            EventKind::Write { write, refund, token, .. } => {
                 let guard = token.map_or(WriteGuard::Unfenced, WriteGuard::Fence);
                 ops.push(FloorOp::Write(*write, *refund, guard));
             }
@@ -58,9 +47,7 @@ pub fn statements(record: &RunRecord) -> Vec<FloorOp> {
 /// Runs the setup and the statements on a fresh database; returns the rows they updated.
 pub fn sql_floor(scenario: &Scenario, ops: &[FloorOp]) -> Result<u64, String> {
     let store = SqliteRefunds::open_in_memory().map_err(|e| e.to_string())?;
-    store
-        .insert(&scenario.world.rows)
-        .map_err(|e| e.to_string())?;
+    store.insert(&scenario.world.rows).map_err(|e| e.to_string())?;
     let mut updated = 0;
     for op in ops {
         match *op {
@@ -68,10 +55,7 @@ pub fn sql_floor(scenario: &Scenario, ops: &[FloorOp]) -> Result<u64, String> {
                 std::hint::black_box(store.open_refunds(m).map_err(|e| e.to_string())?);
             }
             FloorOp::Write(kind, refund, guard) => {
-                updated += store
-                    .write(kind, refund, guard)
-                    .map_err(|e| e.to_string())?
-                    .rows_updated;
+                updated += store.write(kind, refund, guard).map_err(|e| e.to_string())?.rows_updated;
             }
         }
     }
@@ -115,11 +99,7 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         let record = run_world(&scenario.world, DEFAULT_SEED)?;
         world_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
-        let checks = check_all(&Facts {
-            record: &record,
-            world: &scenario.world,
-            base: scenario.base,
-        });
+        let checks = check_all(&Facts { record: &record, world: &scenario.world, base: scenario.base });
         std::hint::black_box((checks, trace_hash(&record.events)));
         checks_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let t = Instant::now();
@@ -168,7 +148,12 @@ fn today_utc() -> String {
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_owned()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown CPU".to_owned());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!("{cores} cores, {cpu}, {} {}", std::env::consts::OS, std::env::consts::ARCH)

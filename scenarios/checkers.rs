@@ -67,11 +67,7 @@ impl Facts<'_> {
         match self.epoch(epoch) {
             None => format!("{worker} (holding no lease)"),
             Some(e) => match e.expired_at_ms {
-                Some(at) => format!(
-                    "{worker} (epoch {}, whose lease expired at {})",
-                    e.number,
-                    self.at(at)
-                ),
+                Some(at) => format!("{worker} (epoch {}, whose lease expired at {})", e.number, self.at(at)),
                 None => format!("{worker} (epoch {})", e.number),
             },
         }
@@ -86,15 +82,8 @@ pub struct PerRow<T> {
 
 impl<T: Clone + Default> PerRow<T> {
     pub fn new(world: &WorldConfig) -> PerRow<T> {
-        let len = world
-            .rows
-            .iter()
-            .map(|r| r.id.0 as usize + 1)
-            .max()
-            .unwrap_or(0);
-        PerRow {
-            slots: vec![T::default(); len],
-        }
+        let len = world.rows.iter().map(|r| r.id.0 as usize + 1).max().unwrap_or(0);
+        PerRow { slots: vec![T::default(); len] }
     }
 
     pub fn get(&self, id: RefundId) -> T {
@@ -175,11 +164,7 @@ pub fn no_double_refund(f: &Facts<'_>) -> Check {
             }),
         }
     }
-    Check {
-        invariant: "no-double-refund",
-        kind: CheckKind::Always,
-        breaches,
-    }
+    Check { invariant: "no-double-refund", kind: CheckKind::Always, breaches }
 }
 
 /// A row reaches `sent` only by the epoch that made its last accepted claim.
@@ -187,15 +172,7 @@ pub fn no_stale_confirm(f: &Facts<'_>) -> Check {
     let mut breaches = Vec::new();
     let mut last_claim: PerRow<Option<(Option<u32>, WorkerId)>> = PerRow::new(f.world);
     for e in &f.record.events {
-        let EventKind::Write {
-            worker,
-            epoch,
-            write,
-            refund,
-            rows,
-            ..
-        } = &e.kind
-        else {
+        let EventKind::Write { worker, epoch, write, refund, rows, .. } = &e.kind else {
             continue;
         };
         if *rows == 0 {
@@ -215,16 +192,15 @@ pub fn no_stale_confirm(f: &Facts<'_>) -> Check {
                 }),
                 None => breaches.push(Breach {
                     at_ms: e.at_ms,
-                    detail: format!("{refund} was confirmed as sent by {} without any accepted claim", f.who(*worker, *epoch)),
+                    detail: format!(
+                        "{refund} was confirmed as sent by {} without any accepted claim",
+                        f.who(*worker, *epoch)
+                    ),
                 }),
             },
         }
     }
-    Check {
-        invariant: "no-stale-confirm",
-        kind: CheckKind::Always,
-        breaches,
-    }
+    Check { invariant: "no-stale-confirm", kind: CheckKind::Always, breaches }
 }
 
 /// Per row, accepted writes never go back to an older epoch and the stored fence never
@@ -239,15 +215,7 @@ pub fn monotonic_fences(f: &Facts<'_>) -> Check {
     let mut tokens: BTreeMap<&str, Token> = BTreeMap::new();
     for e in &f.record.events {
         match &e.kind {
-            EventKind::Write {
-                worker,
-                epoch,
-                write,
-                refund,
-                rows,
-                after,
-                ..
-            } if *rows > 0 => {
+            EventKind::Write { worker, epoch, write, refund, rows, after, .. } if *rows > 0 => {
                 if let Some(epoch) = epoch {
                     let last = last_writer.get(*refund);
                     if let Some((newest, newest_worker)) = last {
@@ -289,11 +257,7 @@ pub fn monotonic_fences(f: &Facts<'_>) -> Check {
             _ => {}
         }
     }
-    Check {
-        invariant: "monotonic-fences",
-        kind: CheckKind::Always,
-        breaches,
-    }
+    Check { invariant: "monotonic-fences", kind: CheckKind::Always, breaches }
 }
 
 /// Rows move only `pending -> sending -> sent`; `sent` is final; the table at the end is
@@ -306,15 +270,7 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
         *state.slot(row.id) = Some(row.state);
     }
     for e in &f.record.events {
-        let EventKind::Write {
-            worker,
-            write,
-            refund,
-            rows,
-            after,
-            ..
-        } = &e.kind
-        else {
+        let EventKind::Write { worker, write, refund, rows, after, .. } = &e.kind else {
             continue;
         };
         if *rows == 0 {
@@ -323,9 +279,7 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
         let Some(image) = after else {
             breaches.push(Breach {
                 at_ms: e.at_ms,
-                detail: format!(
-                    "a {write} of {refund} by {worker} changed a row the store did not return"
-                ),
+                detail: format!("a {write} of {refund} by {worker} changed a row the store did not return"),
             });
             continue;
         };
@@ -337,10 +291,7 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
         if !allowed {
             breaches.push(Breach {
                 at_ms: e.at_ms,
-                detail: format!(
-                    "{refund} moved {before} -> {} on a {write} by {worker}",
-                    image.state
-                ),
+                detail: format!("{refund} moved {before} -> {} on a {write} by {worker}", image.state),
             });
         }
     }
@@ -356,11 +307,7 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
             });
         }
     }
-    Check {
-        invariant: "state-machine",
-        kind: CheckKind::Always,
-        breaches,
-    }
+    Check { invariant: "state-machine", kind: CheckKind::Always, breaches }
 }
 
 /// At rest: every `sent` row has exactly one ledger entry, and the sums agree to the cent.
@@ -372,12 +319,7 @@ pub fn ledger_matches_rows(f: &Facts<'_>) -> Check {
         for entry in &f.record.ledger {
             *entries.slot(entry.refund) += 1;
         }
-        for row in f
-            .record
-            .final_rows
-            .iter()
-            .filter(|r| r.state == RefundState::Sent)
-        {
+        for row in f.record.final_rows.iter().filter(|r| r.state == RefundState::Sent) {
             let n = entries.get(row.id);
             if n != 1 {
                 breaches.push(Breach {
@@ -386,13 +328,8 @@ pub fn ledger_matches_rows(f: &Facts<'_>) -> Check {
                 });
             }
         }
-        let rows: Cents = f
-            .record
-            .final_rows
-            .iter()
-            .filter(|r| r.state == RefundState::Sent)
-            .map(|r| r.amount)
-            .sum();
+        let rows: Cents =
+            f.record.final_rows.iter().filter(|r| r.state == RefundState::Sent).map(|r| r.amount).sum();
         let ledger: Cents = f.record.ledger.iter().map(|e| e.amount).sum();
         if rows != ledger {
             breaches.push(Breach {
@@ -401,11 +338,7 @@ pub fn ledger_matches_rows(f: &Facts<'_>) -> Check {
             });
         }
     }
-    Check {
-        invariant: "ledger-matches-rows",
-        kind: CheckKind::AtRest,
-        breaches,
-    }
+    Check { invariant: "ledger-matches-rows", kind: CheckKind::AtRest, breaches }
 }
 
 /// Once healed: every job completes within the settle bound after the last fault; a stall
@@ -424,29 +357,19 @@ pub fn progress(f: &Facts<'_>) -> Check {
             });
         }
     }
-    Check {
-        invariant: "progress",
-        kind: CheckKind::OnceHealed,
-        breaches,
-    }
+    Check { invariant: "progress", kind: CheckKind::OnceHealed, breaches }
 }
 
 fn stall_cause(f: &Facts<'_>) -> String {
     let last_violation = f.record.events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::Step {
-            worker,
-            step: Step::FenceViolation { violation },
-        } => Some((e.at_ms, *worker, *violation)),
+        EventKind::Step { worker, step: Step::FenceViolation { violation } } => {
+            Some((e.at_ms, *worker, *violation))
+        }
         _ => None,
     });
     match last_violation {
         Some((at, worker, v)) => {
-            let stored = f
-                .record
-                .final_rows
-                .iter()
-                .find(|r| r.id == v.refund)
-                .map_or(0, |r| r.fence);
+            let stored = f.record.final_rows.iter().find(|r| r.id == v.refund).map_or(0, |r| r.fence);
             format!(
                 "cause: every attempt is turned away, last at {} when {worker}'s {} of {} with token {} updated 0 rows (stored fence {stored})",
                 f.at(at),
@@ -469,15 +392,10 @@ pub fn single_holder(f: &Facts<'_>) -> Check {
         };
         match step {
             Step::LeaseAcquired { merchant, .. } => {
-                if let Some((other, _)) = believers
-                    .iter()
-                    .find(|(w, (m, _))| *w != worker && m == merchant)
-                {
+                if let Some((other, _)) = believers.iter().find(|(w, (m, _))| *w != worker && m == merchant) {
                     breaches.push(Breach {
                         at_ms: e.at_ms,
-                        detail: format!(
-                            "{worker} and {other} both believe they hold lock:settle:{merchant}"
-                        ),
+                        detail: format!("{worker} and {other} both believe they hold lock:settle:{merchant}"),
                     });
                 }
                 believers.insert(*worker, (*merchant, e.at_ms));
@@ -488,17 +406,10 @@ pub fn single_holder(f: &Facts<'_>) -> Check {
             _ => {}
         }
     }
-    Check {
-        invariant: "single-holder",
-        kind: CheckKind::Diagnostic,
-        breaches,
-    }
+    Check { invariant: "single-holder", kind: CheckKind::Diagnostic, breaches }
 }
 
 /// The first breach of every invariant that does not hold, as the run's violations.
 pub fn violations(checks: &[Check]) -> impl Iterator<Item = (&Check, &Breach)> {
-    checks
-        .iter()
-        .filter(|c| c.is_violation())
-        .map(|c| (c, &c.breaches[0]))
+    checks.iter().filter(|c| c.is_violation()).map(|c| (c, &c.breaches[0]))
 }

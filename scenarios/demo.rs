@@ -13,10 +13,7 @@ pub fn comparison(seed: u64) -> Result<Vec<Outcome>, String> {
     let mut outcomes = Vec::new();
     for mechanism in [Mechanism::Fenced, Mechanism::TtlOnly] {
         for gateway in GatewayMode::ALL {
-            outcomes.push(run(
-                &worked_example().with_strategy(mechanism, gateway),
-                seed,
-            )?);
+            outcomes.push(run(&worked_example().with_strategy(mechanism, gateway), seed)?);
         }
     }
     Ok(outcomes)
@@ -30,12 +27,7 @@ pub fn outcome_table(outcomes: &[Outcome]) -> String {
     );
     for o in outcomes {
         let t = o.tally();
-        let broken: Vec<&str> = o
-            .checks
-            .iter()
-            .filter(|c| c.is_violation())
-            .map(|c| c.invariant)
-            .collect();
+        let broken: Vec<&str> = o.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -48,11 +40,7 @@ pub fn outcome_table(outcomes: &[Outcome]) -> String {
             t.stale_confirms,
             t.rows_claimed_by_two,
             t.fence_rejections,
-            if broken.is_empty() {
-                "none".to_owned()
-            } else {
-                broken.join(", ")
-            },
+            if broken.is_empty() { "none".to_owned() } else { broken.join(", ") },
         );
     }
     out
@@ -86,16 +74,10 @@ pub fn render(seed: u64) -> Result<String, String> {
     let fenced = &outcomes[0];
     let ttl_only = &outcomes[3];
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "fencesim demo: a lock with a TTL, with and without a fencing token\n"
-    );
+    let _ = writeln!(out, "fencesim demo: a lock with a TTL, with and without a fencing token\n");
     out.push_str(INTRO);
 
-    let _ = writeln!(
-        out,
-        "\n1. With the fence (strategy fenced, idempotent gateway)\n"
-    );
+    let _ = writeln!(out, "\n1. With the fence (strategy fenced, idempotent gateway)\n");
     out.push_str(&render_story(fenced, &story(fenced), usize::MAX));
     let t = fenced.tally();
     let _ = writeln!(
@@ -108,15 +90,10 @@ pub fn render(seed: u64) -> Result<String, String> {
         if fenced.passed() { "yes" } else { "NO" },
     );
 
-    let _ = writeln!(
-        out,
-        "\n2. The same faults, TTL lease alone (strategy ttl-only, non-idempotent gateway)\n"
-    );
+    let _ =
+        writeln!(out, "\n2. The same faults, TTL lease alone (strategy ttl-only, non-idempotent gateway)\n");
     let lines = story(ttl_only);
-    let wake = lines
-        .iter()
-        .position(|l| l.text.contains("resumes"))
-        .unwrap_or(0);
+    let wake = lines.iter().position(|l| l.text.contains("resumes")).unwrap_or(0);
     out.push_str(&render_story(ttl_only, &lines[wake..], 14));
     let _ = writeln!(out, "\n   What the checkers found:");
     for check in ttl_only.checks.iter().filter(|c| !c.holds()) {

@@ -81,23 +81,14 @@ fn parse_gateway(s: &str) -> Result<GatewayMode, String> {
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {
-    s.parse::<u64>().map_err(|_| {
-        format!(
-            "the seed must be a whole number from 0 to {}, got '{s}'",
-            u64::MAX
-        )
-    })
+    s.parse::<u64>().map_err(|_| format!("the seed must be a whole number from 0 to {}, got '{s}'", u64::MAX))
 }
 
 fn parse_ttl(s: &str) -> Result<u64, String> {
     match s.parse::<i64>() {
         Ok(n) if n > 0 => Ok(n as u64),
-        Ok(n) => Err(format!(
-            "the TTL must be a positive number of milliseconds, got {n}"
-        )),
-        Err(_) => Err(format!(
-            "the TTL must be a whole number of milliseconds, got '{s}'"
-        )),
+        Ok(n) => Err(format!("the TTL must be a positive number of milliseconds, got {n}")),
+        Err(_) => Err(format!("the TTL must be a whole number of milliseconds, got '{s}'")),
     }
 }
 
@@ -117,15 +108,7 @@ fn main() -> ExitCode {
             }
             Err(e) => bad_input(e),
         },
-        Command::Run {
-            scenario,
-            strategy,
-            gateway,
-            seed,
-            ttl_ms,
-            json,
-            trace,
-        } => {
+        Command::Run { scenario, strategy, gateway, seed, ttl_ms, json, trace } => {
             let mut sc = match scenario::by_name(&scenario) {
                 Ok(sc) => sc.with_strategy(strategy, gateway),
                 Err(e) => return bad_input(e),
@@ -146,10 +129,7 @@ fn main() -> ExitCode {
                 println!("{}", outcome.to_json());
             } else {
                 let lines = fencesim::narrate::story(&outcome);
-                print!(
-                    "{}",
-                    fencesim::narrate::render_story(&outcome, &lines, usize::MAX)
-                );
+                print!("{}", fencesim::narrate::render_story(&outcome, &lines, usize::MAX));
                 let t = outcome.tally();
                 println!(
                     "\nseed {} trace {:016x}: {} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
@@ -192,10 +172,7 @@ fn main() -> ExitCode {
                     }
                 }
                 if json {
-                    println!(
-                        "{}",
-                        serde_json::to_string(&r).expect("a bench result serializes")
-                    );
+                    println!("{}", serde_json::to_string(&r).expect("a bench result serializes"));
                 } else {
                     println!(
                         "worked example: median {:.2} ms over {} runs (world {:.2} ms, checkers and hash {:.2} ms)\n\

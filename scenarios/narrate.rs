@@ -49,19 +49,8 @@ fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
     let mut rhythm: BTreeMap<RefundId, Rhythm> = BTreeMap::new();
     for e in events {
         let (refund, next) = match &e.kind {
-            EventKind::Write {
-                rows: 0,
-                token: None,
-                ..
-            } => continue,
-            EventKind::Write {
-                write,
-                refund,
-                rows,
-                epoch,
-                after,
-                ..
-            } => {
+            EventKind::Write { rows: 0, token: None, .. } => continue,
+            EventKind::Write { write, refund, rows, epoch, after, .. } => {
                 let now = rhythm.get(refund).copied();
                 let next = match (write, now, after) {
                     (WriteKind::Claim, None, Some(img))
@@ -69,25 +58,16 @@ fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
                     {
                         Rhythm::Claimed(*epoch)
                     }
-                    (WriteKind::Confirm, Some(Rhythm::Paid(by)), Some(_))
-                        if *rows == 1 && by == *epoch =>
-                    {
+                    (WriteKind::Confirm, Some(Rhythm::Paid(by)), Some(_)) if *rows == 1 && by == *epoch => {
                         Rhythm::Done
                     }
                     _ => Rhythm::Irregular,
                 };
                 (refund, next)
             }
-            EventKind::RefundCalled {
-                refund,
-                epoch,
-                outcome,
-                ..
-            } => {
+            EventKind::RefundCalled { refund, epoch, outcome, .. } => {
                 let next = match rhythm.get(refund) {
-                    Some(Rhythm::Claimed(by))
-                        if *by == *epoch && *outcome == CallOutcome::Created =>
-                    {
+                    Some(Rhythm::Claimed(by)) if *by == *epoch && *outcome == CallOutcome::Created => {
                         Rhythm::Paid(*epoch)
                     }
                     _ => Rhythm::Irregular,
@@ -99,11 +79,7 @@ fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
         };
         rhythm.insert(*refund, next);
     }
-    rhythm
-        .into_iter()
-        .filter(|(_, r)| *r == Rhythm::Done)
-        .map(|(id, _)| id)
-        .collect()
+    rhythm.into_iter().filter(|(_, r)| *r == Rhythm::Done).map(|(id, _)| id).collect()
 }
 
 struct Narrator<'a> {
@@ -138,12 +114,7 @@ impl<'a> Narrator<'a> {
 
     fn push(&mut self, at_ms: u64, actor: impl ToString, text: String, diagram: Vec<String>) {
         self.close_fold();
-        self.lines.push(Line {
-            at_ms,
-            actor: actor.to_string(),
-            text,
-            diagram,
-        });
+        self.lines.push(Line { at_ms, actor: actor.to_string(), text, diagram });
     }
 
     fn close_fold(&mut self) {
@@ -152,21 +123,13 @@ impl<'a> Narrator<'a> {
             RunKind::Settled => "claims, pays and confirms",
             RunKind::Skipped => "finds already settled and skips",
         };
-        let range = if f.rows == 1 {
-            f.first.to_string()
-        } else {
-            format!("{} .. {}", f.first, f.last)
-        };
+        let range = if f.rows == 1 { f.first.to_string() } else { format!("{} .. {}", f.first, f.last) };
         let count = if f.rows == 1 {
             String::new()
         } else {
             format!(" ({} refunds, until {})", f.rows, self.wall(f.to_ms))
         };
-        let diagram = vec![format!(
-            "Note over {}: {what} {}",
-            f.worker,
-            range.replace(" .. ", "..")
-        )];
+        let diagram = vec![format!("Note over {}: {what} {}", f.worker, range.replace(" .. ", ".."))];
         self.lines.push(Line {
             at_ms: f.from_ms,
             actor: f.worker.to_string(),
@@ -176,14 +139,7 @@ impl<'a> Narrator<'a> {
     }
 
     /// Folds a routine row event into the worker's current run, or starts a new run.
-    fn fold(
-        &mut self,
-        at_ms: u64,
-        worker: WorkerId,
-        kind: RunKind,
-        refund: RefundId,
-        new_row: bool,
-    ) {
+    fn fold(&mut self, at_ms: u64, worker: WorkerId, kind: RunKind, refund: RefundId, new_row: bool) {
         if let Some(f) = &mut self.fold {
             if f.worker == worker && f.kind == kind {
                 f.to_ms = at_ms;
@@ -199,23 +155,19 @@ impl<'a> Narrator<'a> {
             return;
         }
         self.close_fold();
-        self.fold = Some(Fold {
-            worker,
-            kind,
-            first: refund,
-            last: refund,
-            rows: 1,
-            from_ms: at_ms,
-            to_ms: at_ms,
-        });
+        self.fold =
+            Some(Fold { worker, kind, first: refund, last: refund, rows: 1, from_ms: at_ms, to_ms: at_ms });
     }
 
     fn event(&mut self, e: &Event) {
         let at = e.at_ms;
         match &e.kind {
-            EventKind::JobEnqueued { job, merchant } => {
-                self.push(at, Actor::Queue, format!("{job} is queued: settle every open refund of {merchant}"), vec![])
-            }
+            EventKind::JobEnqueued { job, merchant } => self.push(
+                at,
+                Actor::Queue,
+                format!("{job} is queued: settle every open refund of {merchant}"),
+                vec![],
+            ),
             EventKind::JobDelivered { job, worker, delivery, .. } => {
                 let text = if *delivery == 1 {
                     format!("hands {job} to {worker}")
@@ -227,7 +179,9 @@ impl<'a> Narrator<'a> {
             EventKind::VisibilityExpired { job, worker, .. } => self.push(
                 at,
                 Actor::Queue,
-                format!("{worker} has not acked {job} within the visibility timeout: the job is visible again"),
+                format!(
+                    "{worker} has not acked {job} within the visibility timeout: the job is visible again"
+                ),
                 vec![format!("Note over Q: {worker}'s delivery timed out")],
             ),
             EventKind::JobAcked { job, worker, accepted, .. } => {
@@ -238,14 +192,18 @@ impl<'a> Narrator<'a> {
                 };
                 self.push(at, Actor::Queue, text, vec![format!("{worker}->>Q: ack {job}")])
             }
-            EventKind::LeaseGranted { worker, key, value, ttl_ms, epoch } => {
-                self.push(
-                    at,
-                    Actor::Redis,
-                    format!("grants {key} to {worker} (value {value}, TTL {} ms): epoch {epoch} begins", fmt_ms(*ttl_ms)),
-                    vec![format!("{worker}->>R: SET {key} NX PX {ttl_ms}"), format!("R-->>{worker}: OK, epoch {epoch}")],
-                )
-            }
+            EventKind::LeaseGranted { worker, key, value, ttl_ms, epoch } => self.push(
+                at,
+                Actor::Redis,
+                format!(
+                    "grants {key} to {worker} (value {value}, TTL {} ms): epoch {epoch} begins",
+                    fmt_ms(*ttl_ms)
+                ),
+                vec![
+                    format!("{worker}->>R: SET {key} NX PX {ttl_ms}"),
+                    format!("R-->>{worker}: OK, epoch {epoch}"),
+                ],
+            ),
             EventKind::LeaseRefused { worker, key } => self.push(
                 at,
                 Actor::Redis,
@@ -297,7 +255,10 @@ impl<'a> Narrator<'a> {
                     at,
                     Actor::Store,
                     format!("{worker} {write}s {refund} {with}: {result}"),
-                    vec![format!("{worker}->>D: {write} {refund}{fence}"), format!("D-->>{worker}: {rows} {}", rows_word(*rows))],
+                    vec![
+                        format!("{worker}->>D: {write} {refund}{fence}"),
+                        format!("D-->>{worker}: {rows} {}", rows_word(*rows)),
+                    ],
                 )
             }
             EventKind::Lookup { worker, refund, found } => {
@@ -338,7 +299,10 @@ impl<'a> Narrator<'a> {
                     at,
                     Actor::Gateway,
                     text,
-                    vec![format!("{worker}->>G: refund {refund}, key {refund}"), format!("G-->>{worker}: {reply}")],
+                    vec![
+                        format!("{worker}->>G: refund {refund}, key {refund}"),
+                        format!("G-->>{worker}: {reply}"),
+                    ],
                 )
             }
             EventKind::Step { worker, step } => self.step(at, *worker, step),
@@ -362,21 +326,13 @@ impl<'a> Narrator<'a> {
             Step::RowsSelected { open, sending } => self.push(
                 at,
                 worker,
-                format!(
-                    "selects {} open refunds, {sending} of them in sending",
-                    fmt_ms(u64::from(*open))
-                ),
-                vec![
-                    format!("{worker}->>D: select open rows"),
-                    format!("D-->>{worker}: {open} rows"),
-                ],
+                format!("selects {} open refunds, {sending} of them in sending", fmt_ms(u64::from(*open))),
+                vec![format!("{worker}->>D: select open rows"), format!("D-->>{worker}: {open} rows")],
             ),
             Step::LeaseBusy { merchant } => self.push(
                 at,
                 worker,
-                format!(
-                    "cannot take the lease of {merchant}: stops and leaves the job to the queue"
-                ),
+                format!("cannot take the lease of {merchant}: stops and leaves the job to the queue"),
                 vec![],
             ),
             Step::FenceViolation { violation } => self.push(
@@ -408,13 +364,7 @@ impl<'a> Narrator<'a> {
 /// The run as lines, routine stretches folded.
 pub fn story(outcome: &Outcome) -> Vec<Line> {
     let plain = plain_rows(&outcome.record.events);
-    let mut n = Narrator {
-        outcome,
-        lines: Vec::new(),
-        fold: None,
-        plain,
-        paid: BTreeMap::new(),
-    };
+    let mut n = Narrator { outcome, lines: Vec::new(), fold: None, plain, paid: BTreeMap::new() };
     for e in &outcome.record.events {
         n.event(e);
     }
@@ -426,13 +376,7 @@ pub fn story(outcome: &Outcome) -> Vec<Line> {
 pub fn render_story(outcome: &Outcome, lines: &[Line], limit: usize) -> String {
     let mut out = String::new();
     for line in lines.iter().take(limit) {
-        let _ = writeln!(
-            out,
-            "{}  {:<8} {}",
-            outcome.scenario.base.plus(line.at_ms),
-            line.actor,
-            line.text
-        );
+        let _ = writeln!(out, "{}  {:<8} {}", outcome.scenario.base.plus(line.at_ms), line.actor, line.text);
     }
     if lines.len() > limit {
         let _ = writeln!(out, "... and {} more lines", lines.len() - limit);

@@ -40,18 +40,9 @@ pub struct Tally {
 
 pub fn run(scenario: &Scenario, seed: u64) -> Result<Outcome, String> {
     let record = run_world(&scenario.world, seed)?;
-    let checks = check_all(&Facts {
-        record: &record,
-        world: &scenario.world,
-        base: scenario.base,
-    });
+    let checks = check_all(&Facts { record: &record, world: &scenario.world, base: scenario.base });
     let trace_hash = trace_hash(&record.events);
-    Ok(Outcome {
-        scenario: scenario.clone(),
-        record,
-        checks,
-        trace_hash,
-    })
+    Ok(Outcome { scenario: scenario.clone(), record, checks, trace_hash })
 }
 
 impl Outcome {
@@ -60,10 +51,7 @@ impl Outcome {
     }
 
     pub fn check(&self, invariant: &str) -> &Check {
-        self.checks
-            .iter()
-            .find(|c| c.invariant == invariant)
-            .expect("every invariant is checked")
+        self.checks.iter().find(|c| c.invariant == invariant).expect("every invariant is checked")
     }
 
     pub fn tally(&self) -> Tally {
@@ -74,37 +62,22 @@ impl Outcome {
         let mut fence_rejections = 0;
         for e in &r.events {
             match &e.kind {
-                EventKind::RefundCalled {
-                    refund, outcome, ..
-                } => {
+                EventKind::RefundCalled { refund, outcome, .. } => {
                     *calls.entry(*refund).or_default() += 1;
                     if *outcome == CallOutcome::Created {
                         *created.entry(*refund).or_default() += 1;
                     }
                 }
-                EventKind::Write {
-                    write: WriteKind::Claim,
-                    refund,
-                    rows,
-                    epoch,
-                    ..
-                } if *rows > 0 => {
+                EventKind::Write { write: WriteKind::Claim, refund, rows, epoch, .. } if *rows > 0 => {
                     claimers.entry(*refund).or_default().insert(*epoch);
                 }
-                EventKind::Step {
-                    step: Step::FenceViolation { .. },
-                    ..
-                } => fence_rejections += 1,
+                EventKind::Step { step: Step::FenceViolation { .. }, .. } => fence_rejections += 1,
                 _ => {}
             }
         }
         Tally {
             refunds_total: r.final_rows.len(),
-            refunds_sent: r
-                .final_rows
-                .iter()
-                .filter(|row| row.state == RefundState::Sent)
-                .count(),
+            refunds_sent: r.final_rows.iter().filter(|row| row.state == RefundState::Sent).count(),
             gateway_refunds: r.ledger.len(),
             refunded_cents: r.ledger.iter().map(|e| e.amount).sum::<Cents>().0,
             fence_rejections,

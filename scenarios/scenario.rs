@@ -65,16 +65,13 @@ impl ScenarioBuilder {
     /// The merchant's refunds, `r_001` upwards, all pending with fence 0, and one job to settle them.
     pub fn merchant_with_refunds(mut self, merchant: MerchantId, amounts: &[Cents]) -> Self {
         let first = self.scenario.world.rows.len() as u32 + 1;
-        self.scenario
-            .world
-            .rows
-            .extend(amounts.iter().enumerate().map(|(i, &amount)| RefundRow {
-                id: RefundId(first + i as u32),
-                merchant,
-                amount,
-                state: RefundState::Pending,
-                fence: 0,
-            }));
+        self.scenario.world.rows.extend(amounts.iter().enumerate().map(|(i, &amount)| RefundRow {
+            id: RefundId(first + i as u32),
+            merchant,
+            amount,
+            state: RefundState::Pending,
+            fence: 0,
+        }));
         let id = JobId(self.scenario.world.jobs.len() as u32 + 1);
         self.scenario.world.jobs.push(Job { id, merchant });
         self
@@ -82,10 +79,7 @@ impl ScenarioBuilder {
 
     /// `fence:settle:<merchant>` already stands at `value`: the next token is `value + 1`.
     pub fn fence_counter_stands_at(mut self, merchant: MerchantId, value: i64) -> Self {
-        self.scenario
-            .world
-            .redis_counters
-            .push((format!("fence:settle:{merchant}"), value));
+        self.scenario.world.redis_counters.push((format!("fence:settle:{merchant}"), value));
         self
     }
 
@@ -115,21 +109,18 @@ impl ScenarioBuilder {
     }
 
     /// Freezes `worker`'s whole process for `duration_ms` the `nth` time it reaches `step`.
-    pub fn pause_at_step(
-        mut self,
-        worker: WorkerId,
-        step: StepKind,
-        nth: u32,
-        duration_ms: u64,
-    ) -> Self {
+    pub fn pause_at_step(mut self, worker: WorkerId, step: StepKind, nth: u32, duration_ms: u64) -> Self {
         let plan = std::mem::take(&mut self.scenario.world.faults);
-        self.scenario.world.faults = plan.with(
-            FaultKind::Pause {
-                worker,
-                duration_ms,
-            },
-            Trigger::Step { step, nth },
-        );
+        self.scenario.world.faults =
+            plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::Step { step, nth });
+        self
+    }
+
+    /// Freezes `worker`'s whole process for `duration_ms` at `at_ms` after the start.
+    pub fn pause_at_time(mut self, worker: WorkerId, at_ms: u64, duration_ms: u64) -> Self {
+        let plan = std::mem::take(&mut self.scenario.world.faults);
+        self.scenario.world.faults =
+            plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::At { at_ms });
         self
     }
 
@@ -196,10 +187,7 @@ pub fn worked_example_latency() -> Latency {
         }
         i = if i + 1 == before { 1 } else { i + 1 };
     }
-    Latency {
-        default_ms: 30,
-        per_refund_ms,
-    }
+    Latency { default_ms: 30, per_refund_ms }
 }
 
 /// The article's worked example: A stalls after claiming `r_815` at 10:00:26, its lease
@@ -225,10 +213,7 @@ pub const SCENARIOS: [&str; 1] = ["worked-example"];
 pub fn by_name(name: &str) -> Result<Scenario, String> {
     match name {
         "worked-example" => Ok(worked_example()),
-        other => Err(format!(
-            "unknown scenario '{other}': expected one of {}",
-            SCENARIOS.join(", ")
-        )),
+        other => Err(format!("unknown scenario '{other}': expected one of {}", SCENARIOS.join(", "))),
     }
 }
 
@@ -244,11 +229,7 @@ mod tests {
         assert_eq!(amounts[814], Cents(7025));
         assert!(amounts.iter().all(|a| a.0 > 0));
         let distinct: std::collections::BTreeSet<_> = amounts.iter().collect();
-        assert!(
-            distinct.len() > 500,
-            "amounts should vary, got {} distinct",
-            distinct.len()
-        );
+        assert!(distinct.len() > 500, "amounts should vary, got {} distinct", distinct.len());
         assert_eq!(amounts, worked_example_amounts());
     }
 
@@ -263,9 +244,6 @@ mod tests {
     #[test]
     fn an_unknown_scenario_is_named_with_the_choices() {
         let err = by_name("random").unwrap_err();
-        assert!(
-            err.contains("unknown scenario 'random'") && err.contains("worked-example"),
-            "{err}"
-        );
+        assert!(err.contains("unknown scenario 'random'") && err.contains("worked-example"), "{err}");
     }
 }

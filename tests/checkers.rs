@@ -2,8 +2,7 @@
 
 use fencesim::checkers::{check_all, progress, state_machine, Check, Facts};
 use fencesim::model::{
-    Cents, FenceViolation, Job, JobId, MerchantId, RefundId, RefundState, RowImage, Step, Token,
-    WriteKind,
+    Cents, FenceViolation, Job, JobId, MerchantId, RefundId, RefundState, RowImage, Step, Token, WriteKind,
 };
 use fencesim::scenario::{worked_example, A, B, M_4471};
 use fencesim::sim::{CallOutcome, Epoch, Event, EventKind, LedgerEntry, RunRecord, WallMs};
@@ -12,14 +11,7 @@ fn record(events: Vec<EventKind>) -> RunRecord {
     let world = worked_example().world;
     RunRecord {
         seed: 0,
-        events: events
-            .into_iter()
-            .enumerate()
-            .map(|(i, kind)| Event {
-                at_ms: i as u64,
-                kind,
-            })
-            .collect(),
+        events: events.into_iter().enumerate().map(|(i, kind)| Event { at_ms: i as u64, kind }).collect(),
         final_rows: world.rows.clone(),
         ledger: Vec::new(),
         epochs: vec![
@@ -50,19 +42,11 @@ fn record(events: Vec<EventKind>) -> RunRecord {
 
 fn checks(r: &RunRecord) -> Vec<Check> {
     let world = worked_example().world;
-    check_all(&Facts {
-        record: r,
-        world: &world,
-        base: WallMs::hms(10, 0, 0),
-    })
+    check_all(&Facts { record: r, world: &world, base: WallMs::hms(10, 0, 0) })
 }
 
 fn broken(r: &RunRecord) -> Vec<&'static str> {
-    checks(r)
-        .into_iter()
-        .filter(Check::is_violation)
-        .map(|c| c.invariant)
-        .collect()
+    checks(r).into_iter().filter(Check::is_violation).map(|c| c.invariant).collect()
 }
 
 fn write(
@@ -106,26 +90,17 @@ fn two_payments_for_one_refund_is_a_double_refund() {
     let amount = worked_example().world.rows[0].amount.0;
     let r = record(vec![paid(A, 1, 1, amount), paid(B, 1, 2, amount)]);
     let c = checks(&r);
-    let double = c
-        .iter()
-        .find(|c| c.invariant == "no-double-refund")
-        .unwrap();
+    let double = c.iter().find(|c| c.invariant == "no-double-refund").unwrap();
     assert_eq!(double.breaches.len(), 1);
     assert_eq!(double.breaches[0].at_ms, 1);
-    assert!(double.breaches[0]
-        .detail
-        .contains("r_001 was refunded twice"));
+    assert!(double.breaches[0].detail.contains("r_001 was refunded twice"));
 }
 
 #[test]
 fn a_payment_of_the_wrong_amount_is_caught() {
     let r = record(vec![paid(A, 1, 1, 1)]);
     let c = checks(&r);
-    assert!(c
-        .iter()
-        .find(|c| c.invariant == "no-double-refund")
-        .unwrap()
-        .breaches[0]
+    assert!(c.iter().find(|c| c.invariant == "no-double-refund").unwrap().breaches[0]
         .detail
         .contains("but the row says"));
 }
@@ -149,21 +124,11 @@ fn a_fence_that_goes_down_or_a_token_issued_twice_breaks_monotonic_fences() {
         write(B, 2, WriteKind::Claim, 1, RefundState::Sending, 3),
     ]);
     let c = checks(&r);
-    let m = c
-        .iter()
-        .find(|c| c.invariant == "monotonic-fences")
-        .unwrap();
-    assert!(
-        m.breaches[0].detail.contains("went down from 34 to 3"),
-        "{:?}",
-        m.breaches
-    );
+    let m = c.iter().find(|c| c.invariant == "monotonic-fences").unwrap();
+    assert!(m.breaches[0].detail.contains("went down from 34 to 3"), "{:?}", m.breaches);
 
-    let token = |worker, t| EventKind::TokenIssued {
-        worker,
-        key: "fence:settle:m_4471".into(),
-        token: Token(t),
-    };
+    let token =
+        |worker, t| EventKind::TokenIssued { worker, key: "fence:settle:m_4471".into(), token: Token(t) };
     let r = record(vec![token(A, 33), token(B, 33)]);
     assert!(broken(&r).contains(&"monotonic-fences"));
 }
@@ -178,17 +143,9 @@ fn a_sent_row_that_moves_again_breaks_the_state_machine() {
     r.final_rows[0].state = RefundState::Sending;
     r.final_rows[0].fence = 34;
     let world = worked_example().world;
-    let c = state_machine(&Facts {
-        record: &r,
-        world: &world,
-        base: WallMs(0),
-    });
+    let c = state_machine(&Facts { record: &r, world: &world, base: WallMs(0) });
     assert_eq!(c.breaches.len(), 1);
-    assert!(
-        c.breaches[0].detail.contains("r_001 moved sent -> sending"),
-        "{:?}",
-        c.breaches
-    );
+    assert!(c.breaches[0].detail.contains("r_001 moved sent -> sending"), "{:?}", c.breaches);
 }
 
 #[test]
@@ -203,72 +160,35 @@ fn a_table_that_differs_from_what_the_writes_left_breaks_the_state_machine() {
 fn a_sent_row_without_its_ledger_entry_breaks_ledger_matches_rows_at_rest_only() {
     let mut r = record(vec![]);
     r.final_rows[0].state = RefundState::Sent;
-    r.ledger.push(LedgerEntry {
-        gateway_ref: 1,
-        refund: RefundId(2),
-        amount: Cents(5),
-        at_ms: 0,
-    });
+    r.ledger.push(LedgerEntry { gateway_ref: 1, refund: RefundId(2), amount: Cents(5), at_ms: 0 });
     assert!(broken(&r).contains(&"ledger-matches-rows"));
     r.settled = false;
-    assert!(
-        !broken(&r).contains(&"ledger-matches-rows"),
-        "not checked before the run is at rest"
-    );
+    assert!(!broken(&r).contains(&"ledger-matches-rows"), "not checked before the run is at rest");
 }
 
 #[test]
 fn a_stall_is_reported_with_its_cause() {
-    let violation = FenceViolation {
-        refund: RefundId(1),
-        token: Token(3),
-        write: WriteKind::Claim,
-    };
-    let mut r = record(vec![EventKind::Step {
-        worker: B,
-        step: Step::FenceViolation { violation },
-    }]);
+    let violation = FenceViolation { refund: RefundId(1), token: Token(3), write: WriteKind::Claim };
+    let mut r = record(vec![EventKind::Step { worker: B, step: Step::FenceViolation { violation } }]);
     r.settled = false;
-    r.open_jobs = vec![(
-        Job {
-            id: JobId(1),
-            merchant: M_4471,
-        },
-        4,
-    )];
+    r.open_jobs = vec![(Job { id: JobId(1), merchant: M_4471 }, 4)];
     r.final_rows[0].fence = 33;
     let world = worked_example().world;
-    let c = progress(&Facts {
-        record: &r,
-        world: &world,
-        base: WallMs::hms(10, 0, 0),
-    });
+    let c = progress(&Facts { record: &r, world: &world, base: WallMs::hms(10, 0, 0) });
     assert_eq!(c.breaches.len(), 1);
     let d = &c.breaches[0].detail;
     assert!(d.contains("job#1 for m_4471 was not done"), "{d}");
-    assert!(
-        d.contains("claim of r_001 with token 3 updated 0 rows (stored fence 33)"),
-        "{d}"
-    );
+    assert!(d.contains("claim of r_001 with token 3 updated 0 rows (stored fence 33)"), "{d}");
     assert!(d.contains("4 deliveries"), "{d}");
 }
 
 #[test]
 fn two_believers_show_in_the_diagnostic_without_failing_the_run() {
     let r = record(vec![
-        EventKind::Step {
-            worker: A,
-            step: Step::LeaseAcquired {
-                merchant: M_4471,
-                acquisition: 1,
-            },
-        },
+        EventKind::Step { worker: A, step: Step::LeaseAcquired { merchant: M_4471, acquisition: 1 } },
         EventKind::Step {
             worker: B,
-            step: Step::LeaseAcquired {
-                merchant: MerchantId(4471),
-                acquisition: 1,
-            },
+            step: Step::LeaseAcquired { merchant: MerchantId(4471), acquisition: 1 },
         },
     ]);
     let c = checks(&r);

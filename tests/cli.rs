@@ -7,10 +7,7 @@ use fencesim::sim::GatewayMode;
 use std::process::{Command, Output};
 
 fn fencesim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencesim"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("the binary runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -27,14 +24,7 @@ fn json(o: &Output) -> serde_json::Value {
 
 #[test]
 fn run_fenced_json_shows_a_clean_worked_example() {
-    let o = fencesim(&[
-        "run",
-        "--scenario",
-        "worked-example",
-        "--strategy",
-        "fenced",
-        "--json",
-    ]);
+    let o = fencesim(&["run", "--scenario", "worked-example", "--strategy", "fenced", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
     assert_eq!(v["scenario"], "worked-example");
@@ -52,48 +42,21 @@ fn run_fenced_json_shows_a_clean_worked_example() {
 
 #[test]
 fn run_ttl_only_with_a_non_idempotent_gateway_exits_1_and_names_the_violations() {
-    let o = fencesim(&[
-        "run",
-        "--strategy",
-        "ttl-only",
-        "--gateway",
-        "non-idempotent",
-        "--json",
-    ]);
+    let o = fencesim(&["run", "--strategy", "ttl-only", "--gateway", "non-idempotent", "--json"]);
     assert_eq!(o.status.code(), Some(1));
     let v = json(&o);
     let violations = v["violations"].as_array().unwrap();
-    let names: Vec<&str> = violations
-        .iter()
-        .map(|x| x["invariant"].as_str().unwrap())
-        .collect();
-    assert!(
-        names.contains(&"no-double-refund") && names.contains(&"no-stale-confirm"),
-        "{names:?}"
-    );
-    let double = violations
-        .iter()
-        .find(|x| x["invariant"] == "no-double-refund")
-        .unwrap();
+    let names: Vec<&str> = violations.iter().map(|x| x["invariant"].as_str().unwrap()).collect();
+    assert!(names.contains(&"no-double-refund") && names.contains(&"no-stale-confirm"), "{names:?}");
+    let double = violations.iter().find(|x| x["invariant"] == "no-double-refund").unwrap();
     assert_eq!(double["at"], "10:00:34.000");
-    assert!(double["detail"]
-        .as_str()
-        .unwrap()
-        .contains("r_815 was refunded twice"));
+    assert!(double["detail"].as_str().unwrap().contains("r_815 was refunded twice"));
     assert!(v["double_refunds"].as_u64().unwrap() > 0);
 }
 
 #[test]
 fn the_story_ends_a_failing_run_with_the_command_that_reproduces_it() {
-    let o = fencesim(&[
-        "run",
-        "--strategy",
-        "ttl-only",
-        "--gateway",
-        "non-idempotent",
-        "--seed",
-        "5",
-    ]);
+    let o = fencesim(&["run", "--strategy", "ttl-only", "--gateway", "non-idempotent", "--seed", "5"]);
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
     assert!(out.contains("VIOLATION no-double-refund"), "{out}");
@@ -107,52 +70,25 @@ fn the_trace_file_shows_the_times_of_the_timeline() {
     let dir = std::env::temp_dir().join(format!("fencesim-cli-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("trace.jsonl");
-    let o = fencesim(&[
-        "run",
-        "--strategy",
-        "fenced",
-        "--trace",
-        path.to_str().unwrap(),
-    ]);
+    let o = fencesim(&["run", "--strategy", "fenced", "--trace", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
     let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(lines.len() > 3600);
-    assert!(lines
-        .iter()
-        .all(|l| l["at"].is_string() && l["actor"].is_string() && l["event"].is_string()));
+    assert!(lines.iter().all(|l| l["at"].is_string() && l["actor"].is_string() && l["event"].is_string()));
     let first = |pred: &dyn Fn(&serde_json::Value) -> bool| -> String {
-        lines
-            .iter()
-            .find(|l| pred(l))
-            .map(|l| l["at"].as_str().unwrap().to_owned())
-            .expect("event present")
+        lines.iter().find(|l| pred(l)).map(|l| l["at"].as_str().unwrap().to_owned()).expect("event present")
     };
-    assert_eq!(
-        first(&|l| l["event"] == "lease_granted" && l["worker"] == "A"),
-        "10:00:00.000"
-    );
+    assert_eq!(first(&|l| l["event"] == "lease_granted" && l["worker"] == "A"), "10:00:00.000");
     assert_eq!(
         first(&|l| l["event"] == "write" && l["worker"] == "A" && l["refund"] == "r_815"),
         "10:00:26.000"
     );
     assert_eq!(first(&|l| l["event"] == "lease_expired"), "10:00:30.000");
-    assert_eq!(
-        first(&|l| l["event"] == "lease_granted" && l["worker"] == "B"),
-        "10:00:31.000"
-    );
-    assert_eq!(
-        first(&|l| l["event"] == "token_issued" && l["token"] == 34),
-        "10:00:31.000"
-    );
+    assert_eq!(first(&|l| l["event"] == "lease_granted" && l["worker"] == "B"), "10:00:31.000");
+    assert_eq!(first(&|l| l["event"] == "token_issued" && l["token"] == 34), "10:00:31.000");
     assert_eq!(first(&|l| l["event"] == "resumed"), "10:00:34.000");
-    assert_eq!(
-        first(&|l| l["event"] == "step" && l["step"] == "fence_violation"),
-        "10:00:34.000"
-    );
+    assert_eq!(first(&|l| l["event"] == "step" && l["step"] == "fence_violation"), "10:00:34.000");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -176,36 +112,21 @@ fn the_demo_tells_both_stories_and_the_outcomes() {
 #[test]
 fn bad_arguments_exit_2_with_a_message_that_names_the_problem() {
     let cases: &[(&[&str], &str)] = &[
-        (
-            &["run", "--strategy", "fencing"],
-            "unknown strategy 'fencing'",
-        ),
-        (
-            &["run", "--strategy", "fenced", "--gateway", "maybe"],
-            "unknown gateway mode 'maybe'",
-        ),
-        (
-            &["run", "--strategy", "fenced", "--scenario", "nope"],
-            "unknown scenario 'nope'",
-        ),
+        (&["run", "--strategy", "fencing"], "unknown strategy 'fencing'"),
+        (&["run", "--strategy", "fenced", "--gateway", "maybe"], "unknown gateway mode 'maybe'"),
+        (&["run", "--strategy", "fenced", "--scenario", "nope"], "unknown scenario 'nope'"),
         (
             &["run", "--strategy", "fenced", "--seed", "-3"],
             "the seed must be a whole number from 0 to 18446744073709551615, got '-3'",
         ),
-        (
-            &["run", "--strategy", "fenced", "--seed", "twelve"],
-            "got 'twelve'",
-        ),
+        (&["run", "--strategy", "fenced", "--seed", "twelve"], "got 'twelve'"),
         (&["demo", "--seed", "1.5"], "got '1.5'"),
         (
             &["run", "--strategy", "fenced", "--ttl-ms", "-5"],
             "the TTL must be a positive number of milliseconds, got -5",
         ),
         (&["run", "--strategy", "fenced", "--ttl-ms", "0"], "got 0"),
-        (
-            &["run", "--strategy", "fenced", "--ttl-ms", "soon"],
-            "whole number of milliseconds, got 'soon'",
-        ),
+        (&["run", "--strategy", "fenced", "--ttl-ms", "soon"], "whole number of milliseconds, got 'soon'"),
         (&["run"], "--strategy"),
         (&["explode"], "unrecognized subcommand 'explode'"),
     ];
@@ -220,19 +141,9 @@ fn bad_arguments_exit_2_with_a_message_that_names_the_problem() {
 
 #[test]
 fn an_unwritable_trace_path_exits_2_and_says_where() {
-    let o = fencesim(&[
-        "run",
-        "--strategy",
-        "fenced",
-        "--trace",
-        "/nonexistent-dir/trace.jsonl",
-    ]);
+    let o = fencesim(&["run", "--strategy", "fenced", "--trace", "/nonexistent-dir/trace.jsonl"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("cannot write the trace to /nonexistent-dir/trace.jsonl"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("cannot write the trace to /nonexistent-dir/trace.jsonl"), "{}", stderr(&o));
 }
 
 #[test]
@@ -265,8 +176,5 @@ fn the_first_run_of_a_process_matches_every_later_run() {
     let here_again = run(&scenario, 7).unwrap();
     assert_eq!(here.trace_hash, here_again.trace_hash);
     let fresh = fencesim(&["run", "--strategy", "ttl-only", "--seed", "7", "--json"]);
-    assert_eq!(
-        json(&fresh)["trace_hash"],
-        format!("{:016x}", here.trace_hash)
-    );
+    assert_eq!(json(&fresh)["trace_hash"], format!("{:016x}", here.trace_hash));
 }

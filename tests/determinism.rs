@@ -16,14 +16,9 @@ fn the_same_seed_in_two_fresh_runtimes_gives_the_same_hash_and_the_same_bytes() 
         for gateway in GatewayMode::ALL {
             let first = trace(mechanism, gateway, 7);
             // the second run happens on another thread, in its own runtime
-            let second = std::thread::spawn(move || trace(mechanism, gateway, 7))
-                .join()
-                .unwrap();
+            let second = std::thread::spawn(move || trace(mechanism, gateway, 7)).join().unwrap();
             assert_eq!(first.0, second.0, "{mechanism} {gateway}: hash");
-            assert!(
-                first.1 == second.1,
-                "{mechanism} {gateway}: trace bytes differ"
-            );
+            assert!(first.1 == second.1, "{mechanism} {gateway}: trace bytes differ");
             assert!(first.1.len() > 100_000, "a full trace was compared");
         }
     }
@@ -32,11 +27,7 @@ fn the_same_seed_in_two_fresh_runtimes_gives_the_same_hash_and_the_same_bytes() 
 #[test]
 fn the_hash_tells_different_histories_apart() {
     let fenced = run(&worked_example(), 1).unwrap();
-    let ttl = run(
-        &worked_example().with_strategy(Mechanism::TtlOnly, GatewayMode::Idempotent),
-        1,
-    )
-    .unwrap();
+    let ttl = run(&worked_example().with_strategy(Mechanism::TtlOnly, GatewayMode::Idempotent), 1).unwrap();
     assert_ne!(fenced.trace_hash, ttl.trace_hash);
     // one event changed is a different hash
     let mut events = fenced.record.events.clone();
@@ -50,16 +41,9 @@ fn where_the_scheduler_may_choose_the_seed_decides_and_decides_the_same_way_twic
     // Under the TTL alone with an idempotent gateway, A and B receive the same gateway
     // answer in the same millisecond; which one the scheduler runs first is the seed's
     // choice. Different seeds may tell different stories; one seed always tells one.
-    let hashes: Vec<u64> = (1..=6)
-        .map(|s| trace(Mechanism::TtlOnly, GatewayMode::Idempotent, s).0)
-        .collect();
-    let again: Vec<u64> = (1..=6)
-        .map(|s| trace(Mechanism::TtlOnly, GatewayMode::Idempotent, s).0)
-        .collect();
+    let hashes: Vec<u64> = (1..=6).map(|s| trace(Mechanism::TtlOnly, GatewayMode::Idempotent, s).0).collect();
+    let again: Vec<u64> = (1..=6).map(|s| trace(Mechanism::TtlOnly, GatewayMode::Idempotent, s).0).collect();
     assert_eq!(hashes, again);
     let distinct: std::collections::BTreeSet<_> = hashes.iter().collect();
-    assert!(
-        distinct.len() > 1,
-        "the seed reaches the scheduler: {hashes:x?}"
-    );
+    assert!(distinct.len() > 1, "the seed reaches the scheduler: {hashes:x?}");
 }

@@ -33,10 +33,7 @@ fn the_bench_report_shows_every_metric_the_bench_measures() {
 #[test]
 fn the_timeline_of_the_worked_example() {
     let o = run(&worked_example(), DEFAULT_SEED).unwrap();
-    insta::assert_snapshot!(
-        "worked_example_timeline",
-        render_story(&o, &story(&o), usize::MAX)
-    );
+    insta::assert_snapshot!("worked_example_timeline", render_story(&o, &story(&o), usize::MAX));
 }
 
 #[test]

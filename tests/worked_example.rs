@@ -7,11 +7,7 @@ use fencesim::sim::{CallOutcome, Event, EventKind, GatewayMode, WallMs};
 use std::sync::OnceLock;
 
 fn outcome(mechanism: Mechanism, gateway: GatewayMode) -> Outcome {
-    run(
-        &worked_example().with_strategy(mechanism, gateway),
-        DEFAULT_SEED,
-    )
-    .expect("the worked example runs")
+    run(&worked_example().with_strategy(mechanism, gateway), DEFAULT_SEED).expect("the worked example runs")
 }
 
 fn fenced() -> &'static Outcome {
@@ -41,16 +37,12 @@ fn find(o: &Outcome, what: impl Fn(&EventKind) -> bool) -> Vec<&Event> {
 fn a_takes_the_lease_at_10_00_00_and_token_33_from_a_counter_at_32() {
     let o = fenced();
     let granted = find(o, |k| matches!(k, EventKind::LeaseGranted { .. }));
-    assert!(
-        matches!(&granted[0].kind, EventKind::LeaseGranted { worker, key, ttl_ms: 30_000, epoch: 1, .. }
-        if *worker == A && key == "lock:settle:m_4471")
-    );
+    assert!(matches!(&granted[0].kind, EventKind::LeaseGranted { worker, key, ttl_ms: 30_000, epoch: 1, .. }
+        if *worker == A && key == "lock:settle:m_4471"));
     assert_eq!(granted[0].at_ms, at(10, 0, 0));
     let tokens = find(o, |k| matches!(k, EventKind::TokenIssued { .. }));
-    assert!(
-        matches!(&tokens[0].kind, EventKind::TokenIssued { worker, key, token: Token(33) }
-        if *worker == A && key == "fence:settle:m_4471")
-    );
+    assert!(matches!(&tokens[0].kind, EventKind::TokenIssued { worker, key, token: Token(33) }
+        if *worker == A && key == "fence:settle:m_4471"));
     assert_eq!(tokens[0].at_ms, at(10, 0, 0));
 }
 
@@ -84,20 +76,12 @@ fn at_10_00_26_a_claims_r_815_with_fence_33_and_freezes_before_the_gateway_call(
     );
     assert_eq!(claim.len(), 1);
     assert_eq!(claim[0].at_ms, at(10, 0, 26));
-    let EventKind::Write {
-        rows, after, token, ..
-    } = &claim[0].kind
-    else {
-        unreachable!()
-    };
+    let EventKind::Write { rows, after, token, .. } = &claim[0].kind else { unreachable!() };
     assert_eq!((*rows, *token), (1, Some(Token(33))));
     let image = after.expect("the claim returned the row");
     assert_eq!((image.state, image.fence), (RefundState::Sending, 33));
 
-    let paused = find(
-        o,
-        |k| matches!(k, EventKind::Paused { worker, duration_ms: 8_000 } if *worker == A),
-    );
+    let paused = find(o, |k| matches!(k, EventKind::Paused { worker, duration_ms: 8_000 } if *worker == A));
     assert_eq!(paused.len(), 1);
     assert_eq!(paused[0].at_ms, at(10, 0, 26));
     // nothing reached the gateway from A for r_815 before it woke
@@ -123,44 +107,26 @@ fn the_lease_key_expires_at_10_00_30_by_redis_own_clock() {
 #[test]
 fn at_10_00_31_the_queue_hands_the_job_to_b_which_takes_the_lease_and_token_34() {
     let o = fenced();
-    let expiry = find(
-        o,
-        |k| matches!(k, EventKind::VisibilityExpired { worker, .. } if *worker == A),
-    );
+    let expiry = find(o, |k| matches!(k, EventKind::VisibilityExpired { worker, .. } if *worker == A));
     assert_eq!(expiry[0].at_ms, at(10, 0, 31));
-    let delivered = find(
-        o,
-        |k| matches!(k, EventKind::JobDelivered { worker, delivery: 2, .. } if *worker == B),
-    );
+    let delivered =
+        find(o, |k| matches!(k, EventKind::JobDelivered { worker, delivery: 2, .. } if *worker == B));
     assert_eq!(delivered[0].at_ms, at(10, 0, 31));
-    let granted = find(
-        o,
-        |k| matches!(k, EventKind::LeaseGranted { worker, epoch: 2, .. } if *worker == B),
-    );
+    let granted = find(o, |k| matches!(k, EventKind::LeaseGranted { worker, epoch: 2, .. } if *worker == B));
     assert_eq!(granted[0].at_ms, at(10, 0, 31));
-    let token = find(
-        o,
-        |k| matches!(k, EventKind::TokenIssued { worker, token: Token(34), .. } if *worker == B),
-    );
+    let token =
+        find(o, |k| matches!(k, EventKind::TokenIssued { worker, token: Token(34), .. } if *worker == B));
     assert_eq!(token[0].at_ms, at(10, 0, 31));
 }
 
 #[test]
 fn b_finds_r_815_sending_with_fence_33_asks_the_gateway_first_then_claims_it_with_34() {
     let o = fenced();
-    let selected = find(
-        o,
-        |k| matches!(k, EventKind::Step { worker, step: Step::RowsSelected { .. } } if *worker == B),
-    );
+    let selected =
+        find(o, |k| matches!(k, EventKind::Step { worker, step: Step::RowsSelected { .. } } if *worker == B));
     assert!(matches!(
         selected[0].kind,
-        EventKind::Step {
-            step: Step::RowsSelected {
-                open: 386,
-                sending: 1
-            },
-            ..
-        }
+        EventKind::Step { step: Step::RowsSelected { open: 386, sending: 1 }, .. }
     ));
     let lookup = find(
         o,
@@ -174,14 +140,9 @@ fn b_finds_r_815_sending_with_fence_33_asks_the_gateway_first_then_claims_it_wit
         o,
         |k| matches!(k, EventKind::Write { worker, refund, write: WriteKind::Claim, .. } if *worker == B && *refund == R_815),
     );
-    let EventKind::Write { token, after, .. } = &claims[0].kind else {
-        unreachable!()
-    };
+    let EventKind::Write { token, after, .. } = &claims[0].kind else { unreachable!() };
     assert_eq!(*token, Some(Token(34)));
-    assert_eq!(
-        after.map(|i| (i.state, i.fence)),
-        Some((RefundState::Sending, 34))
-    );
+    assert_eq!(after.map(|i| (i.state, i.fence)), Some((RefundState::Sending, 34)));
     assert!(lookup[0].at_ms <= claims[0].at_ms && claims[0].at_ms < at(10, 0, 32));
     let confirm = find(
         o,
@@ -194,22 +155,14 @@ fn b_finds_r_815_sending_with_fence_33_asks_the_gateway_first_then_claims_it_wit
 #[test]
 fn at_10_00_34_a_gets_b_s_refund_back_and_its_confirm_with_33_is_a_fence_violation() {
     let o = fenced();
-    let resumed = find(
-        o,
-        |k| matches!(k, EventKind::Resumed { worker } if *worker == A),
-    );
+    let resumed = find(o, |k| matches!(k, EventKind::Resumed { worker } if *worker == A));
     assert_eq!(resumed[0].at_ms, at(10, 0, 34));
 
     let b_paid = find(
         o,
         |k| matches!(k, EventKind::RefundCalled { worker, refund, outcome: CallOutcome::Created, .. } if *worker == B && *refund == R_815),
     );
-    let EventKind::RefundCalled {
-        gateway_ref: b_ref, ..
-    } = b_paid[0].kind
-    else {
-        unreachable!()
-    };
+    let EventKind::RefundCalled { gateway_ref: b_ref, .. } = b_paid[0].kind else { unreachable!() };
     let a_paid = find(
         o,
         |k| matches!(k, EventKind::RefundCalled { worker, refund, .. } if *worker == A && *refund == R_815),
@@ -225,47 +178,22 @@ fn at_10_00_34_a_gets_b_s_refund_back_and_its_confirm_with_33_is_a_fence_violati
     );
     assert_eq!(confirm.len(), 1);
     assert_eq!(confirm[0].at_ms, at(10, 0, 34));
-    assert!(matches!(
-        confirm[0].kind,
-        EventKind::Write {
-            token: Some(Token(33)),
-            rows: 0,
-            after: None,
-            ..
-        }
-    ));
+    assert!(matches!(confirm[0].kind, EventKind::Write { token: Some(Token(33)), rows: 0, after: None, .. }));
 
-    let violation = find(o, |k| {
-        matches!(
-            k,
-            EventKind::Step {
-                step: Step::FenceViolation { .. },
-                ..
-            }
-        )
-    });
+    let violation = find(o, |k| matches!(k, EventKind::Step { step: Step::FenceViolation { .. }, .. }));
     assert_eq!(violation.len(), 1, "exactly one fence rejection");
     assert_eq!(violation[0].at_ms, at(10, 0, 34));
-    let EventKind::Step {
-        worker,
-        step: Step::FenceViolation { violation: v },
-    } = violation[0].kind
-    else {
+    let EventKind::Step { worker, step: Step::FenceViolation { violation: v } } = violation[0].kind else {
         unreachable!()
     };
-    assert_eq!(
-        (worker, v.refund, v.token, v.write),
-        (A, R_815, Token(33), WriteKind::Confirm)
-    );
+    assert_eq!((worker, v.refund, v.token, v.write), (A, R_815, Token(33), WriteKind::Confirm));
 }
 
 #[test]
 fn a_abandons_the_batch_without_claiming_r_816() {
     let o = fenced();
-    let a_writes_after_stall = find(
-        o,
-        |k| matches!(k, EventKind::Write { worker, refund, .. } if *worker == A && refund.0 > 815),
-    );
+    let a_writes_after_stall =
+        find(o, |k| matches!(k, EventKind::Write { worker, refund, .. } if *worker == A && refund.0 > 815));
     assert!(a_writes_after_stall.is_empty());
     let abandoned = find(
         o,
@@ -280,33 +208,16 @@ fn b_finishes_and_the_ledger_holds_1200_refunds_r_815_once_84_300_eur_in_all() {
     let o = fenced();
     assert!(o.record.settled);
     assert_eq!(o.record.ledger.len(), 1200);
-    let r815: Vec<_> = o
-        .record
-        .ledger
-        .iter()
-        .filter(|e| e.refund == R_815)
-        .collect();
+    let r815: Vec<_> = o.record.ledger.iter().filter(|e| e.refund == R_815).collect();
     assert_eq!(r815.len(), 1);
     assert_eq!(r815[0].amount.0, 7025);
-    assert_eq!(
-        o.record.ledger.iter().map(|e| e.amount.0).sum::<i64>(),
-        8_430_000
-    );
-    assert!(o
-        .record
-        .final_rows
-        .iter()
-        .all(|r| r.state == RefundState::Sent));
+    assert_eq!(o.record.ledger.iter().map(|e| e.amount.0).sum::<i64>(), 8_430_000);
+    assert!(o.record.final_rows.iter().all(|r| r.state == RefundState::Sent));
     let final_815 = o.record.final_rows.iter().find(|r| r.id == R_815).unwrap();
     assert_eq!(final_815.fence, 34);
     let t = o.tally();
     assert_eq!(
-        (
-            t.refunds_sent,
-            t.gateway_refunds,
-            t.refunded_cents,
-            t.fence_rejections
-        ),
+        (t.refunds_sent, t.gateway_refunds, t.refunded_cents, t.fence_rejections),
         (1200, 1200, 8_430_000, 1)
     );
 }
@@ -315,24 +226,12 @@ fn b_finishes_and_the_ledger_holds_1200_refunds_r_815_once_84_300_eur_in_all() {
 fn under_the_fence_no_invariant_breaks_and_the_single_holder_diagnostic_shows_the_overlap() {
     let o = fenced();
     for check in &o.checks {
-        assert!(
-            !check.is_violation(),
-            "{}: {:?}",
-            check.invariant,
-            check.breaches.first()
-        );
+        assert!(!check.is_violation(), "{}: {:?}", check.invariant, check.breaches.first());
     }
     assert!(o.passed());
-    assert_eq!(
-        o.record.leaked_tasks, 0,
-        "the run ends with no task left behind"
-    );
+    assert_eq!(o.record.leaked_tasks, 0, "the run ends with no task left behind");
     let holders = o.check("single-holder");
-    assert_eq!(
-        holders.breaches.len(),
-        1,
-        "B takes the lease while A still believes it holds it"
-    );
+    assert_eq!(holders.breaches.len(), 1, "B takes the lease while A still believes it holds it");
     assert_eq!(holders.breaches[0].at_ms, at(10, 0, 31));
 }
 
@@ -345,43 +244,37 @@ fn with_the_ttl_alone_and_a_non_idempotent_gateway_r_815_is_paid_twice_and_rows_
     assert!(double.is_violation());
     assert_eq!(double.breaches[0].at_ms, at(10, 0, 34));
     assert!(
-        double.breaches[0]
-            .detail
-            .starts_with("r_815 was refunded twice"),
+        double.breaches[0].detail.starts_with("r_815 was refunded twice"),
         "{}",
         double.breaches[0].detail
     );
     let stale = o.check("no-stale-confirm");
     assert!(stale.is_violation());
     assert!(
-        stale.breaches[0]
-            .detail
-            .contains("last accepted claim was made by"),
+        stale.breaches[0].detail.contains("last accepted claim was made by"),
         "{}",
         stale.breaches[0].detail
     );
     assert!(o.check("monotonic-fences").is_violation());
     assert!(o.check("ledger-matches-rows").is_violation());
     let t = o.tally();
-    assert!(
-        t.double_refunds > 1 && t.stale_confirms > 0 && t.rows_claimed_by_two > 1,
-        "{t:?}"
-    );
+    assert!(t.double_refunds > 1 && t.stale_confirms > 0 && t.rows_claimed_by_two > 1, "{t:?}");
     assert_eq!(t.gateway_refunds, 1200 + t.double_refunds);
     assert!(t.refunded_cents > 8_430_000);
     assert_eq!(t.fence_rejections, 0, "nothing turns A away");
     // A woke up and went on writing beside B
-    assert!(!find(o, |k| matches!(k, EventKind::Write { worker, refund, rows: 1, .. } if *worker == A && refund.0 > 815)).is_empty());
+    assert!(!find(
+        o,
+        |k| matches!(k, EventKind::Write { worker, refund, rows: 1, .. } if *worker == A && refund.0 > 815)
+    )
+    .is_empty());
 }
 
 #[test]
 fn with_the_ttl_alone_an_idempotent_gateway_saves_the_money_but_not_the_rows() {
     let o = outcome(Mechanism::TtlOnly, GatewayMode::Idempotent);
     let t = o.tally();
-    assert_eq!(
-        (t.double_refunds, t.gateway_refunds, t.refunded_cents),
-        (0, 1200, 8_430_000)
-    );
+    assert_eq!((t.double_refunds, t.gateway_refunds, t.refunded_cents), (0, 1200, 8_430_000));
     assert!(!o.check("no-double-refund").is_violation());
     assert!(o.check("monotonic-fences").is_violation());
     assert!(o.check("no-stale-confirm").is_violation());

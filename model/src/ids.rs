@@ -50,9 +50,7 @@ impl fmt::Display for Token {
 }
 
 /// An amount of money in euro cents.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Cents(pub i64);
 
 impl fmt::Display for Cents {
@@ -106,9 +104,7 @@ impl FromStr for WorkerId {
                 .and_then(|n| n.parse().ok())
                 .map(WorkerId)
                 .ok_or_else(|| format!("bad worker '{s}': expected a letter A-Z or W<number>")),
-            _ => Err(format!(
-                "bad worker '{s}': expected a letter A-Z or W<number>"
-            )),
+            _ => Err(format!("bad worker '{s}': expected a letter A-Z or W<number>")),
         }
     }
 }
@@ -178,16 +174,10 @@ mod tests {
         }
         assert_eq!("r_815".parse::<RefundId>(), Ok(RefundId(815)));
         assert_eq!("m_4471".parse::<MerchantId>(), Ok(MerchantId(4471)));
-        assert!("a"
-            .parse::<WorkerId>()
-            .unwrap_err()
-            .contains("bad worker 'a'"));
+        assert!("a".parse::<WorkerId>().unwrap_err().contains("bad worker 'a'"));
         assert_eq!("W".parse::<WorkerId>(), Ok(WorkerId(22)));
         assert!("Wx".parse::<WorkerId>().is_err());
-        assert!("815"
-            .parse::<RefundId>()
-            .unwrap_err()
-            .contains("expected r_<number>"));
+        assert!("815".parse::<RefundId>().unwrap_err().contains("expected r_<number>"));
     }
 
     #[test]

@@ -23,11 +23,9 @@ pub mod worker;
 pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
 pub use mechanism::Mechanism;
 pub use ports::{
-    BackendError, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Probe, Receipt,
-    RefundStore, TokenSource,
+    BackendError, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore,
+    TokenSource,
 };
-pub use refund::{
-    FenceViolation, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome,
-};
+pub use refund::{FenceViolation, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
 pub use store::SqliteRefunds;
 pub use worker::{BatchOutcome, Step, StepKind, Worker, WorkerConfig};

@@ -31,11 +31,7 @@ pub trait LeaseStore {
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
 
     /// Deletes the key only if it still holds `value`. `Ok(false)`: it was not ours any more.
-    fn release(
-        &self,
-        key: &str,
-        value: &str,
-    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    fn release(&self, key: &str, value: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
 }
 
 /// Issues fencing tokens, strictly increasing per key in the order they are asked for.
@@ -88,10 +84,8 @@ impl fmt::Display for GatewayError {
 /// The payment gateway, which moves real money.
 pub trait Gateway {
     /// Is there already a refund with this reference?
-    fn find(
-        &self,
-        reference: RefundId,
-    ) -> impl Future<Output = Result<Option<Receipt>, GatewayError>> + Send;
+    fn find(&self, reference: RefundId)
+        -> impl Future<Output = Result<Option<Receipt>, GatewayError>> + Send;
 
     /// Refunds `amount`, with the refund id as the idempotency key.
     fn refund(

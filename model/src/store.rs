@@ -47,9 +47,7 @@ impl SqliteRefunds {
     pub fn open_in_memory() -> rusqlite::Result<SqliteRefunds> {
         let conn = Connection::open_in_memory()?;
         conn.execute_batch(SCHEMA)?;
-        Ok(SqliteRefunds {
-            conn: Arc::new(Mutex::new(conn)),
-        })
+        Ok(SqliteRefunds { conn: Arc::new(Mutex::new(conn)) })
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -67,13 +65,7 @@ impl SqliteRefunds {
                 "INSERT INTO refund (id, merchant, amount_cents, state, fence) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
             for r in rows {
-                stmt.execute(params![
-                    r.id.0,
-                    r.merchant.0,
-                    r.amount.0,
-                    r.state.as_sql(),
-                    r.fence
-                ])?;
+                stmt.execute(params![r.id.0, r.merchant.0, r.amount.0, r.state.as_sql(), r.fence])?;
             }
         }
         tx.commit()
@@ -110,8 +102,7 @@ impl SqliteRefunds {
                     WriteKind::Confirm => CONFIRM_FENCED,
                 };
                 let mut stmt = conn.prepare_cached(sql)?;
-                stmt.query_row(params![token.0, refund.0], image_from_sql)
-                    .optional()?
+                stmt.query_row(params![token.0, refund.0], image_from_sql).optional()?
             }
             WriteGuard::Unfenced => {
                 let sql = match kind {
@@ -119,14 +110,10 @@ impl SqliteRefunds {
                     WriteKind::Confirm => CONFIRM_UNFENCED,
                 };
                 let mut stmt = conn.prepare_cached(sql)?;
-                stmt.query_row(params![refund.0], image_from_sql)
-                    .optional()?
+                stmt.query_row(params![refund.0], image_from_sql).optional()?
             }
         };
-        Ok(WriteOutcome {
-            rows_updated: conn.changes(),
-            after,
-        })
+        Ok(WriteOutcome { rows_updated: conn.changes(), after })
     }
 }
 
@@ -151,10 +138,7 @@ fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<RefundRow> {
 }
 
 fn image_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowImage> {
-    Ok(RowImage {
-        state: state_from_sql(row.get_ref(0)?.as_str()?, 0)?,
-        fence: row.get(1)?,
-    })
+    Ok(RowImage { state: state_from_sql(row.get_ref(0)?.as_str()?, 0)?, fence: row.get(1)? })
 }
 
 #[cfg(test)]
@@ -179,97 +163,33 @@ mod tests {
     #[test]
     fn a_claim_takes_over_a_sending_row_only_with_a_newer_token() {
         let store = store_with(RefundState::Sending, 33);
-        let stale = store
-            .write(
-                WriteKind::Claim,
-                RefundId(815),
-                WriteGuard::Fence(Token(33)),
-            )
-            .unwrap();
-        assert_eq!(
-            stale,
-            WriteOutcome {
-                rows_updated: 0,
-                after: None
-            }
-        );
-        let newer = store
-            .write(
-                WriteKind::Claim,
-                RefundId(815),
-                WriteGuard::Fence(Token(34)),
-            )
-            .unwrap();
+        let stale = store.write(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(33))).unwrap();
+        assert_eq!(stale, WriteOutcome { rows_updated: 0, after: None });
+        let newer = store.write(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(34))).unwrap();
         assert_eq!(newer.rows_updated, 1);
-        assert_eq!(
-            newer.after,
-            Some(RowImage {
-                state: RefundState::Sending,
-                fence: 34
-            })
-        );
+        assert_eq!(newer.after, Some(RowImage { state: RefundState::Sending, fence: 34 }));
     }
 
     #[test]
     fn a_confirm_needs_the_exact_token_that_claimed() {
         let store = store_with(RefundState::Sending, 34);
-        let old = store
-            .write(
-                WriteKind::Confirm,
-                RefundId(815),
-                WriteGuard::Fence(Token(33)),
-            )
-            .unwrap();
+        let old = store.write(WriteKind::Confirm, RefundId(815), WriteGuard::Fence(Token(33))).unwrap();
         assert_eq!(old.rows_updated, 0);
-        let ours = store
-            .write(
-                WriteKind::Confirm,
-                RefundId(815),
-                WriteGuard::Fence(Token(34)),
-            )
-            .unwrap();
-        assert_eq!(
-            ours.after,
-            Some(RowImage {
-                state: RefundState::Sent,
-                fence: 34
-            })
-        );
+        let ours = store.write(WriteKind::Confirm, RefundId(815), WriteGuard::Fence(Token(34))).unwrap();
+        assert_eq!(ours.after, Some(RowImage { state: RefundState::Sent, fence: 34 }));
         // sent is final, for every guard
         for guard in [WriteGuard::Fence(Token(99)), WriteGuard::Unfenced] {
-            assert_eq!(
-                store
-                    .write(WriteKind::Claim, RefundId(815), guard)
-                    .unwrap()
-                    .rows_updated,
-                0
-            );
+            assert_eq!(store.write(WriteKind::Claim, RefundId(815), guard).unwrap().rows_updated, 0);
         }
     }
 
     #[test]
     fn unfenced_writes_ignore_the_fence_and_leave_it_alone() {
         let store = store_with(RefundState::Sending, 34);
-        let claim = store
-            .write(WriteKind::Claim, RefundId(815), WriteGuard::Unfenced)
-            .unwrap();
-        assert_eq!(
-            claim.after,
-            Some(RowImage {
-                state: RefundState::Sending,
-                fence: 34
-            })
-        );
-        let confirm = store
-            .write(WriteKind::Confirm, RefundId(815), WriteGuard::Unfenced)
-            .unwrap();
-        assert_eq!(
-            confirm.after,
-            Some(RowImage {
-                state: RefundState::Sent,
-                fence: 34
-            })
-        );
+        let claim = store.write(WriteKind::Claim, RefundId(815), WriteGuard::Unfenced).unwrap();
+        assert_eq!(claim.after, Some(RowImage { state: RefundState::Sending, fence: 34 }));
+        let confirm = store.write(WriteKind::Confirm, RefundId(815), WriteGuard::Unfenced).unwrap();
+        assert_eq!(confirm.after, Some(RowImage { state: RefundState::Sent, fence: 34 }));
     }
 
     #[test]
@@ -283,18 +203,9 @@ mod tests {
             fence: 0,
         };
         store
-            .insert(&[
-                row(3, RefundState::Pending),
-                row(1, RefundState::Sent),
-                row(2, RefundState::Sending),
-            ])
+            .insert(&[row(3, RefundState::Pending), row(1, RefundState::Sent), row(2, RefundState::Sending)])
             .unwrap();
-        let open: Vec<u32> = store
-            .open_refunds(MerchantId(1))
-            .unwrap()
-            .iter()
-            .map(|r| r.id.0)
-            .collect();
+        let open: Vec<u32> = store.open_refunds(MerchantId(1)).unwrap().iter().map(|r| r.id.0).collect();
         assert_eq!(open, vec![2, 3]);
         assert_eq!(store.all_rows().unwrap().len(), 3);
     }

@@ -10,9 +10,7 @@
 
 use crate::ids::{MerchantId, RefundId, Token, WorkerId};
 use crate::mechanism::{Mechanism, OnRejectedWrite, TokenPolicy};
-use crate::ports::{
-    Delivery, Gateway, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore, TokenSource,
-};
+use crate::ports::{Delivery, Gateway, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore, TokenSource};
 use crate::refund::{FenceViolation, RefundRow, RefundState, WriteGuard, WriteKind};
 use serde::{Deserialize, Serialize};
 
@@ -196,25 +194,8 @@ where
     Q: JobQueue + Send + Sync,
     P: Probe + Send + Sync,
 {
-    pub fn new(
-        config: WorkerConfig,
-        lease: L,
-        tokens: T,
-        store: S,
-        gateway: G,
-        queue: Q,
-        probe: P,
-    ) -> Self {
-        Worker {
-            config,
-            lease,
-            tokens,
-            store,
-            gateway,
-            queue,
-            probe,
-            acquisitions: 0,
-        }
+    pub fn new(config: WorkerConfig, lease: L, tokens: T, store: S, gateway: G, queue: Q, probe: P) -> Self {
+        Worker { config, lease, tokens, store, gateway, queue, probe, acquisitions: 0 }
     }
 
     /// Takes jobs until the queue closes.
@@ -229,21 +210,12 @@ where
     /// Settles one delivery of a job.
     pub async fn settle(&mut self, delivery: Delivery) -> BatchOutcome {
         let Job { merchant, .. } = delivery.job;
-        self.probe
-            .reached(Step::JobReceived {
-                job: delivery.job,
-                receipt: delivery.receipt,
-            })
-            .await;
+        self.probe.reached(Step::JobReceived { job: delivery.job, receipt: delivery.receipt }).await;
 
         let lock_key = format!("lock:settle:{merchant}");
         self.acquisitions += 1;
         let lock_value = format!("{}#{}", self.config.id, self.acquisitions);
-        match self
-            .lease
-            .acquire(&lock_key, &lock_value, self.config.ttl_ms)
-            .await
-        {
+        match self.lease.acquire(&lock_key, &lock_value, self.config.ttl_ms).await {
             Ok(true) => {}
             Ok(false) => {
                 self.probe.reached(Step::LeaseBusy { merchant }).await;
@@ -251,20 +223,11 @@ where
             }
             Err(_) => return self.abandon(Abandon(AbandonReason::BackendError)).await,
         }
-        self.probe
-            .reached(Step::LeaseAcquired {
-                merchant,
-                acquisition: self.acquisitions,
-            })
-            .await;
+        self.probe.reached(Step::LeaseAcquired { merchant, acquisition: self.acquisitions }).await;
 
         let outcome = self.settle_rows(merchant).await;
 
-        let released = self
-            .lease
-            .release(&lock_key, &lock_value)
-            .await
-            .unwrap_or(false);
+        let released = self.lease.release(&lock_key, &lock_value).await.unwrap_or(false);
         self.probe.reached(Step::Released { released }).await;
         match outcome {
             Ok(()) => {
@@ -286,32 +249,18 @@ where
             TokenPolicy::None => None,
             TokenPolicy::Incr => {
                 let key = format!("fence:settle:{merchant}");
-                let token = self
-                    .tokens
-                    .next_token(&key)
-                    .await
-                    .map_err(|_| Abandon(AbandonReason::BackendError))?;
+                let token =
+                    self.tokens.next_token(&key).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
                 self.probe.reached(Step::TokenTaken { token }).await;
                 Some(token)
             }
         };
         let guard = self.config.mechanism.guard(token);
 
-        let rows = self
-            .store
-            .open_refunds(merchant)
-            .await
-            .map_err(|_| Abandon(AbandonReason::BackendError))?;
-        let sending = rows
-            .iter()
-            .filter(|r| r.state == RefundState::Sending)
-            .count() as u32;
-        self.probe
-            .reached(Step::RowsSelected {
-                open: rows.len() as u32,
-                sending,
-            })
-            .await;
+        let rows =
+            self.store.open_refunds(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
+        let sending = rows.iter().filter(|r| r.state == RefundState::Sending).count() as u32;
+        self.probe.reached(Step::RowsSelected { open: rows.len() as u32, sending }).await;
 
         for row in &rows {
             self.settle_row(row, guard).await?;
@@ -323,26 +272,16 @@ where
         // A row left in `sending` may mean a call already went out: ask before paying.
         let mut paid = None;
         if row.state == RefundState::Sending {
-            let found = self
-                .gateway
-                .find(row.id)
-                .await
-                .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?;
-            self.probe
-                .reached(Step::AfterLookup {
-                    refund: row.id,
-                    found: found.is_some(),
-                })
-                .await;
+            let found =
+                self.gateway.find(row.id).await.map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?;
+            self.probe.reached(Step::AfterLookup { refund: row.id, found: found.is_some() }).await;
             paid = found;
         }
 
         if !self.write(WriteKind::Claim, row.id, guard).await? {
             return Ok(());
         }
-        self.probe
-            .reached(Step::AfterClaim { refund: row.id })
-            .await;
+        self.probe.reached(Step::AfterClaim { refund: row.id }).await;
 
         let receipt = match paid {
             Some(receipt) => receipt,
@@ -352,29 +291,17 @@ where
                 .await
                 .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?,
         };
-        self.probe
-            .reached(Step::AfterGatewayCall {
-                refund: row.id,
-                receipt,
-            })
-            .await;
+        self.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
 
         if self.write(WriteKind::Confirm, row.id, guard).await? {
-            self.probe
-                .reached(Step::AfterConfirm { refund: row.id })
-                .await;
+            self.probe.reached(Step::AfterConfirm { refund: row.id }).await;
         }
         Ok(())
     }
 
     /// Runs one write. `Ok(true)`: a row was updated; `Ok(false)`: none was and the
     /// mechanism skips the row; `Err`: none was and the mechanism abandons the batch.
-    async fn write(
-        &self,
-        kind: WriteKind,
-        refund: RefundId,
-        guard: WriteGuard,
-    ) -> Result<bool, Abandon> {
+    async fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<bool, Abandon> {
         let outcome = match kind {
             WriteKind::Claim => self.store.claim(refund, guard).await,
             WriteKind::Confirm => self.store.confirm(refund, guard).await,
@@ -385,21 +312,12 @@ where
         }
         match (self.config.mechanism.policy().on_rejected_write, guard) {
             (OnRejectedWrite::Abandon, WriteGuard::Fence(token)) => {
-                let violation = FenceViolation {
-                    refund,
-                    token,
-                    write: kind,
-                };
+                let violation = FenceViolation { refund, token, write: kind };
                 self.probe.reached(Step::FenceViolation { violation }).await;
                 Err(Abandon(AbandonReason::FenceViolation))
             }
             _ => {
-                self.probe
-                    .reached(Step::WriteSkipped {
-                        refund,
-                        write: kind,
-                    })
-                    .await;
+                self.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
                 Ok(false)
             }
         }

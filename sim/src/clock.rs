@@ -16,9 +16,7 @@ pub struct SimClock {
 impl SimClock {
     /// Starts the run's clock at the present simulated instant.
     pub fn start() -> SimClock {
-        SimClock {
-            origin: Instant::now(),
-        }
+        SimClock { origin: Instant::now() }
     }
 
     /// Milliseconds since the run started.
@@ -64,14 +62,7 @@ impl fmt::Display for WallMs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0 % 1000;
         let s = self.0 / 1000;
-        write!(
-            f,
-            "{:02}:{:02}:{:02}.{:03}",
-            (s / 3600) % 24,
-            (s / 60) % 60,
-            s % 60,
-            ms
-        )
+        write!(f, "{:02}:{:02}:{:02}.{:03}", (s / 3600) % 24, (s / 60) % 60, s % 60, ms)
     }
 }
 
@@ -83,10 +74,7 @@ mod tests {
     fn wall_time_prints_hours_minutes_seconds_and_millis() {
         assert_eq!(WallMs::hms(10, 0, 0).to_string(), "10:00:00.000");
         assert_eq!(WallMs::hms(10, 0, 26).plus(7).to_string(), "10:00:26.007");
-        assert_eq!(
-            WallMs::hms(23, 59, 59).plus(1999).to_string(),
-            "00:00:00.999"
-        );
+        assert_eq!(WallMs::hms(23, 59, 59).plus(1999).to_string(), "00:00:00.999");
     }
 
     #[test]

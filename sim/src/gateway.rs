@@ -44,9 +44,7 @@ impl FromStr for GatewayMode {
         GatewayMode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                format!("unknown gateway mode '{s}': expected idempotent or non-idempotent")
-            })
+            .ok_or_else(|| format!("unknown gateway mode '{s}': expected idempotent or non-idempotent"))
     }
 }
 
@@ -92,11 +90,7 @@ pub struct GatewayCore {
 
 impl GatewayCore {
     pub fn new(mode: GatewayMode) -> GatewayCore {
-        GatewayCore {
-            mode,
-            ledger: Vec::new(),
-            keys: BTreeMap::new(),
-        }
+        GatewayCore { mode, ledger: Vec::new(), keys: BTreeMap::new() }
     }
 
     pub fn mode(&self) -> GatewayMode {
@@ -108,13 +102,7 @@ impl GatewayCore {
     }
 
     /// A refund call arriving at `now_ms` whose processing takes `latency_ms`.
-    pub fn refund(
-        &mut self,
-        key: RefundId,
-        amount: Cents,
-        now_ms: u64,
-        latency_ms: u64,
-    ) -> CallReply {
+    pub fn refund(&mut self, key: RefundId, amount: Cents, now_ms: u64, latency_ms: u64) -> CallReply {
         if self.mode == GatewayMode::Idempotent {
             if let Some(record) = self.keys.get(&key) {
                 return CallReply {
@@ -125,26 +113,11 @@ impl GatewayCore {
             }
         }
         let gateway_ref = self.ledger.len() as u32 + 1;
-        self.ledger.push(LedgerEntry {
-            gateway_ref,
-            refund: key,
-            amount,
-            at_ms: now_ms,
-        });
-        let receipt = Receipt {
-            gateway_ref,
-            amount,
-        };
+        self.ledger.push(LedgerEntry { gateway_ref, refund: key, amount, at_ms: now_ms });
+        let receipt = Receipt { gateway_ref, amount };
         let completes_at_ms = now_ms + latency_ms;
-        self.keys.entry(key).or_insert(KeyRecord {
-            receipt,
-            completes_at_ms,
-        });
-        CallReply {
-            receipt,
-            outcome: CallOutcome::Created,
-            respond_at_ms: completes_at_ms,
-        }
+        self.keys.entry(key).or_insert(KeyRecord { receipt, completes_at_ms });
+        CallReply { receipt, outcome: CallOutcome::Created, respond_at_ms: completes_at_ms }
     }
 
     /// The first refund made with this reference, if any.
@@ -152,10 +125,7 @@ impl GatewayCore {
         self.ledger
             .iter()
             .find(|e| e.refund == reference)
-            .map(|e| Receipt {
-                gateway_ref: e.gateway_ref,
-                amount: e.amount,
-            })
+            .map(|e| Receipt { gateway_ref: e.gateway_ref, amount: e.amount })
     }
 }
 
@@ -171,10 +141,7 @@ mod tests {
         assert_eq!(first.respond_at_ms, 31_035);
         // in flight: the second caller waits for the first call's answer
         let during = g.refund(RefundId(815), Cents(7025), 31_010, 30);
-        assert_eq!(
-            (during.outcome, during.respond_at_ms),
-            (CallOutcome::Replayed, 31_035)
-        );
+        assert_eq!((during.outcome, during.respond_at_ms), (CallOutcome::Replayed, 31_035));
         // finished: answered from the record at once
         let after = g.refund(RefundId(815), Cents(7025), 34_000, 30);
         assert_eq!(
@@ -192,18 +159,12 @@ mod tests {
         g.refund(RefundId(815), Cents(7025), 31_005, 30);
         let again = g.refund(RefundId(815), Cents(7025), 34_000, 30);
         assert_eq!(again.outcome, CallOutcome::Created);
-        assert_eq!(
-            g.ledger().iter().map(|e| e.amount).sum::<Cents>(),
-            Cents(14_050)
-        );
+        assert_eq!(g.ledger().iter().map(|e| e.amount).sum::<Cents>(), Cents(14_050));
     }
 
     #[test]
     fn modes_parse_by_name() {
         assert_eq!("non-idempotent".parse(), Ok(GatewayMode::NonIdempotent));
-        assert!("sometimes"
-            .parse::<GatewayMode>()
-            .unwrap_err()
-            .contains("unknown gateway mode 'sometimes'"));
+        assert!("sometimes".parse::<GatewayMode>().unwrap_err().contains("unknown gateway mode 'sometimes'"));
     }
 }

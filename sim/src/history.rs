@@ -2,9 +2,7 @@
 
 use crate::clock::WallMs;
 use crate::gateway::CallOutcome;
-use fencesim_model::{
-    Cents, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind,
-};
+use fencesim_model::{Cents, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind};
 use serde::Serialize;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -136,10 +134,9 @@ impl EventKind {
     pub fn actor(&self) -> Actor {
         use EventKind::*;
         match self {
-            JobEnqueued { .. }
-            | JobDelivered { .. }
-            | VisibilityExpired { .. }
-            | JobAcked { .. } => Actor::Queue,
+            JobEnqueued { .. } | JobDelivered { .. } | VisibilityExpired { .. } | JobAcked { .. } => {
+                Actor::Queue
+            }
             LeaseGranted { .. }
             | LeaseRefused { .. }
             | LeaseExpired { .. }
@@ -170,11 +167,7 @@ struct TraceLine<'a> {
 }
 
 /// Writes the history as JSON Lines, one event a line.
-pub fn write_trace(
-    events: &[Event],
-    base: WallMs,
-    out: &mut impl std::io::Write,
-) -> std::io::Result<()> {
+pub fn write_trace(events: &[Event], base: WallMs, out: &mut impl std::io::Write) -> std::io::Result<()> {
     for e in events {
         let line = TraceLine {
             at: base.plus(e.at_ms).to_string(),

@@ -10,15 +10,8 @@ use fencesim_model::{Delivery, Job, JobId, WorkerId};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum JobState {
     Visible,
-    Assigned {
-        worker: WorkerId,
-        receipt: u32,
-    },
-    InFlight {
-        worker: WorkerId,
-        receipt: u32,
-        visible_at_ms: u64,
-    },
+    Assigned { worker: WorkerId, receipt: u32 },
+    InFlight { worker: WorkerId, receipt: u32, visible_at_ms: u64 },
     Done,
 }
 
@@ -39,18 +32,8 @@ enum Consumer {
 /// Something the queue did, for the world to record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueEvent {
-    Delivered {
-        job: JobId,
-        worker: WorkerId,
-        receipt: u32,
-        delivery: u32,
-    },
-    VisibilityExpired {
-        job: JobId,
-        worker: WorkerId,
-        receipt: u32,
-        at_ms: u64,
-    },
+    Delivered { job: JobId, worker: WorkerId, receipt: u32, delivery: u32 },
+    VisibilityExpired { job: JobId, worker: WorkerId, receipt: u32, at_ms: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -74,24 +57,14 @@ impl QueueCore {
     }
 
     pub fn enqueue(&mut self, job: Job, out: &mut Vec<QueueEvent>) {
-        self.jobs.push(JobSlot {
-            job,
-            state: JobState::Visible,
-            last_holder: None,
-            deliveries: 0,
-        });
+        self.jobs.push(JobSlot { job, state: JobState::Visible, last_holder: None, deliveries: 0 });
         self.assign(out);
     }
 
     /// Makes timed-out deliveries visible again and hands visible jobs to idle workers.
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<QueueEvent>) {
         for slot in &mut self.jobs {
-            if let JobState::InFlight {
-                worker,
-                receipt,
-                visible_at_ms,
-            } = slot.state
-            {
+            if let JobState::InFlight { worker, receipt, visible_at_ms } = slot.state {
                 if visible_at_ms <= now_ms {
                     slot.state = JobState::Visible;
                     out.push(QueueEvent::VisibilityExpired {
@@ -127,23 +100,13 @@ impl QueueCore {
             slot.last_holder = Some(worker);
             slot.state = JobState::Assigned { worker, receipt };
             self.consumers[worker.0 as usize] = Consumer::Busy;
-            out.push(QueueEvent::Delivered {
-                job: slot.job.id,
-                worker,
-                receipt,
-                delivery: slot.deliveries,
-            });
+            out.push(QueueEvent::Delivered { job: slot.job.id, worker, receipt, delivery: slot.deliveries });
         }
     }
 
     /// The worker asks for a job: its assigned delivery if it has one (the visibility
     /// timeout starts now), else it becomes idle and may be handed a visible job.
-    pub fn receive(
-        &mut self,
-        worker: WorkerId,
-        now_ms: u64,
-        out: &mut Vec<QueueEvent>,
-    ) -> Option<Delivery> {
+    pub fn receive(&mut self, worker: WorkerId, now_ms: u64, out: &mut Vec<QueueEvent>) -> Option<Delivery> {
         if let Some(delivery) = self.take_assigned(worker, now_ms) {
             return Some(delivery);
         }
@@ -158,15 +121,8 @@ impl QueueCore {
         let timeout = self.visibility_timeout_ms;
         self.jobs.iter_mut().find_map(|slot| match slot.state {
             JobState::Assigned { worker: w, receipt } if w == worker => {
-                slot.state = JobState::InFlight {
-                    worker,
-                    receipt,
-                    visible_at_ms: now_ms + timeout,
-                };
-                Some(Delivery {
-                    job: slot.job,
-                    receipt,
-                })
+                slot.state = JobState::InFlight { worker, receipt, visible_at_ms: now_ms + timeout };
+                Some(Delivery { job: slot.job, receipt })
             }
             _ => None,
         })
@@ -174,9 +130,7 @@ impl QueueCore {
 
     /// Is a delivery waiting for this worker?
     pub fn has_assigned(&self, worker: WorkerId) -> bool {
-        self.jobs
-            .iter()
-            .any(|s| matches!(s.state, JobState::Assigned { worker: w, .. } if w == worker))
+        self.jobs.iter().any(|s| matches!(s.state, JobState::Assigned { worker: w, .. } if w == worker))
     }
 
     /// Acks a delivery. Refused (`false`) unless it is the job's current one.
@@ -214,10 +168,7 @@ impl QueueCore {
 
     /// Jobs not done yet, with their delivery count.
     pub fn open_jobs(&self) -> impl Iterator<Item = (Job, u32)> + '_ {
-        self.jobs
-            .iter()
-            .filter(|s| s.state != JobState::Done)
-            .map(|s| (s.job, s.deliveries))
+        self.jobs.iter().filter(|s| s.state != JobState::Done).map(|s| (s.job, s.deliveries))
     }
 
     pub fn close(&mut self) {
@@ -234,10 +185,7 @@ mod tests {
     use super::*;
     use fencesim_model::MerchantId;
 
-    const JOB: Job = Job {
-        id: JobId(1),
-        merchant: MerchantId(4471),
-    };
+    const JOB: Job = Job { id: JobId(1), merchant: MerchantId(4471) };
 
     #[test]
     fn an_unacked_job_goes_to_another_worker_when_its_visibility_times_out() {
@@ -245,15 +193,7 @@ mod tests {
         let mut q = QueueCore::new(2, 31_000);
         let mut ev = Vec::new();
         q.enqueue(JOB, &mut ev);
-        assert_eq!(
-            ev,
-            vec![QueueEvent::Delivered {
-                job: JobId(1),
-                worker: a,
-                receipt: 1,
-                delivery: 1
-            }]
-        );
+        assert_eq!(ev, vec![QueueEvent::Delivered { job: JobId(1), worker: a, receipt: 1, delivery: 1 }]);
         let first = q.receive(a, 0, &mut ev).unwrap();
         assert_eq!(q.receive(b, 0, &mut ev), None);
         assert_eq!(q.next_deadline(), Some(31_000));
@@ -263,22 +203,9 @@ mod tests {
         q.tick(31_000, &mut ev);
         assert_eq!(
             ev[0],
-            QueueEvent::VisibilityExpired {
-                job: JobId(1),
-                worker: a,
-                receipt: 1,
-                at_ms: 31_000
-            }
+            QueueEvent::VisibilityExpired { job: JobId(1), worker: a, receipt: 1, at_ms: 31_000 }
         );
-        assert_eq!(
-            ev[1],
-            QueueEvent::Delivered {
-                job: JobId(1),
-                worker: b,
-                receipt: 2,
-                delivery: 2
-            }
-        );
+        assert_eq!(ev[1], QueueEvent::Delivered { job: JobId(1), worker: b, receipt: 2, delivery: 2 });
         let second = q.receive(b, 31_000, &mut ev).unwrap();
         assert!(!q.ack(first), "a stale delivery cannot ack");
         assert!(!q.all_done());
@@ -295,22 +222,11 @@ mod tests {
         q.receive(a, 0, &mut ev).unwrap();
         q.receive(b, 0, &mut ev); // b idle, waiting
                                   // b becomes busy elsewhere? no: a second job keeps it busy
-        q.enqueue(
-            Job {
-                id: JobId(2),
-                merchant: MerchantId(1),
-            },
-            &mut ev,
-        );
+        q.enqueue(Job { id: JobId(2), merchant: MerchantId(1) }, &mut ev);
         q.receive(b, 1, &mut ev).unwrap();
         assert!(q.receive(a, 50, &mut ev).is_none()); // a idle again
         ev.clear();
         q.tick(100, &mut ev);
-        assert!(ev.contains(&QueueEvent::Delivered {
-            job: JobId(1),
-            worker: a,
-            receipt: 3,
-            delivery: 2
-        }));
+        assert!(ev.contains(&QueueEvent::Delivered { job: JobId(1), worker: a, receipt: 3, delivery: 2 }));
     }
 }

@@ -91,13 +91,7 @@ impl RedisCore {
 
     /// Sets a key without expiry, as a scenario's starting state (`fence:settle:m = 32`).
     pub fn preset(&mut self, key: &str, value: Value) {
-        self.keys.insert(
-            key.to_owned(),
-            Entry {
-                value,
-                expires_at_ms: None,
-            },
-        );
+        self.keys.insert(key.to_owned(), Entry { value, expires_at_ms: None });
     }
 
     /// The next time, on the simulation's clock, at which a key expires.
@@ -115,21 +109,13 @@ impl RedisCore {
         let mut due: Vec<(u64, String)> = self
             .keys
             .iter()
-            .filter_map(|(k, e)| {
-                e.expires_at_ms
-                    .filter(|&at| at <= redis_now)
-                    .map(|at| (at, k.clone()))
-            })
+            .filter_map(|(k, e)| e.expires_at_ms.filter(|&at| at <= redis_now).map(|at| (at, k.clone())))
             .collect();
         due.sort();
         for (at, key) in due {
             let entry = self.keys.remove(&key).expect("due key is present");
             let at_ms = (at as i64 - self.clock_offset_ms).max(0) as u64;
-            out.push(Expired {
-                key,
-                value: entry.value,
-                at_ms,
-            });
+            out.push(Expired { key, value: entry.value, at_ms });
         }
     }
 
@@ -145,37 +131,27 @@ impl RedisCore {
                 if self.keys.contains_key(key) {
                     return Reply::Nil;
                 }
-                let entry = Entry {
-                    value: Value::Str(value.to_owned()),
-                    expires_at_ms: Some(redis_now + ttl_ms),
-                };
+                let entry =
+                    Entry { value: Value::Str(value.to_owned()), expires_at_ms: Some(redis_now + ttl_ms) };
                 self.keys.insert(key.to_owned(), entry);
                 Reply::Ok
             }
             Command::Get { key } => match self.keys.get(key) {
                 None => Reply::Nil,
-                Some(Entry {
-                    value: Value::Str(s),
-                    ..
-                }) => Reply::Bulk(s.clone()),
-                Some(Entry {
-                    value: Value::Int(n),
-                    ..
-                }) => Reply::Bulk(n.to_string()),
+                Some(Entry { value: Value::Str(s), .. }) => Reply::Bulk(s.clone()),
+                Some(Entry { value: Value::Int(n), .. }) => Reply::Bulk(n.to_string()),
             },
             Command::Del { key } => Reply::Int(i64::from(self.keys.remove(key).is_some())),
             Command::Incr { key } => {
-                let entry = self.keys.entry(key.to_owned()).or_insert(Entry {
-                    value: Value::Int(0),
-                    expires_at_ms: None,
-                });
+                let entry = self
+                    .keys
+                    .entry(key.to_owned())
+                    .or_insert(Entry { value: Value::Int(0), expires_at_ms: None });
                 let current = match &entry.value {
                     Value::Int(n) => *n,
                     Value::Str(s) => match s.parse::<i64>() {
                         Ok(n) => n,
-                        Err(_) => {
-                            return Reply::Error("ERR value is not an integer or out of range")
-                        }
+                        Err(_) => return Reply::Error("ERR value is not an integer or out of range"),
                     },
                 };
                 let Some(next) = current.checked_add(1) else {
@@ -234,11 +210,7 @@ mod tests {
     #[test]
     fn set_nx_px_grants_once_and_the_key_expires_at_its_exact_deadline() {
         let mut r = RedisCore::new();
-        let set = |v| Command::SetNxPx {
-            key: "lock:settle:m_4471",
-            value: v,
-            ttl_ms: 30_000,
-        };
+        let set = |v| Command::SetNxPx { key: "lock:settle:m_4471", value: v, ttl_ms: 30_000 };
         assert_eq!(run(&mut r, set("A#1"), 0).0, Reply::Ok);
         assert_eq!(run(&mut r, set("B#1"), 29_999).0, Reply::Nil);
         assert_eq!(r.next_expiry(), Some(30_000));
@@ -253,51 +225,17 @@ mod tests {
     fn incr_counts_from_a_preset_value_and_refuses_a_non_integer() {
         let mut r = RedisCore::new();
         r.preset("fence:settle:m_4471", Value::Int(32));
-        assert_eq!(
-            run(
-                &mut r,
-                Command::Incr {
-                    key: "fence:settle:m_4471"
-                },
-                0
-            )
-            .0,
-            Reply::Int(33)
-        );
-        assert_eq!(
-            run(
-                &mut r,
-                Command::Incr {
-                    key: "fence:settle:m_4471"
-                },
-                5
-            )
-            .0,
-            Reply::Int(34)
-        );
-        assert_eq!(
-            run(&mut r, Command::Incr { key: "fresh" }, 5).0,
-            Reply::Int(1)
-        );
+        assert_eq!(run(&mut r, Command::Incr { key: "fence:settle:m_4471" }, 0).0, Reply::Int(33));
+        assert_eq!(run(&mut r, Command::Incr { key: "fence:settle:m_4471" }, 5).0, Reply::Int(34));
+        assert_eq!(run(&mut r, Command::Incr { key: "fresh" }, 5).0, Reply::Int(1));
         r.preset("text", Value::Str("abc".into()));
-        assert!(matches!(
-            run(&mut r, Command::Incr { key: "text" }, 5).0,
-            Reply::Error(_)
-        ));
+        assert!(matches!(run(&mut r, Command::Incr { key: "text" }, 5).0, Reply::Error(_)));
     }
 
     #[test]
     fn compare_and_delete_only_deletes_its_own_value() {
         let mut r = RedisCore::new();
-        run(
-            &mut r,
-            Command::SetNxPx {
-                key: "k",
-                value: "B#1",
-                ttl_ms: 100,
-            },
-            0,
-        );
+        run(&mut r, Command::SetNxPx { key: "k", value: "B#1", ttl_ms: 100 }, 0);
         let del = |v| Command::CompareAndDelete { key: "k", value: v };
         assert_eq!(run(&mut r, del("A#1"), 1).0, Reply::Int(0));
         assert_eq!(r.value_of("k"), Some(&Value::Str("B#1".into())));
@@ -308,35 +246,12 @@ mod tests {
     #[test]
     fn extend_and_pexpire_move_the_deadline() {
         let mut r = RedisCore::new();
-        run(
-            &mut r,
-            Command::SetNxPx {
-                key: "k",
-                value: "A#1",
-                ttl_ms: 100,
-            },
-            0,
-        );
-        let ext = |v| Command::CompareAndExtend {
-            key: "k",
-            value: v,
-            ttl_ms: 100,
-        };
+        run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 100 }, 0);
+        let ext = |v| Command::CompareAndExtend { key: "k", value: v, ttl_ms: 100 };
         assert_eq!(run(&mut r, ext("B#1"), 50).0, Reply::Int(0));
         assert_eq!(run(&mut r, ext("A#1"), 50).0, Reply::Int(1));
         assert_eq!(r.next_expiry(), Some(150));
-        assert_eq!(
-            run(
-                &mut r,
-                Command::PExpire {
-                    key: "k",
-                    ttl_ms: 10
-                },
-                60
-            )
-            .0,
-            Reply::Int(1)
-        );
+        assert_eq!(run(&mut r, Command::PExpire { key: "k", ttl_ms: 10 }, 60).0, Reply::Int(1));
         let mut expired = Vec::new();
         r.expire_due(70, &mut expired);
         assert_eq!(expired.len(), 1);
@@ -348,16 +263,7 @@ mod tests {
     fn a_zero_ttl_is_an_error_as_in_redis() {
         let mut r = RedisCore::new();
         assert!(matches!(
-            run(
-                &mut r,
-                Command::SetNxPx {
-                    key: "k",
-                    value: "v",
-                    ttl_ms: 0
-                },
-                0
-            )
-            .0,
+            run(&mut r, Command::SetNxPx { key: "k", value: "v", ttl_ms: 0 }, 0).0,
             Reply::Error(_)
         ));
     }

@@ -9,9 +9,9 @@ use crate::history::{Event, EventKind};
 use crate::queue::{QueueCore, QueueEvent};
 use crate::redis::{Command, Expired, RedisCore, Reply, Value};
 use fencesim_model::{
-    BackendError, Cents, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Mechanism,
-    MerchantId, Probe, Receipt, RefundId, RefundRow, RefundStore, SqliteRefunds, Step, StepKind,
-    Token, TokenSource, Worker, WorkerConfig, WorkerId, WriteGuard, WriteKind, WriteOutcome,
+    BackendError, Cents, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Mechanism, MerchantId,
+    Probe, Receipt, RefundId, RefundRow, RefundStore, SqliteRefunds, Step, StepKind, Token, TokenSource,
+    Worker, WorkerConfig, WorkerId, WriteGuard, WriteKind, WriteOutcome,
 };
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
@@ -28,10 +28,7 @@ pub struct Latency {
 
 impl Latency {
     pub fn flat(ms: u64) -> Latency {
-        Latency {
-            default_ms: ms,
-            per_refund_ms: Vec::new(),
-        }
+        Latency { default_ms: ms, per_refund_ms: Vec::new() }
     }
 
     pub fn of(&self, refund: RefundId) -> u64 {
@@ -134,22 +131,12 @@ impl State {
                 Value::Str(s) => s.clone(),
                 Value::Int(n) => n.to_string(),
             };
-            let epoch = self
-                .epochs
-                .iter_mut()
-                .find(|ep| ep.key == e.key && ep.value == value);
+            let epoch = self.epochs.iter_mut().find(|ep| ep.key == e.key && ep.value == value);
             let number = epoch.map(|ep| {
                 ep.expired_at_ms = Some(e.at_ms);
                 ep.number
             });
-            self.record(
-                e.at_ms,
-                EventKind::LeaseExpired {
-                    key: e.key.clone(),
-                    value,
-                    epoch: number,
-                },
-            );
+            self.record(e.at_ms, EventKind::LeaseExpired { key: e.key.clone(), value, epoch: number });
         }
         self.scratch_expired = expired;
         self.scratch_expired.clear();
@@ -175,37 +162,12 @@ impl World {
         let events = std::mem::take(&mut st.scratch_queue);
         for e in &events {
             match *e {
-                QueueEvent::Delivered {
-                    job,
-                    worker,
-                    receipt,
-                    delivery,
-                } => {
-                    st.record(
-                        now,
-                        EventKind::JobDelivered {
-                            job,
-                            worker,
-                            receipt,
-                            delivery,
-                        },
-                    );
+                QueueEvent::Delivered { job, worker, receipt, delivery } => {
+                    st.record(now, EventKind::JobDelivered { job, worker, receipt, delivery });
                     self.worker_wake[worker.0 as usize].notify_one();
                 }
-                QueueEvent::VisibilityExpired {
-                    job,
-                    worker,
-                    receipt,
-                    at_ms,
-                } => {
-                    st.record(
-                        at_ms,
-                        EventKind::VisibilityExpired {
-                            job,
-                            worker,
-                            receipt,
-                        },
-                    );
+                QueueEvent::VisibilityExpired { job, worker, receipt, at_ms } => {
+                    st.record(at_ms, EventKind::VisibilityExpired { job, worker, receipt });
                 }
             }
         }
@@ -214,21 +176,13 @@ impl World {
     }
 
     fn node_of(&self, worker: WorkerId) -> NodeId {
-        self.nodes
-            .get()
-            .expect("nodes are created before workers run")[worker.0 as usize]
+        self.nodes.get().expect("nodes are created before workers run")[worker.0 as usize]
     }
 
     /// Freezes a worker's whole process now and schedules its resume.
     fn pause(&self, st: &mut State, worker: WorkerId, duration_ms: u64) {
         let now = self.clock.now_ms();
-        st.record(
-            now,
-            EventKind::Paused {
-                worker,
-                duration_ms,
-            },
-        );
+        st.record(now, EventKind::Paused { worker, duration_ms });
         st.last_fault_ms = Some(now);
         st.resumes.push((now + duration_ms, worker));
         Handle::current().pause(self.node_of(worker));
@@ -245,13 +199,7 @@ impl World {
         while i < st.timed.len() {
             let fault = &plan[st.timed[i]];
             match (fault.trigger, &fault.kind) {
-                (
-                    Trigger::At { at_ms },
-                    FaultKind::Pause {
-                        worker,
-                        duration_ms,
-                    },
-                ) if at_ms <= now => {
+                (Trigger::At { at_ms }, FaultKind::Pause { worker, duration_ms }) if at_ms <= now => {
                     st.timed.swap_remove(i);
                     self.pause(st, *worker, *duration_ms);
                 }
@@ -290,11 +238,7 @@ impl World {
             Trigger::Step { .. } => None,
         });
         let resumes = st.resumes.iter().map(|r| r.0);
-        timed
-            .chain(resumes)
-            .chain(st.redis.next_expiry())
-            .chain(st.queue.next_deadline())
-            .min()
+        timed.chain(resumes).chain(st.redis.next_expiry()).chain(st.queue.next_deadline()).min()
     }
 
     fn settled(&self) -> bool {
@@ -312,9 +256,7 @@ impl World {
             .faults
             .iter()
             .map(|f| match (f.trigger, &f.kind) {
-                (Trigger::At { at_ms }, FaultKind::Pause { duration_ms, .. }) => {
-                    at_ms + duration_ms
-                }
+                (Trigger::At { at_ms }, FaultKind::Pause { duration_ms, .. }) => at_ms + duration_ms,
                 (Trigger::Step { .. }, FaultKind::Pause { duration_ms, .. }) => *duration_ms,
             })
             .max()
@@ -359,13 +301,7 @@ impl LeaseStore for Client {
                 Ok(true)
             }
             Reply::Nil => {
-                st.record(
-                    now,
-                    EventKind::LeaseRefused {
-                        worker: self.worker,
-                        key: key.to_owned(),
-                    },
-                );
+                st.record(now, EventKind::LeaseRefused { worker: self.worker, key: key.to_owned() });
                 Ok(false)
             }
             other => Err(BackendError(format!("SET {key} NX PX {ttl_ms}: {other:?}"))),
@@ -397,11 +333,7 @@ impl TokenSource for Client {
             Reply::Int(n) => {
                 st.record(
                     now,
-                    EventKind::TokenIssued {
-                        worker: self.worker,
-                        key: key.to_owned(),
-                        token: Token(n),
-                    },
+                    EventKind::TokenIssued { worker: self.worker, key: key.to_owned(), token: Token(n) },
                 );
                 Ok(Token(n))
             }
@@ -419,10 +351,7 @@ impl Client {
     ) -> Result<WriteOutcome, BackendError> {
         let w = &self.world;
         w.clock.sleep_ms(w.config.db_latency_ms).await;
-        let outcome = w
-            .store
-            .write(write, refund, guard)
-            .map_err(|e| BackendError(e.to_string()))?;
+        let outcome = w.store.write(write, refund, guard).map_err(|e| BackendError(e.to_string()))?;
         let mut st = w.lock();
         let now = w.clock.now_ms();
         let epoch = st.current_epoch[self.worker.0 as usize];
@@ -446,24 +375,14 @@ impl RefundStore for Client {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         let w = &self.world;
         w.clock.sleep_ms(w.config.db_latency_ms).await;
-        w.store
-            .open_refunds(merchant)
-            .map_err(|e| BackendError(e.to_string()))
+        w.store.open_refunds(merchant).map_err(|e| BackendError(e.to_string()))
     }
 
-    async fn claim(
-        &self,
-        refund: RefundId,
-        guard: WriteGuard,
-    ) -> Result<WriteOutcome, BackendError> {
+    async fn claim(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
         self.store_write(WriteKind::Claim, refund, guard).await
     }
 
-    async fn confirm(
-        &self,
-        refund: RefundId,
-        guard: WriteGuard,
-    ) -> Result<WriteOutcome, BackendError> {
+    async fn confirm(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
         self.store_write(WriteKind::Confirm, refund, guard).await
     }
 }
@@ -477,11 +396,7 @@ impl Gateway for Client {
         let found = st.gateway.find(reference);
         st.record(
             now,
-            EventKind::Lookup {
-                worker: self.worker,
-                refund: reference,
-                found: found.map(|r| r.gateway_ref),
-            },
+            EventKind::Lookup { worker: self.worker, refund: reference, found: found.map(|r| r.gateway_ref) },
         );
         Ok(found)
     }
@@ -491,9 +406,7 @@ impl Gateway for Client {
         let respond_at = {
             let mut st = w.lock();
             let now = w.clock.now_ms();
-            let reply = st
-                .gateway
-                .refund(key, amount, now, w.config.refund_latency.of(key));
+            let reply = st.gateway.refund(key, amount, now, w.config.refund_latency.of(key));
             let epoch = st.current_epoch[self.worker.0 as usize];
             let kind = EventKind::RefundCalled {
                 worker: self.worker,
@@ -558,13 +471,7 @@ impl Probe for Client {
         {
             let mut st = w.lock();
             let now = w.clock.now_ms();
-            st.record(
-                now,
-                EventKind::Step {
-                    worker: self.worker,
-                    step,
-                },
-            );
+            st.record(now, EventKind::Step { worker: self.worker, step });
             let kind = step.kind();
             let count = {
                 let c = &mut st.step_counts[self.worker.0 as usize][kind as usize];
@@ -572,13 +479,8 @@ impl Probe for Client {
                 *c
             };
             for fault in &w.config.faults.faults {
-                if let (
-                    Trigger::Step { step: s, nth },
-                    FaultKind::Pause {
-                        worker,
-                        duration_ms,
-                    },
-                ) = (fault.trigger, &fault.kind)
+                if let (Trigger::Step { step: s, nth }, FaultKind::Pause { worker, duration_ms }) =
+                    (fault.trigger, &fault.kind)
                 {
                     if s == kind && nth == count && *worker == self.worker {
                         pause = Some(*duration_ms);
@@ -612,11 +514,8 @@ fn settle_process_randomness() {
 /// Runs one world to its end in a fresh runtime seeded with `seed`.
 pub fn run_world(config: &WorldConfig, seed: u64) -> Result<RunRecord, String> {
     settle_process_randomness();
-    let store = SqliteRefunds::open_in_memory()
-        .map_err(|e| format!("cannot open the refund store: {e}"))?;
-    store
-        .insert(&config.rows)
-        .map_err(|e| format!("cannot load the refund rows: {e}"))?;
+    let store = SqliteRefunds::open_in_memory().map_err(|e| format!("cannot open the refund store: {e}"))?;
+    store.insert(&config.rows).map_err(|e| format!("cannot load the refund rows: {e}"))?;
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let config = config.clone();
     Ok(rt.block_on(drive(config, store, seed)))
@@ -663,13 +562,7 @@ async fn drive(config: WorldConfig, store: SqliteRefunds, seed: u64) -> RunRecor
     {
         let mut st = world.lock();
         for job in &world.config.jobs {
-            st.record(
-                0,
-                EventKind::JobEnqueued {
-                    job: job.id,
-                    merchant: job.merchant,
-                },
-            );
+            st.record(0, EventKind::JobEnqueued { job: job.id, merchant: job.merchant });
             let mut qev = std::mem::take(&mut st.scratch_queue);
             st.queue.enqueue(*job, &mut qev);
             st.scratch_queue = qev;
@@ -679,29 +572,14 @@ async fn drive(config: WorldConfig, store: SqliteRefunds, seed: u64) -> RunRecor
 
     let handle = Handle::current();
     let nodes: Vec<_> = (0..workers)
-        .map(|w| {
-            handle
-                .create_node()
-                .name(format!("worker-{}", WorkerId(w as u32)))
-                .build()
-        })
+        .map(|w| handle.create_node().name(format!("worker-{}", WorkerId(w as u32))).build())
         .collect();
-    world
-        .nodes
-        .set(nodes.iter().map(|n| n.id()).collect())
-        .expect("nodes are set once");
+    world.nodes.set(nodes.iter().map(|n| n.id()).collect()).expect("nodes are set once");
     let mut joins = Vec::with_capacity(workers);
     for (i, node) in nodes.iter().enumerate() {
         let id = WorkerId(i as u32);
-        let client = Client {
-            world: world.clone(),
-            worker: id,
-        };
-        let config = WorkerConfig {
-            id,
-            mechanism: world.config.mechanism,
-            ttl_ms: world.config.ttl_ms,
-        };
+        let client = Client { world: world.clone(), worker: id };
+        let config = WorkerConfig { id, mechanism: world.config.mechanism, ttl_ms: world.config.ttl_ms };
         let worker = Worker::new(
             config,
             client.clone(),
@@ -724,19 +602,12 @@ async fn drive(config: WorldConfig, store: SqliteRefunds, seed: u64) -> RunRecor
             settled = true;
             break;
         }
-        let last_fault = world
-            .lock()
-            .last_fault_ms
-            .unwrap_or(0)
-            .max(world.planned_fault_horizon());
+        let last_fault = world.lock().last_fault_ms.unwrap_or(0).max(world.planned_fault_horizon());
         let deadline = last_fault + world.config.settle_ms;
         if now >= deadline {
             break;
         }
-        let next = world
-            .next_deadline()
-            .map_or(deadline, |d| d.min(deadline))
-            .max(now + 1);
+        let next = world.next_deadline().map_or(deadline, |d| d.min(deadline)).max(now + 1);
         let wake = world.clock.instant_of(next);
         let _ = madsim::time::timeout(
             wake.duration_since(madsim::time::Instant::now()),
@@ -765,9 +636,7 @@ async fn drive(config: WorldConfig, store: SqliteRefunds, seed: u64) -> RunRecor
     madsim::time::sleep(std::time::Duration::from_millis(1)).await;
     let leaked_tasks = handle.metrics().num_tasks().saturating_sub(1);
 
-    let final_rows = store
-        .all_rows()
-        .expect("the refund store can be read at the end of a run");
+    let final_rows = store.all_rows().expect("the refund store can be read at the end of a run");
     let mut st = world.lock();
     RunRecord {
         seed,

@@ -5,7 +5,8 @@ use super::{OnRejectedWrite, Policy, TokenPolicy};
 
 pub const POLICY: Policy = Policy {
     name: "fenced",
-    promise: "rows are safe: the store turns a stale token away; the gateway call still needs its idempotency key",
+    promise:
+        "rows are safe: the store turns a stale token away; the gateway call still needs its idempotency key",
     tokens: TokenPolicy::Incr,
     on_rejected_write: OnRejectedWrite::Abandon,
 };

@@ -76,16 +76,10 @@ impl FromStr for Mechanism {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mechanism::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
-                format!(
-                    "unknown strategy '{s}': expected one of {}",
-                    names.join(", ")
-                )
-            })
+        Mechanism::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+            format!("unknown strategy '{s}': expected one of {}", names.join(", "))
+        })
     }
 }
 
@@ -105,13 +99,7 @@ mod tests {
 
     #[test]
     fn only_a_token_taking_mechanism_fences_its_writes() {
-        assert_eq!(
-            Mechanism::TtlOnly.guard(Some(Token(3))),
-            WriteGuard::Unfenced
-        );
-        assert_eq!(
-            Mechanism::Fenced.guard(Some(Token(3))),
-            WriteGuard::Fence(Token(3))
-        );
+        assert_eq!(Mechanism::TtlOnly.guard(Some(Token(3))), WriteGuard::Unfenced);
+        assert_eq!(Mechanism::Fenced.guard(Some(Token(3))), WriteGuard::Fence(Token(3)));
     }
 }

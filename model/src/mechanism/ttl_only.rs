@@ -5,8 +5,7 @@ use super::{OnRejectedWrite, Policy, TokenPolicy};
 
 pub const POLICY: Policy = Policy {
     name: "ttl-only",
-    promise:
-        "liveness only: a crashed holder frees the merchant after the TTL; a paused one writes on",
+    promise: "liveness only: a crashed holder frees the merchant after the TTL; a paused one writes on",
     tokens: TokenPolicy::None,
     on_rejected_write: OnRejectedWrite::Skip,
 };
