@@ -137,6 +137,7 @@ pub fn no_double_refund(f: &Facts<'_>) -> Check {
             amount,
             outcome: CallOutcome::Created,
             gateway_ref,
+            ..
         } = &e.kind
         else {
             continue;

@@ -3,7 +3,7 @@
 
 use crate::runner::Outcome;
 use fencesim_model::{RefundId, RefundState, Step, WorkerId, WriteKind};
-use fencesim_sim::{Actor, CallOutcome, Event, EventKind, WallMs};
+use fencesim_sim::{Actor, CallOutcome, Event, EventKind, FaultKind, WallMs};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -112,6 +112,19 @@ impl<'a> Narrator<'a> {
         }
     }
 
+    fn instances(&self) -> usize {
+        self.outcome.scenario.world.redis_instances()
+    }
+
+    /// `redis`, or `redis#3` when the lease lives on several instances.
+    fn redis(&self, instance: u8) -> String {
+        if self.instances() == 1 {
+            "redis".to_owned()
+        } else {
+            format!("redis#{}", instance + 1)
+        }
+    }
+
     fn push(&mut self, at_ms: u64, actor: impl ToString, text: String, diagram: Vec<String>) {
         self.close_fold();
         self.lines.push(Line { at_ms, actor: actor.to_string(), text, diagram });
@@ -192,41 +205,105 @@ impl<'a> Narrator<'a> {
                 };
                 self.push(at, Actor::Queue, text, vec![format!("{worker}->>Q: ack {job}")])
             }
-            EventKind::LeaseGranted { worker, key, value, ttl_ms, epoch } => self.push(
+            EventKind::LeaseGranted { worker, instance, key, value, ttl_ms, epoch } => {
+                let redis = self.redis(*instance);
+                let text = match epoch {
+                    Some(n) if self.instances() == 1 => {
+                        format!(
+                            "grants {key} to {worker} (value {value}, TTL {} ms): epoch {n} begins",
+                            fmt_ms(*ttl_ms)
+                        )
+                    }
+                    Some(n) => format!("{redis} grants {key} to {worker}: a majority, epoch {n} begins"),
+                    None => format!(
+                        "{redis} grants {key} to {worker} (value {value}, TTL {} ms)",
+                        fmt_ms(*ttl_ms)
+                    ),
+                };
+                let reply = epoch.map_or("OK".to_owned(), |n| format!("OK, epoch {n}"));
+                self.push(
+                    at,
+                    redis,
+                    text,
+                    vec![
+                        format!("{worker}->>R: SET {key} NX PX {ttl_ms}"),
+                        format!("R-->>{worker}: {reply}"),
+                    ],
+                )
+            }
+            EventKind::LeaseRefused { worker, instance, key } => self.push(
                 at,
-                Actor::Redis,
-                format!(
-                    "grants {key} to {worker} (value {value}, TTL {} ms): epoch {epoch} begins",
-                    fmt_ms(*ttl_ms)
-                ),
-                vec![
-                    format!("{worker}->>R: SET {key} NX PX {ttl_ms}"),
-                    format!("R-->>{worker}: OK, epoch {epoch}"),
-                ],
-            ),
-            EventKind::LeaseRefused { worker, key } => self.push(
-                at,
-                Actor::Redis,
+                self.redis(*instance),
                 format!("refuses {key} to {worker}: another lease is live"),
                 vec![format!("{worker}->>R: SET {key} NX"), format!("R-->>{worker}: nil")],
             ),
-            EventKind::LeaseExpired { key, epoch, .. } => {
+            EventKind::LeaseExpired { instance, key, epoch, .. } => {
                 let whose = self.holder(*epoch);
                 self.push(
                     at,
-                    Actor::Redis,
+                    self.redis(*instance),
                     format!("{key} expires: {whose} is over, and nothing tells its holder"),
                     vec![format!("Note over R: {key} expires")],
                 )
             }
-            EventKind::LeaseReleased { worker, key, deleted, .. } => {
+            EventKind::LeaseReleased { worker, instance, key, deleted, .. } => {
                 let text = if *deleted {
                     format!("{worker} releases {key}")
                 } else {
                     format!("{worker}'s compare-and-delete of {key} deletes nothing: the key is no longer {worker}'s")
                 };
-                self.push(at, Actor::Redis, text, vec![format!("{worker}->>R: release {key}")])
+                self.push(at, self.redis(*instance), text, vec![format!("{worker}->>R: release {key}")])
             }
+            EventKind::LeaseDeleted { worker, instance, key, holder } => {
+                let text = match holder {
+                    Some(v) if !v.starts_with(&format!("{worker}")) => {
+                        format!("{worker} DELs {key} and removes {v}, another worker's live lease")
+                    }
+                    Some(_) => format!("{worker} DELs {key}"),
+                    None => format!("{worker} DELs {key}: nothing there"),
+                };
+                self.push(at, self.redis(*instance), text, vec![format!("{worker}->>R: DEL {key}")])
+            }
+            EventKind::LeaseExtended { worker, instance, key, extended } => {
+                if !extended {
+                    self.push(
+                        at,
+                        self.redis(*instance),
+                        format!("{worker}'s renewal of {key} finds the lease gone"),
+                        vec![format!("{worker}->>R: extend {key}"), format!("R-->>{worker}: 0")],
+                    )
+                }
+            }
+            EventKind::LeaseRead { worker, instance, key, holder } => {
+                let ours = holder.as_deref().is_some_and(|h| h.starts_with(&format!("{worker}")));
+                if !ours {
+                    let who = holder.as_deref().unwrap_or("nobody");
+                    self.push(
+                        at,
+                        self.redis(*instance),
+                        format!("{worker} checks {key} before writing: held by {who}"),
+                        vec![format!("{worker}->>R: GET {key}"), format!("R-->>{worker}: {who}")],
+                    )
+                }
+            }
+            EventKind::CounterSeeded { instance, key, value } => self.push(
+                at,
+                self.redis(*instance),
+                format!("starts with {key} seeded from MAX(fence): {value}"),
+                vec![format!("Note over R: {key} = {value}")],
+            ),
+            EventKind::RedisRestarted { instance, lost } => self.push(
+                at,
+                self.redis(*instance),
+                format!("restarts; {lost} key(s) lost or rolled back"),
+                vec![format!("Note over R: restart, {lost} key(s) lost")],
+            ),
+            EventKind::Restarted { worker, incarnation } => self.push(
+                at,
+                Actor::Faults,
+                format!("{worker} starts again (process {incarnation})"),
+                vec![format!("Note over {worker}: process {incarnation} starts")],
+            ),
             EventKind::TokenIssued { worker, key, token } => self.push(
                 at,
                 Actor::Redis,
@@ -273,7 +350,9 @@ impl<'a> Narrator<'a> {
                     vec![format!("{worker}->>G: find {refund}"), format!("G-->>{worker}: {answer}")],
                 )
             }
-            EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, .. } => {
+            EventKind::RefundCalled {
+                worker, refund, amount, outcome, gateway_ref, response_lost, ..
+            } => {
                 if self.plain.contains(refund) {
                     self.fold(at, *worker, RunKind::Settled, *refund, false);
                     return;
@@ -290,10 +369,17 @@ impl<'a> Narrator<'a> {
                     (CallOutcome::Replayed, _) => format!(
                         "{worker} pays {refund} with idempotency key {refund}: the gateway returns refund #{gateway_ref} and moves no money"
                     ),
+                    (CallOutcome::Conflict, _) => {
+                        format!("{worker} pays {refund}: conflict, a call with that key is still in flight")
+                    }
                 };
-                let reply = match outcome {
-                    CallOutcome::Created => format!("refund #{gateway_ref}, {amount}"),
-                    CallOutcome::Replayed => format!("existing refund #{gateway_ref}"),
+                let text =
+                    if *response_lost { format!("{text}; the answer is lost on the way back") } else { text };
+                let reply = match (outcome, response_lost) {
+                    (_, true) => "(lost)".to_owned(),
+                    (CallOutcome::Created, _) => format!("refund #{gateway_ref}, {amount}"),
+                    (CallOutcome::Replayed, _) => format!("existing refund #{gateway_ref}"),
+                    (CallOutcome::Conflict, _) => "conflict".to_owned(),
                 };
                 self.push(
                     at,
@@ -306,12 +392,10 @@ impl<'a> Narrator<'a> {
                 )
             }
             EventKind::Step { worker, step } => self.step(at, *worker, step),
-            EventKind::Paused { worker, duration_ms } => self.push(
-                at,
-                Actor::Faults,
-                format!("{worker}'s whole process freezes for {} ms", fmt_ms(*duration_ms)),
-                vec![format!("Note over {worker}: frozen for {} ms", fmt_ms(*duration_ms))],
-            ),
+            EventKind::FaultFired { fault } => {
+                let (text, note) = fault_words(fault);
+                self.push(at, Actor::Faults, text, vec![note])
+            }
             EventKind::Resumed { worker } => self.push(
                 at,
                 Actor::Faults,
@@ -358,6 +442,56 @@ impl<'a> Narrator<'a> {
             ),
             _ => {}
         }
+    }
+}
+
+/// A fault in words, and its note on the sequence diagram.
+fn fault_words(fault: &FaultKind) -> (String, String) {
+    match *fault {
+        FaultKind::Pause { worker, duration_ms } => (
+            format!("{worker}'s whole process freezes for {} ms", fmt_ms(duration_ms)),
+            format!("Note over {worker}: frozen for {} ms", fmt_ms(duration_ms)),
+        ),
+        FaultKind::Crash { worker, restart_after_ms } => (
+            format!("{worker}'s process crashes; a new one starts in {} ms", fmt_ms(restart_after_ms)),
+            format!("Note over {worker}: crash"),
+        ),
+        FaultKind::ExpireLease { instance, merchant } => (
+            format!("the lease of {merchant} on redis#{} is made to expire now", instance + 1),
+            "Note over R: lease expires early".to_owned(),
+        ),
+        FaultKind::RedisClockJump { instance, by_ms } => (
+            format!("redis#{}'s clock jumps {} ms ahead", instance + 1, fmt_ms(by_ms)),
+            format!("Note over R: clock jumps {} ms", fmt_ms(by_ms)),
+        ),
+        FaultKind::RedisRestart { instance, persistence } => (
+            format!("redis#{} restarts with persistence {persistence:?}", instance + 1),
+            "Note over R: restart".to_owned(),
+        ),
+        FaultKind::Redeliver { worker } => (
+            format!("the queue gives up on {worker}'s delivery and hands the job on"),
+            "Note over Q: redelivery".to_owned(),
+        ),
+        FaultKind::DuplicateDelivery { worker } => (
+            format!("the queue delivers {worker}'s job a second time"),
+            "Note over Q: duplicate delivery".to_owned(),
+        ),
+        FaultKind::DbDelay { worker, delay_ms } => (
+            format!("{worker}'s next database request is held up {} ms on the way", fmt_ms(delay_ms)),
+            format!("Note over {worker},D: slow hop"),
+        ),
+        FaultKind::GatewayLatency { worker, extra_ms } => (
+            format!("{worker}'s next gateway call takes {} ms longer", fmt_ms(extra_ms)),
+            "Note over G: slow".to_owned(),
+        ),
+        FaultKind::LostResponse { worker } => (
+            format!("{worker}'s next refund call will move money and lose its answer"),
+            "Note over G: response lost".to_owned(),
+        ),
+        FaultKind::GatewayConflicts { for_ms } => (
+            format!("for {} ms the gateway refuses concurrent calls with one key", fmt_ms(for_ms)),
+            "Note over G: conflicts".to_owned(),
+        ),
     }
 }
 

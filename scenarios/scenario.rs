@@ -41,7 +41,8 @@ impl Scenario {
                     visibility_timeout_ms: 60_000,
                     rows: Vec::new(),
                     jobs: Vec::new(),
-                    redis_counters: Vec::new(),
+                    redis_latency_ms: 0,
+                    counters: Vec::new(),
                     faults: FaultPlan::none(),
                     settle_ms: 120_000,
                 },
@@ -79,7 +80,7 @@ impl ScenarioBuilder {
 
     /// `fence:settle:<merchant>` already stands at `value`: the next token is `value + 1`.
     pub fn fence_counter_stands_at(mut self, merchant: MerchantId, value: i64) -> Self {
-        self.scenario.world.redis_counters.push((format!("fence:settle:{merchant}"), value));
+        self.scenario.world.counters.push((merchant, value));
         self
     }
 
@@ -112,7 +113,7 @@ impl ScenarioBuilder {
     pub fn pause_at_step(mut self, worker: WorkerId, step: StepKind, nth: u32, duration_ms: u64) -> Self {
         let plan = std::mem::take(&mut self.scenario.world.faults);
         self.scenario.world.faults =
-            plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::Step { step, nth });
+            plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::Step { worker, step, nth });
         self
     }
 

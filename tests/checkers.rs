@@ -76,6 +76,7 @@ fn paid(worker: fencesim::model::WorkerId, refund: u32, gateway_ref: u32, cents:
         amount: Cents(cents),
         outcome: CallOutcome::Created,
         gateway_ref,
+        response_lost: false,
     }
 }
 

@@ -3,7 +3,7 @@
 use fencesim::model::{Cents, Mechanism, StepKind};
 use fencesim::runner::run;
 use fencesim::scenario::{Scenario, A, B};
-use fencesim::sim::{EventKind, GatewayMode, Latency, WallMs};
+use fencesim::sim::{EventKind, FaultKind, GatewayMode, Latency, WallMs};
 
 fn small(name: &'static str) -> fencesim::scenario::ScenarioBuilder {
     Scenario::named(name)
@@ -19,7 +19,12 @@ fn small(name: &'static str) -> fencesim::scenario::ScenarioBuilder {
 fn a_pause_at_a_time_freezes_the_worker_from_that_millisecond_until_its_resume() {
     let sc = small("timed-pause").pause_at_time(A, 350, 7_000).build();
     let o = run(&sc, 3).unwrap();
-    let paused = o.record.events.iter().find(|e| matches!(e.kind, EventKind::Paused { .. })).unwrap();
+    let paused = o
+        .record
+        .events
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::FaultFired { fault: FaultKind::Pause { .. } }))
+        .unwrap();
     assert_eq!(paused.at_ms, 350);
     let resumed = o.record.events.iter().find(|e| matches!(e.kind, EventKind::Resumed { .. })).unwrap();
     assert_eq!(resumed.at_ms, 7_350);
@@ -62,10 +67,14 @@ fn a_step_trigger_fires_on_the_nth_arrival_of_that_worker_only() {
         .record
         .events
         .iter()
-        .position(|e| matches!(&e.kind, EventKind::Paused { worker, .. } if *worker == B));
+        .position(|e| matches!(&e.kind, EventKind::FaultFired { fault: FaultKind::Pause { worker, .. } } if *worker == B));
     let Some(i) = paused else {
         // B never claimed: nothing to pause, and nothing paused A
-        assert!(!o.record.events.iter().any(|e| matches!(e.kind, EventKind::Paused { .. })));
+        assert!(!o
+            .record
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::FaultFired { fault: FaultKind::Pause { .. } })));
         return;
     };
     let before = &o.record.events[i - 1].kind;

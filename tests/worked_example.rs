@@ -3,7 +3,7 @@
 use fencesim::model::{Mechanism, RefundId, RefundState, Step, Token, WriteKind};
 use fencesim::runner::{run, Outcome, DEFAULT_SEED};
 use fencesim::scenario::{worked_example, A, B, R_815};
-use fencesim::sim::{CallOutcome, Event, EventKind, GatewayMode, WallMs};
+use fencesim::sim::{CallOutcome, Event, EventKind, FaultKind, GatewayMode, WallMs};
 use std::sync::OnceLock;
 
 fn outcome(mechanism: Mechanism, gateway: GatewayMode) -> Outcome {
@@ -37,8 +37,10 @@ fn find(o: &Outcome, what: impl Fn(&EventKind) -> bool) -> Vec<&Event> {
 fn a_takes_the_lease_at_10_00_00_and_token_33_from_a_counter_at_32() {
     let o = fenced();
     let granted = find(o, |k| matches!(k, EventKind::LeaseGranted { .. }));
-    assert!(matches!(&granted[0].kind, EventKind::LeaseGranted { worker, key, ttl_ms: 30_000, epoch: 1, .. }
-        if *worker == A && key == "lock:settle:m_4471"));
+    assert!(
+        matches!(&granted[0].kind, EventKind::LeaseGranted { worker, key, ttl_ms: 30_000, epoch: Some(1), .. }
+        if *worker == A && key == "lock:settle:m_4471")
+    );
     assert_eq!(granted[0].at_ms, at(10, 0, 0));
     let tokens = find(o, |k| matches!(k, EventKind::TokenIssued { .. }));
     assert!(matches!(&tokens[0].kind, EventKind::TokenIssued { worker, key, token: Token(33) }
@@ -81,7 +83,10 @@ fn at_10_00_26_a_claims_r_815_with_fence_33_and_freezes_before_the_gateway_call(
     let image = after.expect("the claim returned the row");
     assert_eq!((image.state, image.fence), (RefundState::Sending, 33));
 
-    let paused = find(o, |k| matches!(k, EventKind::Paused { worker, duration_ms: 8_000 } if *worker == A));
+    let paused = find(
+        o,
+        |k| matches!(k, EventKind::FaultFired { fault: FaultKind::Pause { worker, duration_ms: 8_000 } } if *worker == A),
+    );
     assert_eq!(paused.len(), 1);
     assert_eq!(paused[0].at_ms, at(10, 0, 26));
     // nothing reached the gateway from A for r_815 before it woke
@@ -112,7 +117,8 @@ fn at_10_00_31_the_queue_hands_the_job_to_b_which_takes_the_lease_and_token_34()
     let delivered =
         find(o, |k| matches!(k, EventKind::JobDelivered { worker, delivery: 2, .. } if *worker == B));
     assert_eq!(delivered[0].at_ms, at(10, 0, 31));
-    let granted = find(o, |k| matches!(k, EventKind::LeaseGranted { worker, epoch: 2, .. } if *worker == B));
+    let granted =
+        find(o, |k| matches!(k, EventKind::LeaseGranted { worker, epoch: Some(2), .. } if *worker == B));
     assert_eq!(granted[0].at_ms, at(10, 0, 31));
     let token =
         find(o, |k| matches!(k, EventKind::TokenIssued { worker, token: Token(34), .. } if *worker == B));

@@ -14,6 +14,7 @@ compile_error!(
 );
 
 pub mod ids;
+pub mod lease;
 pub mod mechanism;
 pub mod ports;
 pub mod refund;
@@ -21,11 +22,12 @@ pub mod store;
 pub mod worker;
 
 pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
+pub use lease::{LeaseClient, TokenClient};
 pub use mechanism::Mechanism;
 pub use ports::{
-    BackendError, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore,
-    TokenSource,
+    BackendError, Clock, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Probe, Receipt,
+    RedisInstance, RefundStore, TokenSource,
 };
 pub use refund::{FenceViolation, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
 pub use store::SqliteRefunds;
-pub use worker::{BatchOutcome, Step, StepKind, Worker, WorkerConfig};
+pub use worker::{AbandonReason, BatchOutcome, Ports, Step, StepKind, Worker, WorkerConfig};

@@ -20,7 +20,43 @@ impl fmt::Display for BackendError {
 
 impl std::error::Error for BackendError {}
 
-/// A lease with a TTL: `SET key value NX PX ttl`, released by compare-and-delete.
+/// One Redis instance, as a client sees it.
+pub trait RedisInstance {
+    /// `SET key value NX PX ttl`: `true` if the key was set.
+    fn set_nx_px(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// `GET key` as a string.
+    fn get(&self, key: &str) -> impl Future<Output = Result<Option<String>, BackendError>> + Send;
+    /// `DEL key`: `true` if a key was deleted.
+    fn del(&self, key: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// `INCR key`.
+    fn incr(&self, key: &str) -> impl Future<Output = Result<i64, BackendError>> + Send;
+    /// The release script: delete only if the key holds `value`.
+    fn compare_and_delete(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// The renewal script: re-arm the TTL only if the key holds `value`.
+    fn compare_and_extend(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+}
+
+/// The worker's own clock: for validity times and the renewal timer.
+pub trait Clock {
+    fn now_ms(&self) -> u64;
+    fn sleep_ms(&self, ms: u64) -> impl Future<Output = ()> + Send;
+}
+
+/// A lease with a TTL, however it is held.
 pub trait LeaseStore {
     /// Takes the lease if nobody holds it. `Ok(false)`: another holder is live.
     fn acquire(
@@ -29,14 +65,24 @@ pub trait LeaseStore {
         value: &str,
         ttl_ms: u64,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
-
-    /// Deletes the key only if it still holds `value`. `Ok(false)`: it was not ours any more.
+    /// Gives the lease back only if it is still ours (compare-and-delete).
     fn release(&self, key: &str, value: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// Deletes the lease key whoever holds it (`DEL`).
+    fn delete(&self, key: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// Re-arms the TTL if the lease is still ours.
+    fn extend(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// Is the lease ours right now (`GET` and compare)?
+    fn holds(&self, key: &str, value: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
 }
 
-/// Issues fencing tokens, strictly increasing per key in the order they are asked for.
+/// Issues fencing tokens for a merchant, in the order they are asked for.
 pub trait TokenSource {
-    fn next_token(&self, key: &str) -> impl Future<Output = Result<Token, BackendError>> + Send;
+    fn next_token(&self, merchant: MerchantId) -> impl Future<Output = Result<Token, BackendError>> + Send;
 }
 
 /// The refund rows and the two fenced writes.
@@ -58,6 +104,12 @@ pub trait RefundStore {
         refund: RefundId,
         guard: WriteGuard,
     ) -> impl Future<Output = Result<WriteOutcome, BackendError>> + Send;
+
+    /// The next value of the merchant's token sequence, kept in the same database.
+    fn next_sequence_token(
+        &self,
+        merchant: MerchantId,
+    ) -> impl Future<Output = Result<Token, BackendError>> + Send;
 }
 
 /// The gateway's answer for a refund: its own number for the money movement.
@@ -71,12 +123,17 @@ pub struct Receipt {
 pub enum GatewayError {
     /// The call may or may not have moved money; the caller cannot tell.
     Unavailable(String),
+    /// Another call with the same idempotency key is in flight.
+    Conflict,
 }
 
 impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GatewayError::Unavailable(why) => write!(f, "gateway unavailable: {why}"),
+            GatewayError::Conflict => {
+                f.write_str("conflict: a call with the same idempotency key is in flight")
+            }
         }
     }
 }

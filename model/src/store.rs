@@ -1,7 +1,7 @@
 //! The refund store on SQLite. The claim and the confirm are single UPDATE statements whose
 //! WHERE clause carries the mechanism's predicates; the row count SQLite reports decides.
 
-use crate::ids::{Cents, MerchantId, RefundId};
+use crate::ids::{Cents, MerchantId, RefundId, Token};
 use crate::refund::{RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,6 +15,10 @@ CREATE TABLE refund (
     fence        INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX refund_by_merchant ON refund (merchant, id);
+CREATE TABLE fence_seq (
+    merchant INTEGER PRIMARY KEY,
+    value    INTEGER NOT NULL
+);
 ";
 
 /// `?1` is the token (fenced) and `?2` the refund id. Each statement returns the row it
@@ -33,6 +37,10 @@ const CONFIRM_UNFENCED: &str = "UPDATE refund SET state = 'sent'
      RETURNING state, fence";
 const OPEN_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund
      WHERE merchant = ?1 AND state <> 'sent' ORDER BY id";
+const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES (?1, 1)
+     ON CONFLICT (merchant) DO UPDATE SET value = value + 1
+     RETURNING value";
+const MAX_FENCE: &str = "SELECT COALESCE(MAX(fence), 0) FROM refund WHERE merchant = ?1";
 const ALL_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund ORDER BY id";
 
 /// One in-memory SQLite database shared by every worker. The connection is never held
@@ -77,6 +85,31 @@ impl SqliteRefunds {
         let mut stmt = conn.prepare_cached(OPEN_ROWS)?;
         let rows = stmt.query_map([merchant.0], row_from_sql)?;
         rows.collect()
+    }
+
+    /// The next token of the merchant's sequence: the database issues the tokens it checks.
+    pub fn next_sequence_token(&self, merchant: MerchantId) -> rusqlite::Result<Token> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(NEXT_SEQUENCE)?;
+        stmt.query_row([merchant.0], |r| r.get(0)).map(Token)
+    }
+
+    /// Sets where the merchant's sequence stands (the next token is `value + 1`).
+    pub fn set_sequence(&self, merchant: MerchantId, value: i64) -> rusqlite::Result<()> {
+        let conn = self.lock();
+        conn.execute(
+            "INSERT INTO fence_seq (merchant, value) VALUES (?1, ?2)
+             ON CONFLICT (merchant) DO UPDATE SET value = excluded.value",
+            params![merchant.0, value],
+        )?;
+        Ok(())
+    }
+
+    /// `SELECT MAX(fence)` of the merchant's rows (0 when none was ever fenced).
+    pub fn max_fence(&self, merchant: MerchantId) -> rusqlite::Result<i64> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(MAX_FENCE)?;
+        stmt.query_row([merchant.0], |r| r.get(0))
     }
 
     /// Every row, in id order.
@@ -144,7 +177,6 @@ fn image_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<RowImage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::Token;
 
     fn store_with(state: RefundState, fence: i64) -> SqliteRefunds {
         let store = SqliteRefunds::open_in_memory().unwrap();
@@ -190,6 +222,23 @@ mod tests {
         assert_eq!(claim.after, Some(RowImage { state: RefundState::Sending, fence: 34 }));
         let confirm = store.write(WriteKind::Confirm, RefundId(815), WriteGuard::Unfenced).unwrap();
         assert_eq!(confirm.after, Some(RowImage { state: RefundState::Sent, fence: 34 }));
+    }
+
+    #[test]
+    fn the_sequence_counts_per_merchant_from_where_it_was_set() {
+        let store = SqliteRefunds::open_in_memory().unwrap();
+        assert_eq!(store.next_sequence_token(MerchantId(1)).unwrap(), Token(1));
+        store.set_sequence(MerchantId(4471), 32).unwrap();
+        assert_eq!(store.next_sequence_token(MerchantId(4471)).unwrap(), Token(33));
+        assert_eq!(store.next_sequence_token(MerchantId(4471)).unwrap(), Token(34));
+        assert_eq!(store.next_sequence_token(MerchantId(1)).unwrap(), Token(2));
+    }
+
+    #[test]
+    fn max_fence_reads_the_highest_stored_fence_of_the_merchant() {
+        let store = store_with(RefundState::Sending, 33);
+        assert_eq!(store.max_fence(MerchantId(4471)).unwrap(), 33);
+        assert_eq!(store.max_fence(MerchantId(1)).unwrap(), 0);
     }
 
     #[test]

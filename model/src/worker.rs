@@ -9,10 +9,13 @@
 //! 5. release the lease by compare-and-delete; ack the job only when the batch completed.
 
 use crate::ids::{MerchantId, RefundId, Token, WorkerId};
-use crate::mechanism::{Mechanism, OnRejectedWrite, TokenPolicy};
-use crate::ports::{Delivery, Gateway, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore, TokenSource};
+use crate::mechanism::{Mechanism, OnRejectedWrite, ReleasePolicy, TokenPolicy};
+use crate::ports::{
+    Clock, Delivery, Gateway, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore, TokenSource,
+};
 use crate::refund::{FenceViolation, RefundRow, RefundState, WriteGuard, WriteKind};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A point of the protocol a worker reaches, with what it knows there. The probe sees each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -35,6 +38,15 @@ pub enum Step {
     RowsSelected {
         open: u32,
         sending: u32,
+    },
+    /// The worker asked Redis whether the lease is still its own, right before a write.
+    LeaseChecked {
+        refund: RefundId,
+        held: bool,
+    },
+    /// The background renewal ran.
+    LeaseRenewed {
+        renewed: bool,
     },
     AfterLookup {
         refund: RefundId,
@@ -79,6 +91,8 @@ pub enum StepKind {
     LeaseBusy,
     TokenTaken,
     RowsSelected,
+    LeaseChecked,
+    LeaseRenewed,
     AfterLookup,
     AfterClaim,
     AfterGatewayCall,
@@ -91,7 +105,7 @@ pub enum StepKind {
 }
 
 impl StepKind {
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 16;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -100,6 +114,8 @@ impl StepKind {
             StepKind::LeaseBusy => "lease-busy",
             StepKind::TokenTaken => "token-taken",
             StepKind::RowsSelected => "rows-selected",
+            StepKind::LeaseChecked => "lease-checked",
+            StepKind::LeaseRenewed => "lease-renewed",
             StepKind::AfterLookup => "after-lookup",
             StepKind::AfterClaim => "after-claim",
             StepKind::AfterGatewayCall => "after-gateway-call",
@@ -121,6 +137,8 @@ impl Step {
             Step::LeaseBusy { .. } => StepKind::LeaseBusy,
             Step::TokenTaken { .. } => StepKind::TokenTaken,
             Step::RowsSelected { .. } => StepKind::RowsSelected,
+            Step::LeaseChecked { .. } => StepKind::LeaseChecked,
+            Step::LeaseRenewed { .. } => StepKind::LeaseRenewed,
             Step::AfterLookup { .. } => StepKind::AfterLookup,
             Step::AfterClaim { .. } => StepKind::AfterClaim,
             Step::AfterGatewayCall { .. } => StepKind::AfterGatewayCall,
@@ -139,6 +157,8 @@ impl Step {
 #[serde(rename_all = "snake_case")]
 pub enum AbandonReason {
     FenceViolation,
+    /// The worker learned that its lease is gone (a failed check or renewal).
+    LeaseLost,
     GatewayUnavailable,
     BackendError,
 }
@@ -147,6 +167,7 @@ impl std::fmt::Display for AbandonReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             AbandonReason::FenceViolation => "fence violation",
+            AbandonReason::LeaseLost => "lease lost",
             AbandonReason::GatewayUnavailable => "gateway unavailable",
             AbandonReason::BackendError => "backend error",
         })
@@ -170,22 +191,39 @@ pub struct WorkerConfig {
     pub ttl_ms: u64,
 }
 
-/// One worker process with its connections to the world.
-pub struct Worker<L, T, S, G, Q, P> {
-    pub config: WorkerConfig,
+/// The connections a worker process has to the world.
+pub struct Ports<L, T, S, G, Q, P, K> {
     pub lease: L,
     pub tokens: T,
     pub store: S,
     pub gateway: G,
     pub queue: Q,
     pub probe: P,
+    pub clock: K,
+}
+
+/// One worker process with its connections to the world.
+pub struct Worker<L, T, S, G, Q, P, K> {
+    pub config: WorkerConfig,
+    pub ports: Ports<L, T, S, G, Q, P, K>,
+    /// Names this process among the worker's lives, so that lock values stay unique
+    /// across a crash and restart.
+    pub incarnation: u32,
     acquisitions: u32,
+}
+
+/// The lease a batch runs under.
+struct Held<'a> {
+    key: &'a str,
+    value: &'a str,
+    /// Set by the renewal when it finds the lease gone.
+    lost: &'a AtomicBool,
 }
 
 /// The end of a batch that did not complete, with the reason to report.
 struct Abandon(AbandonReason);
 
-impl<L, T, S, G, Q, P> Worker<L, T, S, G, Q, P>
+impl<L, T, S, G, Q, P, K> Worker<L, T, S, G, Q, P, K>
 where
     L: LeaseStore + Send + Sync,
     T: TokenSource + Send + Sync,
@@ -193,16 +231,17 @@ where
     G: Gateway + Send + Sync,
     Q: JobQueue + Send + Sync,
     P: Probe + Send + Sync,
+    K: Clock + Send + Sync,
 {
-    pub fn new(config: WorkerConfig, lease: L, tokens: T, store: S, gateway: G, queue: Q, probe: P) -> Self {
-        Worker { config, lease, tokens, store, gateway, queue, probe, acquisitions: 0 }
+    pub fn new(config: WorkerConfig, ports: Ports<L, T, S, G, Q, P, K>, incarnation: u32) -> Self {
+        Worker { config, ports, incarnation, acquisitions: 0 }
     }
 
     /// Takes jobs until the queue closes.
     pub async fn run(mut self) {
-        while let Some(delivery) = self.queue.receive().await {
+        while let Some(delivery) = self.ports.queue.receive().await {
             if self.settle(delivery).await == BatchOutcome::Completed {
-                self.queue.ack(delivery).await;
+                self.ports.queue.ack(delivery).await;
             }
         }
     }
@@ -210,91 +249,149 @@ where
     /// Settles one delivery of a job.
     pub async fn settle(&mut self, delivery: Delivery) -> BatchOutcome {
         let Job { merchant, .. } = delivery.job;
-        self.probe.reached(Step::JobReceived { job: delivery.job, receipt: delivery.receipt }).await;
+        let p = &self.ports;
+        p.probe.reached(Step::JobReceived { job: delivery.job, receipt: delivery.receipt }).await;
 
         let lock_key = format!("lock:settle:{merchant}");
         self.acquisitions += 1;
-        let lock_value = format!("{}#{}", self.config.id, self.acquisitions);
-        match self.lease.acquire(&lock_key, &lock_value, self.config.ttl_ms).await {
+        let lock_value = if self.incarnation > 1 {
+            format!("{}.{}#{}", self.config.id, self.incarnation, self.acquisitions)
+        } else {
+            format!("{}#{}", self.config.id, self.acquisitions)
+        };
+        let p = &self.ports;
+        match p.lease.acquire(&lock_key, &lock_value, self.config.ttl_ms).await {
             Ok(true) => {}
             Ok(false) => {
-                self.probe.reached(Step::LeaseBusy { merchant }).await;
+                p.probe.reached(Step::LeaseBusy { merchant }).await;
                 return BatchOutcome::LeaseBusy;
             }
-            Err(_) => return self.abandon(Abandon(AbandonReason::BackendError)).await,
+            Err(_) => return self.abandon(AbandonReason::BackendError).await,
         }
-        self.probe.reached(Step::LeaseAcquired { merchant, acquisition: self.acquisitions }).await;
+        p.probe.reached(Step::LeaseAcquired { merchant, acquisition: self.acquisitions }).await;
 
-        let outcome = self.settle_rows(merchant).await;
+        let lost = AtomicBool::new(false);
+        let held = Held { key: &lock_key, value: &lock_value, lost: &lost };
+        let outcome = if self.config.mechanism.policy().renewal {
+            let batch = std::pin::pin!(self.settle_rows(merchant, &held));
+            let renewal = std::pin::pin!(self.renew(&held));
+            match futures_util::future::select(batch, renewal).await {
+                futures_util::future::Either::Left((outcome, _)) => outcome,
+                futures_util::future::Either::Right(((), batch)) => batch.await,
+            }
+        } else {
+            self.settle_rows(merchant, &held).await
+        };
 
-        let released = self.lease.release(&lock_key, &lock_value).await.unwrap_or(false);
-        self.probe.reached(Step::Released { released }).await;
+        let p = &self.ports;
+        let released = match self.config.mechanism.policy().release {
+            ReleasePolicy::CompareAndDelete => p.lease.release(&lock_key, &lock_value).await,
+            ReleasePolicy::PlainDel => p.lease.delete(&lock_key).await,
+        }
+        .unwrap_or(false);
+        p.probe.reached(Step::Released { released }).await;
         match outcome {
             Ok(()) => {
-                self.probe.reached(Step::BatchCompleted { merchant }).await;
+                p.probe.reached(Step::BatchCompleted { merchant }).await;
                 BatchOutcome::Completed
             }
-            Err(abandon) => self.abandon(abandon).await,
+            Err(Abandon(reason)) => self.abandon(reason).await,
         }
     }
 
-    async fn abandon(&self, Abandon(reason): Abandon) -> BatchOutcome {
-        self.probe.reached(Step::BatchAbandoned { reason }).await;
+    async fn abandon(&self, reason: AbandonReason) -> BatchOutcome {
+        self.ports.probe.reached(Step::BatchAbandoned { reason }).await;
         BatchOutcome::Abandoned(reason)
     }
 
-    async fn settle_rows(&self, merchant: MerchantId) -> Result<(), Abandon> {
-        let policy = self.config.mechanism.policy();
-        let token = match policy.tokens {
+    /// Re-arms the lease every third of the TTL until a renewal fails. Runs beside the
+    /// batch in the same process, so a pause freezes it too.
+    async fn renew(&self, held: &Held<'_>) {
+        let ttl = self.config.ttl_ms;
+        loop {
+            self.ports.clock.sleep_ms((ttl / 3).max(1)).await;
+            let renewed = self.ports.lease.extend(held.key, held.value, ttl).await.unwrap_or(false);
+            self.ports.probe.reached(Step::LeaseRenewed { renewed }).await;
+            if !renewed {
+                held.lost.store(true, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+
+    async fn settle_rows(&self, merchant: MerchantId, held: &Held<'_>) -> Result<(), Abandon> {
+        let p = &self.ports;
+        let token = match self.config.mechanism.policy().tokens {
             TokenPolicy::None => None,
-            TokenPolicy::Incr => {
-                let key = format!("fence:settle:{merchant}");
+            TokenPolicy::RedisIncr | TokenPolicy::DbSequence => {
                 let token =
-                    self.tokens.next_token(&key).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
-                self.probe.reached(Step::TokenTaken { token }).await;
+                    p.tokens.next_token(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
+                p.probe.reached(Step::TokenTaken { token }).await;
                 Some(token)
             }
         };
         let guard = self.config.mechanism.guard(token);
 
-        let rows =
-            self.store.open_refunds(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
+        let rows = p.store.open_refunds(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
         let sending = rows.iter().filter(|r| r.state == RefundState::Sending).count() as u32;
-        self.probe.reached(Step::RowsSelected { open: rows.len() as u32, sending }).await;
+        p.probe.reached(Step::RowsSelected { open: rows.len() as u32, sending }).await;
 
         for row in &rows {
-            self.settle_row(row, guard).await?;
+            self.settle_row(row, guard, held).await?;
         }
         Ok(())
     }
 
-    async fn settle_row(&self, row: &RefundRow, guard: WriteGuard) -> Result<(), Abandon> {
+    /// Before a write: a lost renewal ends the batch; check-before-write asks Redis.
+    async fn still_holding(&self, refund: RefundId, held: &Held<'_>) -> Result<(), Abandon> {
+        if held.lost.load(Ordering::Relaxed) {
+            return Err(Abandon(AbandonReason::LeaseLost));
+        }
+        if self.config.mechanism.policy().check_before_write {
+            let p = &self.ports;
+            let ours = p
+                .lease
+                .holds(held.key, held.value)
+                .await
+                .map_err(|_| Abandon(AbandonReason::BackendError))?;
+            p.probe.reached(Step::LeaseChecked { refund, held: ours }).await;
+            if !ours {
+                return Err(Abandon(AbandonReason::LeaseLost));
+            }
+        }
+        Ok(())
+    }
+
+    async fn settle_row(&self, row: &RefundRow, guard: WriteGuard, held: &Held<'_>) -> Result<(), Abandon> {
+        let p = &self.ports;
         // A row left in `sending` may mean a call already went out: ask before paying.
         let mut paid = None;
         if row.state == RefundState::Sending {
             let found =
-                self.gateway.find(row.id).await.map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?;
-            self.probe.reached(Step::AfterLookup { refund: row.id, found: found.is_some() }).await;
+                p.gateway.find(row.id).await.map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?;
+            p.probe.reached(Step::AfterLookup { refund: row.id, found: found.is_some() }).await;
             paid = found;
         }
 
+        self.still_holding(row.id, held).await?;
         if !self.write(WriteKind::Claim, row.id, guard).await? {
             return Ok(());
         }
-        self.probe.reached(Step::AfterClaim { refund: row.id }).await;
+        p.probe.reached(Step::AfterClaim { refund: row.id }).await;
 
         let receipt = match paid {
             Some(receipt) => receipt,
-            None => self
+            None => p
                 .gateway
                 .refund(row.id, row.amount)
                 .await
                 .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?,
         };
-        self.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
+        p.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
 
+        self.still_holding(row.id, held).await?;
         if self.write(WriteKind::Confirm, row.id, guard).await? {
-            self.probe.reached(Step::AfterConfirm { refund: row.id }).await;
+            p.probe.reached(Step::AfterConfirm { refund: row.id }).await;
         }
         Ok(())
     }
@@ -302,9 +399,10 @@ where
     /// Runs one write. `Ok(true)`: a row was updated; `Ok(false)`: none was and the
     /// mechanism skips the row; `Err`: none was and the mechanism abandons the batch.
     async fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<bool, Abandon> {
+        let p = &self.ports;
         let outcome = match kind {
-            WriteKind::Claim => self.store.claim(refund, guard).await,
-            WriteKind::Confirm => self.store.confirm(refund, guard).await,
+            WriteKind::Claim => p.store.claim(refund, guard).await,
+            WriteKind::Confirm => p.store.confirm(refund, guard).await,
         }
         .map_err(|_| Abandon(AbandonReason::BackendError))?;
         if outcome.rows_updated > 0 {
@@ -313,11 +411,11 @@ where
         match (self.config.mechanism.policy().on_rejected_write, guard) {
             (OnRejectedWrite::Abandon, WriteGuard::Fence(token)) => {
                 let violation = FenceViolation { refund, token, write: kind };
-                self.probe.reached(Step::FenceViolation { violation }).await;
+                p.probe.reached(Step::FenceViolation { violation }).await;
                 Err(Abandon(AbandonReason::FenceViolation))
             }
             _ => {
-                self.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
+                p.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
                 Ok(false)
             }
         }

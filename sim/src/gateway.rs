@@ -71,6 +71,8 @@ pub enum CallOutcome {
     Created,
     /// The key was seen before: the earlier refund is returned and no money moves.
     Replayed,
+    /// Another call with the key was in flight and the gateway refused this one.
+    Conflict,
 }
 
 /// The gateway's answer to a call, and when the caller receives it.
@@ -101,10 +103,25 @@ impl GatewayCore {
         &self.ledger
     }
 
-    /// A refund call arriving at `now_ms` whose processing takes `latency_ms`.
-    pub fn refund(&mut self, key: RefundId, amount: Cents, now_ms: u64, latency_ms: u64) -> CallReply {
+    /// A refund call arriving at `now_ms` whose processing takes `latency_ms`. With
+    /// `refuse_concurrent`, a call whose key is still in flight gets a conflict.
+    pub fn refund(
+        &mut self,
+        key: RefundId,
+        amount: Cents,
+        now_ms: u64,
+        latency_ms: u64,
+        refuse_concurrent: bool,
+    ) -> CallReply {
         if self.mode == GatewayMode::Idempotent {
             if let Some(record) = self.keys.get(&key) {
+                if refuse_concurrent && record.completes_at_ms > now_ms {
+                    return CallReply {
+                        receipt: record.receipt,
+                        outcome: CallOutcome::Conflict,
+                        respond_at_ms: now_ms + latency_ms.min(5),
+                    };
+                }
                 return CallReply {
                     receipt: record.receipt,
                     outcome: CallOutcome::Replayed,
@@ -136,14 +153,14 @@ mod tests {
     #[test]
     fn an_idempotent_gateway_moves_money_once_per_key() {
         let mut g = GatewayCore::new(GatewayMode::Idempotent);
-        let first = g.refund(RefundId(815), Cents(7025), 31_005, 30);
+        let first = g.refund(RefundId(815), Cents(7025), 31_005, 30, false);
         assert_eq!(first.outcome, CallOutcome::Created);
         assert_eq!(first.respond_at_ms, 31_035);
         // in flight: the second caller waits for the first call's answer
-        let during = g.refund(RefundId(815), Cents(7025), 31_010, 30);
+        let during = g.refund(RefundId(815), Cents(7025), 31_010, 30, false);
         assert_eq!((during.outcome, during.respond_at_ms), (CallOutcome::Replayed, 31_035));
         // finished: answered from the record at once
-        let after = g.refund(RefundId(815), Cents(7025), 34_000, 30);
+        let after = g.refund(RefundId(815), Cents(7025), 34_000, 30, false);
         assert_eq!(
             (after.outcome, after.respond_at_ms, after.receipt),
             (CallOutcome::Replayed, 34_000, first.receipt)
@@ -154,10 +171,21 @@ mod tests {
     }
 
     #[test]
+    fn a_concurrent_call_can_be_refused_with_a_conflict() {
+        let mut g = GatewayCore::new(GatewayMode::Idempotent);
+        g.refund(RefundId(1), Cents(100), 0, 30, true);
+        let during = g.refund(RefundId(1), Cents(100), 10, 30, true);
+        assert_eq!(during.outcome, CallOutcome::Conflict);
+        let after = g.refund(RefundId(1), Cents(100), 40, 30, true);
+        assert_eq!(after.outcome, CallOutcome::Replayed);
+        assert_eq!(g.ledger().len(), 1);
+    }
+
+    #[test]
     fn a_non_idempotent_gateway_pays_every_call() {
         let mut g = GatewayCore::new(GatewayMode::NonIdempotent);
-        g.refund(RefundId(815), Cents(7025), 31_005, 30);
-        let again = g.refund(RefundId(815), Cents(7025), 34_000, 30);
+        g.refund(RefundId(815), Cents(7025), 31_005, 30, false);
+        let again = g.refund(RefundId(815), Cents(7025), 34_000, 30, false);
         assert_eq!(again.outcome, CallOutcome::Created);
         assert_eq!(g.ledger().iter().map(|e| e.amount).sum::<Cents>(), Cents(14_050));
     }

@@ -1,6 +1,7 @@
 //! The typed events every component records into one history, in the order they happen.
 
 use crate::clock::WallMs;
+use crate::faults::FaultKind;
 use crate::gateway::CallOutcome;
 use fencesim_model::{Cents, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind};
 use serde::Serialize;
@@ -34,34 +35,66 @@ pub enum EventKind {
         accepted: bool,
     },
 
-    /// Redis granted `SET key value NX PX ttl`: a new epoch opens.
+    /// A Redis instance granted `SET key value NX PX ttl`. `epoch` is set when this grant
+    /// gave the worker the lease (a majority of the instances the lease lives on).
     LeaseGranted {
         worker: WorkerId,
+        instance: u8,
         key: String,
         value: String,
         ttl_ms: u64,
-        epoch: u32,
+        epoch: Option<u32>,
     },
     LeaseRefused {
         worker: WorkerId,
+        instance: u8,
         key: String,
     },
-    /// Redis removed the lease key because its TTL ran out.
+    /// Redis removed the lease key because its TTL ran out (or a fault brought that forward).
     LeaseExpired {
+        instance: u8,
         key: String,
         value: String,
         epoch: Option<u32>,
     },
+    /// A compare-and-delete: `deleted` only if the key still held `value`.
     LeaseReleased {
         worker: WorkerId,
+        instance: u8,
         key: String,
         value: String,
         deleted: bool,
+    },
+    /// A plain `DEL`: `holder` is the value it removed, whoever's it was.
+    LeaseDeleted {
+        worker: WorkerId,
+        instance: u8,
+        key: String,
+        holder: Option<String>,
+    },
+    LeaseExtended {
+        worker: WorkerId,
+        instance: u8,
+        key: String,
+        extended: bool,
+    },
+    /// A `GET` of the lease key: who holds it now.
+    LeaseRead {
+        worker: WorkerId,
+        instance: u8,
+        key: String,
+        holder: Option<String>,
     },
     TokenIssued {
         worker: WorkerId,
         key: String,
         token: Token,
+    },
+    /// The counter was seeded from `MAX(fence)` when Redis started.
+    CounterSeeded {
+        instance: u8,
+        key: String,
+        value: i64,
     },
 
     /// A claim or a confirm, as SQLite executed it.
@@ -88,6 +121,8 @@ pub enum EventKind {
         amount: Cents,
         outcome: CallOutcome,
         gateway_ref: u32,
+        /// The gateway did the work but its answer never reached the worker.
+        response_lost: bool,
     },
 
     /// The worker reached a step of its protocol.
@@ -97,12 +132,23 @@ pub enum EventKind {
         step: Step,
     },
 
-    Paused {
-        worker: WorkerId,
-        duration_ms: u64,
+    /// A fault of the plan fired.
+    FaultFired {
+        #[serde(flatten)]
+        fault: FaultKind,
     },
     Resumed {
         worker: WorkerId,
+    },
+    /// A crashed worker's new process started.
+    Restarted {
+        worker: WorkerId,
+        incarnation: u32,
+    },
+    /// A Redis instance came back; `lost` keys were lost or rolled back.
+    RedisRestarted {
+        instance: u8,
+        lost: u32,
     },
 }
 
@@ -141,11 +187,16 @@ impl EventKind {
             | LeaseRefused { .. }
             | LeaseExpired { .. }
             | LeaseReleased { .. }
-            | TokenIssued { .. } => Actor::Redis,
+            | LeaseDeleted { .. }
+            | LeaseExtended { .. }
+            | LeaseRead { .. }
+            | TokenIssued { .. }
+            | CounterSeeded { .. }
+            | RedisRestarted { .. } => Actor::Redis,
             Write { .. } => Actor::Store,
             Lookup { .. } | RefundCalled { .. } => Actor::Gateway,
             Step { worker, .. } => Actor::Worker(*worker),
-            Paused { .. } | Resumed { .. } => Actor::Faults,
+            FaultFired { .. } | Resumed { .. } | Restarted { .. } => Actor::Faults,
         }
     }
 }

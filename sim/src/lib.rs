@@ -20,4 +20,5 @@ pub use clock::{SimClock, WallMs};
 pub use faults::{Fault, FaultKind, FaultPlan, Trigger};
 pub use gateway::{CallOutcome, GatewayMode, LedgerEntry};
 pub use history::{trace_hash, write_trace, Actor, Event, EventKind};
+pub use redis::Persistence;
 pub use world::{run_world, Epoch, Latency, RunRecord, WorldConfig};

@@ -133,18 +133,61 @@ impl QueueCore {
         self.jobs.iter().any(|s| matches!(s.state, JobState::Assigned { worker: w, .. } if w == worker))
     }
 
-    /// Acks a delivery. Refused (`false`) unless it is the job's current one.
+    /// Acks a delivery. Refused (`false`) unless it is a current one.
     pub fn ack(&mut self, delivery: Delivery) -> bool {
-        let Some(slot) = self.jobs.iter_mut().find(|s| s.job.id == delivery.job.id) else {
-            return false;
-        };
-        match slot.state {
-            JobState::InFlight { receipt, .. } if receipt == delivery.receipt => {
+        let current = self
+            .jobs
+            .iter_mut()
+            .find(|s| matches!(s.state, JobState::InFlight { receipt, .. } if receipt == delivery.receipt));
+        match current {
+            Some(slot) => {
                 slot.state = JobState::Done;
                 true
             }
-            _ => false,
+            None => false,
         }
+    }
+
+    /// The queue gives up on `worker`'s delivery now, as if its timeout had passed.
+    pub fn redeliver_from(&mut self, worker: WorkerId, now_ms: u64, out: &mut Vec<QueueEvent>) -> bool {
+        let mut any = false;
+        for slot in &mut self.jobs {
+            if let JobState::InFlight { worker: w, receipt, .. } = slot.state {
+                if w == worker {
+                    slot.state = JobState::Visible;
+                    out.push(QueueEvent::VisibilityExpired {
+                        job: slot.job.id,
+                        worker,
+                        receipt,
+                        at_ms: now_ms,
+                    });
+                    any = true;
+                }
+            }
+        }
+        self.assign(out);
+        any
+    }
+
+    /// The queue delivers `worker`'s job a second time, to someone else, while the first
+    /// delivery is still in flight.
+    pub fn duplicate_from(&mut self, worker: WorkerId, out: &mut Vec<QueueEvent>) -> bool {
+        let held: Vec<(Job, u32)> = self
+            .jobs
+            .iter()
+            .filter(|s| matches!(s.state, JobState::InFlight { worker: w, .. } if w == worker))
+            .map(|s| (s.job, s.deliveries))
+            .collect();
+        for (job, deliveries) in &held {
+            self.jobs.push(JobSlot {
+                job: *job,
+                state: JobState::Visible,
+                last_holder: Some(worker),
+                deliveries: *deliveries,
+            });
+        }
+        self.assign(out);
+        !held.is_empty()
     }
 
     /// When the next in-flight delivery times out.

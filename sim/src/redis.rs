@@ -73,11 +73,33 @@ pub struct Expired {
     pub at_ms: u64,
 }
 
+/// What survives a restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Persistence {
+    /// Nothing: every key, the lease and the counter alike, is gone.
+    None,
+    /// Append-only file flushed every second: the last second of writes is lost.
+    AofEverySec,
+    /// Append-only file flushed on every write: nothing is lost.
+    AofAlways,
+}
+
+/// One write, with what the key held before it, for a restart to undo.
+#[derive(Clone, Debug)]
+struct Logged {
+    at_ms: u64,
+    key: String,
+    before: Option<Entry>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct RedisCore {
     keys: BTreeMap<String, Entry>,
     /// Redis's clock minus the simulation's: a clock jump moves it.
     clock_offset_ms: i64,
+    /// Writes of the last second, oldest first.
+    recent: std::collections::VecDeque<Logged>,
 }
 
 impl RedisCore {
@@ -119,9 +141,66 @@ impl RedisCore {
         }
     }
 
+    /// Jumps Redis's clock by `by_ms` (keys expire by the jumped clock from now on).
+    pub fn jump_clock(&mut self, by_ms: i64) {
+        self.clock_offset_ms += by_ms;
+    }
+
+    /// Removes `key` now, as if its deadline had been brought forward to this moment.
+    pub fn expire_now(&mut self, key: &str, now_ms: u64) -> Option<Expired> {
+        let entry = self.keys.remove(key)?;
+        entry.expires_at_ms?;
+        Some(Expired { key: key.to_owned(), value: entry.value, at_ms: now_ms })
+    }
+
+    /// Restarts the instance; returns how many keys were lost or rolled back.
+    pub fn restart(&mut self, persistence: Persistence, now_ms: u64) -> u32 {
+        let lost = match persistence {
+            Persistence::None => {
+                let n = self.keys.len() as u32;
+                self.keys.clear();
+                n
+            }
+            Persistence::AofEverySec => {
+                let mut n = 0;
+                while let Some(w) = self.recent.pop_back() {
+                    if w.at_ms + 1_000 <= now_ms {
+                        break;
+                    }
+                    n += 1;
+                    match w.before {
+                        Some(entry) => self.keys.insert(w.key, entry),
+                        None => self.keys.remove(&w.key),
+                    };
+                }
+                n
+            }
+            Persistence::AofAlways => 0,
+        };
+        self.recent.clear();
+        lost
+    }
+
+    fn log_write(&mut self, key: &str, now_ms: u64) {
+        while self.recent.front().is_some_and(|w| w.at_ms + 1_000 <= now_ms) {
+            self.recent.pop_front();
+        }
+        let before = self.keys.get(key).cloned();
+        self.recent.push_back(Logged { at_ms: now_ms, key: key.to_owned(), before });
+    }
+
     /// Applies one command at simulated time `now_ms`; keys due by then expire first.
     pub fn apply(&mut self, cmd: Command<'_>, now_ms: u64, expired: &mut Vec<Expired>) -> Reply {
         self.expire_due(now_ms, expired);
+        match cmd {
+            Command::Get { .. } => {}
+            Command::SetNxPx { key, .. }
+            | Command::Del { key }
+            | Command::Incr { key }
+            | Command::PExpire { key, .. }
+            | Command::CompareAndDelete { key, .. }
+            | Command::CompareAndExtend { key, .. } => self.log_write(key, now_ms),
+        }
         let redis_now = self.redis_now(now_ms);
         match cmd {
             Command::SetNxPx { key, value, ttl_ms } => {
@@ -257,6 +336,41 @@ mod tests {
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].at_ms, 70);
         assert_eq!(run(&mut r, Command::Del { key: "k" }, 71).0, Reply::Int(0));
+    }
+
+    #[test]
+    fn a_restart_keeps_or_loses_keys_by_persistence_mode() {
+        let fill = |r: &mut RedisCore| {
+            r.preset("fence:settle:m_1", Value::Int(32));
+            run(r, Command::Incr { key: "fence:settle:m_1" }, 5_000);
+            run(r, Command::SetNxPx { key: "lock", value: "A#1", ttl_ms: 30_000 }, 5_500);
+        };
+        let mut none = RedisCore::new();
+        fill(&mut none);
+        assert_eq!(none.restart(Persistence::None, 5_800), 2);
+        assert_eq!(run(&mut none, Command::Incr { key: "fence:settle:m_1" }, 5_801).0, Reply::Int(1));
+
+        let mut every_sec = RedisCore::new();
+        fill(&mut every_sec);
+        // the INCR at 5,000 is older than a second at 6,200; the SET at 5,500 is not
+        assert_eq!(every_sec.restart(Persistence::AofEverySec, 6_200), 1);
+        assert_eq!(every_sec.value_of("fence:settle:m_1"), Some(&Value::Int(33)));
+        assert_eq!(every_sec.value_of("lock"), None);
+
+        let mut always = RedisCore::new();
+        fill(&mut always);
+        assert_eq!(always.restart(Persistence::AofAlways, 5_800), 0);
+        assert_eq!(always.value_of("lock"), Some(&Value::Str("A#1".into())));
+    }
+
+    #[test]
+    fn a_clock_jump_brings_expiry_forward() {
+        let mut r = RedisCore::new();
+        run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 30_000 }, 0);
+        r.jump_clock(20_000);
+        assert_eq!(r.next_expiry(), Some(10_000));
+        let expired = r.expire_now("k", 11).unwrap();
+        assert_eq!(expired.at_ms, 11);
     }
 
     #[test]

@@ -6,7 +6,8 @@ use super::{OnRejectedWrite, Policy, TokenPolicy};
 pub const POLICY: Policy = Policy {
     name: "fenced",
     promise:
-        "rows are safe: the store turns a stale token away; the gateway call still needs its idempotency key",
-    tokens: TokenPolicy::Incr,
+        "rows are safe: the store turns a stale token away; a counter lost with Redis stalls the merchant",
+    tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
+    ..Policy::BASE
 };

@@ -1,22 +1,30 @@
 //! The mechanisms a worker can use to protect its writes, one small module each, behind
-//! one type. A mechanism decides where the worker's token comes from (if anywhere) and
-//! what it does when a write matches no row.
+//! one type. A mechanism is data: where the worker's token comes from (if anywhere), how
+//! it holds and releases its lease, and what it does when a write matches no row.
 
 use crate::ids::Token;
 use crate::refund::WriteGuard;
 use std::fmt;
 use std::str::FromStr;
 
+pub mod check_before_write;
 pub mod fenced;
+pub mod fenced_db_sequence;
+pub mod fenced_seeded;
+pub mod plain_del_release;
+pub mod redlock;
 pub mod ttl_only;
+pub mod ttl_renewal;
 
 /// Where a holder's token comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenPolicy {
     /// No token: writes carry no predicate on the fence.
     None,
-    /// `INCR fence:settle:<merchant>` right after the lease is granted.
-    Incr,
+    /// `INCR fence:settle:<merchant>` on Redis, right after the lease is granted.
+    RedisIncr,
+    /// A per-merchant sequence in the refund database itself.
+    DbSequence,
 }
 
 /// What a worker does when a claim or confirm updates zero rows.
@@ -28,6 +36,24 @@ pub enum OnRejectedWrite {
     Abandon,
 }
 
+/// How the lease is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseKind {
+    /// One Redis instance.
+    Single,
+    /// Five instances; the lease needs a majority within its validity time.
+    Redlock,
+}
+
+/// How the lease is given back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleasePolicy {
+    /// Delete the key only if it still holds our value.
+    CompareAndDelete,
+    /// `DEL key`, whoever holds it now.
+    PlainDel,
+}
+
 /// What a mechanism is, in data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
@@ -35,21 +61,65 @@ pub struct Policy {
     pub promise: &'static str,
     pub tokens: TokenPolicy,
     pub on_rejected_write: OnRejectedWrite,
+    pub lease: LeaseKind,
+    pub release: ReleasePolicy,
+    /// Renew the lease from a background task every third of the TTL.
+    pub renewal: bool,
+    /// `GET` the lock key before every write and abandon if it is not ours.
+    pub check_before_write: bool,
+    /// When Redis starts, seed the token counter from `MAX(fence)` of the merchant's rows.
+    pub seed_counter_on_restart: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+impl Policy {
+    /// The shape most mechanisms share: one instance, compare-and-delete, nothing extra.
+    pub const BASE: Policy = Policy {
+        name: "",
+        promise: "",
+        tokens: TokenPolicy::None,
+        on_rejected_write: OnRejectedWrite::Skip,
+        lease: LeaseKind::Single,
+        release: ReleasePolicy::CompareAndDelete,
+        renewal: false,
+        check_before_write: false,
+        seed_counter_on_restart: false,
+    };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mechanism {
     TtlOnly,
+    TtlRenewal,
+    CheckBeforeWrite,
     Fenced,
+    FencedSeeded,
+    FencedDbSequence,
+    Redlock,
+    PlainDelRelease,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 2] = [Mechanism::TtlOnly, Mechanism::Fenced];
+    pub const ALL: [Mechanism; 8] = [
+        Mechanism::TtlOnly,
+        Mechanism::TtlRenewal,
+        Mechanism::CheckBeforeWrite,
+        Mechanism::Fenced,
+        Mechanism::FencedSeeded,
+        Mechanism::FencedDbSequence,
+        Mechanism::Redlock,
+        Mechanism::PlainDelRelease,
+    ];
 
     pub fn policy(self) -> &'static Policy {
         match self {
             Mechanism::TtlOnly => &ttl_only::POLICY,
+            Mechanism::TtlRenewal => &ttl_renewal::POLICY,
+            Mechanism::CheckBeforeWrite => &check_before_write::POLICY,
             Mechanism::Fenced => &fenced::POLICY,
+            Mechanism::FencedSeeded => &fenced_seeded::POLICY,
+            Mechanism::FencedDbSequence => &fenced_db_sequence::POLICY,
+            Mechanism::Redlock => &redlock::POLICY,
+            Mechanism::PlainDelRelease => &plain_del_release::POLICY,
         }
     }
 
@@ -60,8 +130,8 @@ impl Mechanism {
     /// The guard this mechanism puts on every write of a holder with `token`.
     pub fn guard(self, token: Option<Token>) -> WriteGuard {
         match (self.policy().tokens, token) {
-            (TokenPolicy::Incr, Some(t)) => WriteGuard::Fence(t),
-            _ => WriteGuard::Unfenced,
+            (TokenPolicy::None, _) | (_, None) => WriteGuard::Unfenced,
+            (_, Some(t)) => WriteGuard::Fence(t),
         }
     }
 }
@@ -83,6 +153,19 @@ impl FromStr for Mechanism {
     }
 }
 
+impl serde::Serialize for Mechanism {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Mechanism {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,15 +174,18 @@ mod tests {
     fn names_round_trip_and_unknown_names_are_refused_with_the_choices() {
         for m in Mechanism::ALL {
             assert_eq!(m.name().parse::<Mechanism>(), Ok(m));
+            assert!(!m.policy().promise.is_empty());
         }
         let err = "fencing".parse::<Mechanism>().unwrap_err();
         assert!(err.contains("unknown strategy 'fencing'"), "{err}");
-        assert!(err.contains("ttl-only") && err.contains("fenced"), "{err}");
+        assert!(err.contains("ttl-only") && err.contains("fenced-db-sequence"), "{err}");
     }
 
     #[test]
     fn only_a_token_taking_mechanism_fences_its_writes() {
         assert_eq!(Mechanism::TtlOnly.guard(Some(Token(3))), WriteGuard::Unfenced);
+        assert_eq!(Mechanism::Redlock.guard(Some(Token(3))), WriteGuard::Unfenced);
         assert_eq!(Mechanism::Fenced.guard(Some(Token(3))), WriteGuard::Fence(Token(3)));
+        assert_eq!(Mechanism::FencedDbSequence.guard(Some(Token(3))), WriteGuard::Fence(Token(3)));
     }
 }

@@ -1,11 +1,10 @@
 //! The TTL lease alone: the protocol without the fence predicates. A write that matches
 //! no row is skipped, because nothing tells the worker that its lease has ended.
 
-use super::{OnRejectedWrite, Policy, TokenPolicy};
+use super::Policy;
 
 pub const POLICY: Policy = Policy {
     name: "ttl-only",
     promise: "liveness only: a crashed holder frees the merchant after the TTL; a paused one writes on",
-    tokens: TokenPolicy::None,
-    on_rejected_write: OnRejectedWrite::Skip,
+    ..Policy::BASE
 };

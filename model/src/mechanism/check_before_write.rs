@@ -1,0 +1,11 @@
+//! The TTL lease plus a `GET` of the lock key before every write. It narrows the window;
+//! the key can still expire between the check and the write.
+
+use super::Policy;
+
+pub const POLICY: Policy = Policy {
+    name: "check-before-write",
+    promise: "catches a lease lost before the check, not one lost between the check and the write",
+    check_before_write: true,
+    ..Policy::BASE
+};

@@ -1,0 +1,11 @@
+//! The lease taken on a majority of five Redis instances within its validity time, and no
+//! fencing token. A pause or a clock jump lets two workers hold majorities at once.
+
+use super::{LeaseKind, Policy};
+
+pub const POLICY: Policy = Policy {
+    name: "redlock",
+    promise: "tolerates a lost Redis instance; still no defence against a pause or a clock jump",
+    lease: LeaseKind::Redlock,
+    ..Policy::BASE
+};
