@@ -107,14 +107,27 @@ impl<T: Clone + Default> PerRow<T> {
 type Checker = fn(&Facts<'_>) -> Check;
 
 /// Every invariant of the design, in the order reports list them.
-pub const CHECKERS: [Checker; 7] = [
+pub const CHECKERS: [Checker; 8] = [
     no_double_refund,
     no_stale_confirm,
     monotonic_fences,
     state_machine,
+    lease_integrity,
     ledger_matches_rows,
     progress,
     single_holder,
+];
+
+/// The invariants' names, in the same order.
+pub const INVARIANTS: [&str; 8] = [
+    "no-double-refund",
+    "no-stale-confirm",
+    "monotonic-fences",
+    "state-machine",
+    "lease-integrity",
+    "ledger-matches-rows",
+    "progress",
+    "single-holder",
 ];
 
 pub fn check_all(facts: &Facts<'_>) -> Vec<Check> {
@@ -309,6 +322,28 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
         }
     }
     Check { invariant: "state-machine", kind: CheckKind::Always, breaches }
+}
+
+/// A lease key is removed only by its own holder or by expiry: nobody deletes another
+/// worker's live lease.
+pub fn lease_integrity(f: &Facts<'_>) -> Check {
+    let mut breaches = Vec::new();
+    for e in &f.record.events {
+        let EventKind::LeaseDeleted { worker, key, holder: Some(value), .. } = &e.kind else { continue };
+        let Some(owner) = f.record.epochs.iter().find(|ep| ep.key == *key && ep.value == *value) else {
+            continue;
+        };
+        if owner.worker != *worker {
+            breaches.push(Breach {
+                at_ms: e.at_ms,
+                detail: format!(
+                    "{worker} deleted {key} while it held {}'s lease (value {value}, epoch {}): the lock was freed under its holder",
+                    owner.worker, owner.number
+                ),
+            });
+        }
+    }
+    Check { invariant: "lease-integrity", kind: CheckKind::Always, breaches }
 }
 
 /// At rest: every `sent` row has exactly one ledger entry, and the sums agree to the cent.

@@ -10,8 +10,12 @@ compile_error!(
 
 pub mod bench;
 pub mod checkers;
+pub mod coverage;
 pub mod demo;
+pub mod explore;
 pub mod narrate;
+pub mod random;
+pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod scenario;

@@ -2,7 +2,10 @@
 
 use clap::{Parser, Subcommand};
 use fencesim::demo;
+use fencesim::explore;
 use fencesim::model::Mechanism;
+use fencesim::random::FaultMask;
+use fencesim::replay::ReplayFile;
 use fencesim::report::write_reports;
 use fencesim::runner::{run, DEFAULT_SEED};
 use fencesim::scenario;
@@ -50,6 +53,44 @@ enum Command {
         #[arg(long)]
         trace: Option<PathBuf>,
     },
+    /// List the strategies and what each promises
+    Strategies,
+    /// Run many seeds in parallel and keep every failure as a replay file
+    Explore {
+        #[arg(long, value_parser = parse_strategy)]
+        strategy: Mechanism,
+        #[arg(long, default_value = "random", value_parser = parse_scenario)]
+        scenario: String,
+        #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
+        gateway: GatewayMode,
+        /// How many seeds to run
+        #[arg(long, default_value_t = 1000, value_parser = parse_count)]
+        seeds: u64,
+        /// The first seed
+        #[arg(long, default_value_t = 1, value_parser = parse_seed, allow_hyphen_values = true)]
+        from: u64,
+        /// Threads to run seeds on (the results do not depend on it)
+        #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs)]
+        jobs: usize,
+        /// Go on after the first violation
+        #[arg(long)]
+        keep_going: bool,
+        /// Switch fault kinds off, e.g. --without redis-restart,crash
+        #[arg(long, default_value = "")]
+        without: String,
+        /// Where replay files go
+        #[arg(long, default_value = "fencesim-failures")]
+        out: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a replay file's plan again and tell how it failed
+    Replay {
+        file: PathBuf,
+        /// Run it twice in fresh runtimes and name the first event that differs
+        #[arg(long)]
+        check_determinism: bool,
+    },
     /// Regenerate the reports in reports/
     Report {
         /// The project root to write under
@@ -69,7 +110,7 @@ enum Command {
 }
 
 fn parse_scenario(s: &str) -> Result<String, String> {
-    scenario::by_name(s).map(|_| s.to_owned())
+    scenario::known(s).map(str::to_owned)
 }
 
 fn parse_strategy(s: &str) -> Result<Mechanism, String> {
@@ -78,6 +119,24 @@ fn parse_strategy(s: &str) -> Result<Mechanism, String> {
 
 fn parse_gateway(s: &str) -> Result<GatewayMode, String> {
     s.parse()
+}
+
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("expected a positive whole number of seeds, got '{s}'")),
+    }
+}
+
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of threads from 1 to 256, got '{s}'")),
+    }
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn parse_seed(s: &str) -> Result<u64, String> {
@@ -89,6 +148,32 @@ fn parse_ttl(s: &str) -> Result<u64, String> {
         Ok(n) if n > 0 => Ok(n as u64),
         Ok(n) => Err(format!("the TTL must be a positive number of milliseconds, got {n}")),
         Err(_) => Err(format!("the TTL must be a whole number of milliseconds, got '{s}'")),
+    }
+}
+
+fn print_explore(cfg: &explore::ExploreConfig, r: &explore::ExploreReport) {
+    println!(
+        "explored {} seed(s) of {} under {} ({} gateway) from seed {}: {:.0} seeds/s{}",
+        r.seeds_run,
+        cfg.scenario,
+        cfg.mechanism,
+        cfg.gateway,
+        cfg.from,
+        r.seeds_per_second,
+        if r.interrupted { ", interrupted" } else { "" }
+    );
+    if r.violations.is_empty() {
+        println!("no violation");
+    }
+    for (name, n) in &r.violations {
+        println!("  {name}: broken in {n} seed(s)");
+    }
+    print!("{}", r.coverage.render());
+    if let Some(seed) = r.first_failing_seed {
+        println!("first failing seed: {seed}");
+    }
+    for path in &r.replay_files {
+        println!("replay with: {}", ReplayFile::command(path));
     }
 }
 
@@ -109,8 +194,8 @@ fn main() -> ExitCode {
             Err(e) => bad_input(e),
         },
         Command::Run { scenario, strategy, gateway, seed, ttl_ms, json, trace } => {
-            let mut sc = match scenario::by_name(&scenario) {
-                Ok(sc) => sc.with_strategy(strategy, gateway),
+            let mut sc = match scenario::build(&scenario, seed, strategy, gateway, FaultMask::ALL) {
+                Ok(sc) => sc,
                 Err(e) => return bad_input(e),
             };
             if let Some(ttl) = ttl_ms {
@@ -146,6 +231,112 @@ fn main() -> ExitCode {
                 }
                 if !outcome.passed() {
                     println!("reproduce with: {}", outcome.replay_command());
+                }
+            }
+            if outcome.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Command::Strategies => {
+            for m in Mechanism::ALL {
+                println!("{:<20} {}", m.name(), m.policy().promise);
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Explore {
+            strategy,
+            scenario,
+            gateway,
+            seeds,
+            from,
+            jobs,
+            keep_going,
+            without,
+            out,
+            json,
+        } => {
+            let allowed = match FaultMask::ALL.without_names(&without) {
+                Ok(mask) => mask,
+                Err(e) => return bad_input(e),
+            };
+            let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = interrupted.clone();
+            let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Relaxed));
+            let cfg = explore::ExploreConfig {
+                scenario,
+                mechanism: strategy,
+                gateway,
+                from,
+                seeds,
+                jobs,
+                keep_going,
+                out,
+                allowed,
+                progress: !json,
+            };
+            let report = match explore::explore(&cfg, &interrupted) {
+                Ok(r) => r,
+                Err(e) => return bad_input(e),
+            };
+            if json {
+                println!("{}", serde_json::to_string(&report).expect("a report serializes"));
+            } else {
+                print_explore(&cfg, &report);
+            }
+            if report.first_failing_seed.is_some() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Command::Replay { file, check_determinism } => {
+            let replay = match ReplayFile::load(&file) {
+                Ok(r) => r,
+                Err(e) => return bad_input(e),
+            };
+            let sc = match replay.scenario() {
+                Ok(sc) => sc,
+                Err(e) => return bad_input(format!("{}: {e}", file.display())),
+            };
+            println!(
+                "replaying {}: scenario {}, strategy {}, gateway {}, seed {}, {} fault(s)",
+                file.display(),
+                replay.scenario,
+                replay.strategy,
+                replay.gateway,
+                replay.seed,
+                replay.fault_plan.faults.len()
+            );
+            let outcome = match run(&sc, replay.seed) {
+                Ok(o) => o,
+                Err(e) => return bad_input(e),
+            };
+            let hash = format!("{:016x}", outcome.trace_hash);
+            if hash == replay.expected_trace_hash {
+                println!("trace hash {hash}: matches the file");
+            } else {
+                println!(
+                    "trace hash {hash}: DIFFERS from the file's {} (this build behaves differently)",
+                    replay.expected_trace_hash
+                );
+            }
+            print!("{}", fencesim::replay::tell_failure(&outcome, 25));
+            if check_determinism {
+                let again = std::thread::spawn(move || run(&sc, replay.seed)).join();
+                match again {
+                    Ok(Ok(second)) => match fencesim::replay::first_difference(&outcome, &second) {
+                        None => println!(
+                            "determinism: two fresh runs gave the same {} events",
+                            outcome.record.events.len()
+                        ),
+                        Some(diff) => {
+                            println!("determinism: NOT deterministic; {diff}");
+                            return ExitCode::from(1);
+                        }
+                    },
+                    _ => return bad_input("the second run failed"),
                 }
             }
             if outcome.passed() {

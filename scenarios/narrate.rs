@@ -392,7 +392,7 @@ impl<'a> Narrator<'a> {
                 )
             }
             EventKind::Step { worker, step } => self.step(at, *worker, step),
-            EventKind::FaultFired { fault } => {
+            EventKind::FaultFired { fault, .. } => {
                 let (text, note) = fault_words(fault);
                 self.push(at, Actor::Faults, text, vec![note])
             }

@@ -1,5 +1,6 @@
 //! Scenarios: a world described the way the article tells it, one builder call per fact.
 
+use crate::random::{random_scenario, FaultMask};
 use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
@@ -209,12 +210,29 @@ pub fn worked_example() -> Scenario {
 }
 
 /// The scenarios the command line knows, by name.
-pub const SCENARIOS: [&str; 1] = ["worked-example"];
+pub const SCENARIOS: [&str; 2] = ["worked-example", "random"];
 
-pub fn by_name(name: &str) -> Result<Scenario, String> {
-    match name {
-        "worked-example" => Ok(worked_example()),
-        other => Err(format!("unknown scenario '{other}': expected one of {}", SCENARIOS.join(", "))),
+/// Checks a scenario name.
+pub fn known(name: &str) -> Result<&'static str, String> {
+    SCENARIOS
+        .iter()
+        .find(|s| **s == name)
+        .copied()
+        .ok_or_else(|| format!("unknown scenario '{name}': expected one of {}", SCENARIOS.join(", ")))
+}
+
+/// A scenario by name, for a seed, a mechanism and a gateway mode. The worked example is
+/// the same world for every seed; the random scenario is the seed's own.
+pub fn build(
+    name: &str,
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Result<Scenario, String> {
+    match known(name)? {
+        "worked-example" => Ok(worked_example().with_strategy(mechanism, gateway)),
+        _ => Ok(random_scenario(seed, mechanism, gateway, allowed)),
     }
 }
 
@@ -244,7 +262,7 @@ mod tests {
 
     #[test]
     fn an_unknown_scenario_is_named_with_the_choices() {
-        let err = by_name("random").unwrap_err();
-        assert!(err.contains("unknown scenario 'random'") && err.contains("worked-example"), "{err}");
+        let err = known("chaos").unwrap_err();
+        assert!(err.contains("unknown scenario 'chaos'") && err.contains("worked-example, random"), "{err}");
     }
 }

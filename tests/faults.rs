@@ -23,7 +23,7 @@ fn a_pause_at_a_time_freezes_the_worker_from_that_millisecond_until_its_resume()
         .record
         .events
         .iter()
-        .find(|e| matches!(e.kind, EventKind::FaultFired { fault: FaultKind::Pause { .. } }))
+        .find(|e| matches!(e.kind, EventKind::FaultFired { fault: FaultKind::Pause { .. }, .. }))
         .unwrap();
     assert_eq!(paused.at_ms, 350);
     let resumed = o.record.events.iter().find(|e| matches!(e.kind, EventKind::Resumed { .. })).unwrap();
@@ -67,14 +67,14 @@ fn a_step_trigger_fires_on_the_nth_arrival_of_that_worker_only() {
         .record
         .events
         .iter()
-        .position(|e| matches!(&e.kind, EventKind::FaultFired { fault: FaultKind::Pause { worker, .. } } if *worker == B));
+        .position(|e| matches!(&e.kind, EventKind::FaultFired { fault: FaultKind::Pause { worker, .. }, .. } if *worker == B));
     let Some(i) = paused else {
         // B never claimed: nothing to pause, and nothing paused A
         assert!(!o
             .record
             .events
             .iter()
-            .any(|e| matches!(e.kind, EventKind::FaultFired { fault: FaultKind::Pause { .. } })));
+            .any(|e| matches!(e.kind, EventKind::FaultFired { fault: FaultKind::Pause { .. }, .. })));
         return;
     };
     let before = &o.record.events[i - 1].kind;

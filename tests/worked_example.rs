@@ -85,7 +85,7 @@ fn at_10_00_26_a_claims_r_815_with_fence_33_and_freezes_before_the_gateway_call(
 
     let paused = find(
         o,
-        |k| matches!(k, EventKind::FaultFired { fault: FaultKind::Pause { worker, duration_ms: 8_000 } } if *worker == A),
+        |k| matches!(k, EventKind::FaultFired { fault: FaultKind::Pause { worker, duration_ms: 8_000 }, .. } if *worker == A),
     );
     assert_eq!(paused.len(), 1);
     assert_eq!(paused[0].at_ms, at(10, 0, 26));

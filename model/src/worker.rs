@@ -41,7 +41,8 @@ pub enum Step {
     },
     /// The worker asked Redis whether the lease is still its own, right before a write.
     LeaseChecked {
-        refund: RefundId,
+        /// The row about to be written, or none for the check right after the token.
+        refund: Option<RefundId>,
         held: bool,
     },
     /// The background renewal ran.
@@ -327,6 +328,20 @@ where
                 let token =
                     p.tokens.next_token(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
                 p.probe.reached(Step::TokenTaken { token }).await;
+                // Tokens rise in the order leases were granted only if each was issued
+                // while its holder's lease was live. A holder held up between its lease
+                // and its token (a pause, a slow hop) could otherwise draw a token newer
+                // than its successor's and fence the live holder out. A lease that is
+                // live now was live when the token was issued: keys do not come back.
+                let ours = p
+                    .lease
+                    .holds(held.key, held.value)
+                    .await
+                    .map_err(|_| Abandon(AbandonReason::BackendError))?;
+                p.probe.reached(Step::LeaseChecked { refund: None, held: ours }).await;
+                if !ours {
+                    return Err(Abandon(AbandonReason::LeaseLost));
+                }
                 Some(token)
             }
         };
@@ -354,7 +369,7 @@ where
                 .holds(held.key, held.value)
                 .await
                 .map_err(|_| Abandon(AbandonReason::BackendError))?;
-            p.probe.reached(Step::LeaseChecked { refund, held: ours }).await;
+            p.probe.reached(Step::LeaseChecked { refund: Some(refund), held: ours }).await;
             if !ours {
                 return Err(Abandon(AbandonReason::LeaseLost));
             }

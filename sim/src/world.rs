@@ -310,7 +310,7 @@ impl World {
     fn fire(&self, st: &mut State, fault: &Fault) {
         let now = self.clock.now_ms();
         st.last_fault_ms = Some(now);
-        st.record(now, EventKind::FaultFired { fault: fault.kind });
+        st.record(now, EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
         match fault.kind {
             FaultKind::Pause { worker, duration_ms } => {
                 if st.crashed[worker.0 as usize] || st.resumes.iter().any(|r| r.1 == worker) {
