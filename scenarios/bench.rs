@@ -122,6 +122,93 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
     })
 }
 
+/// Exploration's cost: throughput per core, against the SQL floor of the same seeds, the
+/// speed-up of a second thread, and whether memory stays flat over many seeds.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExploreBench {
+    pub strategy: String,
+    pub seeds: u64,
+    pub seeds_per_second_per_core: f64,
+    pub sql_floor_seconds: f64,
+    pub explore_seconds: f64,
+    /// Simulated seeds against the same seeds' statements on a bare database.
+    pub floor_ratio: f64,
+    pub jobs2_speedup: f64,
+    pub peak_rss_mb_after_1000: f64,
+    /// Peak resident memory after `memory_seeds` seeds (0 when not measured).
+    pub memory_seeds: u64,
+    pub peak_rss_mb_after_memory_seeds: f64,
+}
+
+/// Peak resident set size of this process, in MiB (Linux).
+pub fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, String> {
+    use crate::explore::{run_parallel, run_seed};
+    use crate::random::FaultMask;
+    let mechanism = Mechanism::Fenced;
+    let gateway = GatewayMode::Idempotent;
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let work = |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL);
+    let timed = |jobs: usize| -> Result<f64, String> {
+        let t = Instant::now();
+        run_parallel(1..seeds + 1, jobs, false, &never, work, |_| {}, |_| {})?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    // Best of three, alternating, so that a noisy neighbour does not decide the speed-up.
+    let (mut one, mut two) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        one = one.min(timed(1)?);
+        two = two.min(timed(2)?);
+    }
+    let after_1000 = {
+        if seeds < 1_000 {
+            run_parallel(seeds + 1..1_001, 2, false, &never, work, |_| {}, |_| {})?;
+        }
+        peak_rss_mb()
+    };
+    // the floor: every statement those seeds executed, on bare databases
+    let mut floor = 0.0;
+    let mut sim = 0.0;
+    for seed in 1..=seeds {
+        let sc = crate::scenario::build("random", seed, mechanism, gateway, FaultMask::ALL)?;
+        let t = Instant::now();
+        let outcome = run(&sc, seed)?;
+        sim += t.elapsed().as_secs_f64();
+        let ops = statements(&outcome.record);
+        let t = Instant::now();
+        sql_floor(&sc, &ops)?;
+        floor += t.elapsed().as_secs_f64();
+    }
+    let after_many = if memory_seeds > 1_000 {
+        run_parallel(1_001..memory_seeds + 1, 2, false, &never, work, |_| {}, |_| {})?;
+        peak_rss_mb()
+    } else {
+        0.0
+    };
+    Ok(ExploreBench {
+        strategy: mechanism.name().to_owned(),
+        seeds,
+        seeds_per_second_per_core: seeds as f64 / one,
+        sql_floor_seconds: floor,
+        explore_seconds: sim,
+        floor_ratio: sim / floor,
+        jobs2_speedup: one / two,
+        peak_rss_mb_after_1000: after_1000,
+        memory_seeds,
+        peak_rss_mb_after_memory_seeds: after_many,
+    })
+}
+
 pub const BENCH_REPORT: &str = "reports/bench.md";
 
 /// The metrics a bench report must show, by the names `--json` gives them.
@@ -160,23 +247,33 @@ fn machine() -> String {
 }
 
 /// The bench report, as Markdown.
-pub fn bench_report(r: &BenchResult) -> String {
+pub fn bench_report(r: &BenchResult, e: &ExploreBench) -> String {
     format!(
         "# Benchmarks\n\n\
          Written by `fencesim bench --record` (release build). Figures are ratios taken in one process on one \
          machine; the absolute times only say how loaded that machine was.\n\n\
-         Measured {date} on {machine}, {runs} runs each, interleaved.\n\n\
+         Measured {date} on {machine}.\n\n\
          ## The worked example against its SQL floor\n\n\
          The floor runs the same {statements} statements the simulated run executed (setup, selects, every claim \
-         and confirm with its guard) on a fresh in-memory SQLite with no simulation around them.\n\n\
+         and confirm with its guard) on a fresh in-memory SQLite with no simulation around them. {runs} runs each, \
+         interleaved.\n\n\
          | metric | value |\n|---|---:|\n\
          | ratio | {ratio:.2} (target at most 1.25) |\n\
          | worked_example_ms_median | {we:.2} |\n\
          | sql_floor_ms_median | {floor:.2} |\n\
          | world_ms_median | {world:.2} |\n\
          | checks_ms_median | {checks:.2} |\n\n\
-         `world` is the simulated run alone; `checks` is every invariant plus the trace hash. Reproduce with \
-         `cargo run --release -- bench`.\n",
+         `world` is the simulated run alone; `checks` is every invariant plus the trace hash.\n\n\
+         ## Exploration\n\n\
+         Seeds 1 to {seeds} of the random scenario under `{strategy}` (every fault kind on), each run and checked. \
+         The floor replays the statements those seeds executed on bare databases.\n\n\
+         | metric | value |\n|---|---:|\n\
+         | seeds_per_second_per_core | {sps:.0} |\n\
+         | floor_ratio | {fr:.2} (target at most 1.5) |\n\
+         | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
+         | peak_rss_mb_after_1000 | {m1:.1} |\n\
+         | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\
+         Reproduce with `cargo run --release -- bench --memory-seeds {ms}`.\n",
         date = today_utc(),
         machine = machine(),
         runs = r.runs,
@@ -186,6 +283,14 @@ pub fn bench_report(r: &BenchResult) -> String {
         floor = r.sql_floor_ms_median,
         world = r.world_ms_median,
         checks = r.checks_ms_median,
+        seeds = e.seeds,
+        strategy = e.strategy,
+        sps = e.seeds_per_second_per_core,
+        fr = e.floor_ratio,
+        sp = e.jobs2_speedup,
+        m1 = e.peak_rss_mb_after_1000,
+        m2 = e.peak_rss_mb_after_memory_seeds,
+        ms = e.memory_seeds,
     )
 }
 

@@ -2,6 +2,7 @@
 //! steps faults were triggered, and the `sometimes` checks that show a suite reached the
 //! situations it claims to test.
 
+use crate::random::TRIGGER_STEPS;
 use fencesim_sim::{EventKind, FaultKind, RunRecord, Trigger};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -14,6 +15,46 @@ pub const SOMETIMES: [&str; 4] = [
     "a job was delivered again",
     "a counter went backwards",
 ];
+
+/// What one run exercised, in a few bytes: an exploration keeps one per seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// One bit per fault kind that fired.
+    pub fault_kinds: u16,
+    /// Faults fired by a step trigger, per step of `TRIGGER_STEPS`.
+    pub step_triggers: [u16; TRIGGER_STEPS.len()],
+    /// One bit per `SOMETIMES` situation reached.
+    pub sometimes: u8,
+}
+
+impl Touched {
+    pub fn of(record: &RunRecord) -> Touched {
+        let mut t = Touched::default();
+        let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
+        for e in &record.events {
+            match &e.kind {
+                EventKind::FaultFired { fault, trigger } => {
+                    t.fault_kinds |= 1 << fault.index();
+                    if let Trigger::Step { step, .. } = trigger {
+                        if let Some(i) = TRIGGER_STEPS.iter().position(|s| s == step) {
+                            t.step_triggers[i] = t.step_triggers[i].saturating_add(1);
+                        }
+                    }
+                }
+                EventKind::LeaseExpired { epoch: Some(_), .. } => t.sometimes |= 1,
+                EventKind::Write { rows: 0, token: Some(_), .. } => t.sometimes |= 2,
+                EventKind::JobDelivered { delivery, .. } if *delivery > 1 => t.sometimes |= 4,
+                EventKind::TokenIssued { key, token, .. } => {
+                    if last_token.insert(key.as_str(), token.0).is_some_and(|prev| token.0 <= prev) {
+                        t.sometimes |= 8;
+                    }
+                }
+                _ => {}
+            }
+        }
+        t
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Coverage {
@@ -31,58 +72,26 @@ impl Coverage {
         Coverage {
             runs: 0,
             fault_kinds: FaultKind::NAMES.iter().map(|n| (*n, 0)).collect(),
-            step_triggers: crate::random::TRIGGER_STEPS.iter().map(|s| (s.name(), 0)).collect(),
+            step_triggers: TRIGGER_STEPS.iter().map(|s| (s.name(), 0)).collect(),
             sometimes: SOMETIMES.iter().map(|n| (*n, 0)).collect(),
         }
     }
 
     /// Adds what one run exercised.
-    pub fn add(&mut self, record: &RunRecord) {
+    pub fn add(&mut self, t: &Touched) {
         self.runs += 1;
-        let mut kinds = [false; FaultKind::NAMES.len()];
-        let mut seen = [false; SOMETIMES.len()];
-        let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
-        for e in &record.events {
-            match &e.kind {
-                EventKind::FaultFired { fault, trigger } => {
-                    kinds[fault.index()] = true;
-                    if let Trigger::Step { step, .. } = trigger {
-                        *self.step_triggers.entry(step.name()).or_default() += 1;
-                    }
-                }
-                EventKind::LeaseExpired { epoch: Some(_), .. } => seen[0] = true,
-                EventKind::Write { rows: 0, token: Some(_), .. } => seen[1] = true,
-                EventKind::JobDelivered { delivery, .. } if *delivery > 1 => seen[2] = true,
-                EventKind::TokenIssued { key, token, .. }
-                    if last_token.insert(key.as_str(), token.0).is_some_and(|prev| token.0 <= prev) =>
-                {
-                    seen[3] = true;
-                }
-                _ => {}
+        for (i, name) in FaultKind::NAMES.iter().enumerate() {
+            if t.fault_kinds & (1 << i) != 0 {
+                *self.fault_kinds.entry(name).or_default() += 1;
             }
         }
-        for (i, fired) in kinds.iter().enumerate() {
-            if *fired {
-                *self.fault_kinds.entry(FaultKind::NAMES[i]).or_default() += 1;
+        for (i, step) in TRIGGER_STEPS.iter().enumerate() {
+            *self.step_triggers.entry(step.name()).or_default() += u64::from(t.step_triggers[i]);
+        }
+        for (i, name) in SOMETIMES.iter().enumerate() {
+            if t.sometimes & (1 << i) != 0 {
+                *self.sometimes.entry(name).or_default() += 1;
             }
-        }
-        for (i, hit) in seen.iter().enumerate() {
-            if *hit {
-                *self.sometimes.entry(SOMETIMES[i]).or_default() += 1;
-            }
-        }
-    }
-
-    pub fn merge(&mut self, other: &Coverage) {
-        self.runs += other.runs;
-        for (k, v) in &other.fault_kinds {
-            *self.fault_kinds.entry(k).or_default() += v;
-        }
-        for (k, v) in &other.step_triggers {
-            *self.step_triggers.entry(k).or_default() += v;
-        }
-        for (k, v) in &other.sometimes {
-            *self.sometimes.entry(k).or_default() += v;
         }
     }
 

@@ -2,7 +2,7 @@
 //! threads ran them, and every failure kept as a replay file.
 
 use crate::checkers::INVARIANTS;
-use crate::coverage::Coverage;
+use crate::coverage::{Coverage, Touched};
 use crate::random::FaultMask;
 use crate::replay::ReplayFile;
 use crate::runner::{run, Outcome};
@@ -16,12 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
-/// What one seed gave.
+/// What one seed gave. An exploration keeps one per seed, so it stays small: the
+/// outcome of a failing seed is handed to the caller once and then dropped.
 pub struct SeedResult {
     pub seed: u64,
     pub violations: Vec<&'static str>,
-    pub coverage: Coverage,
-    /// The outcome itself, kept only for failing seeds.
+    pub trace_hash: u64,
+    pub touched: Touched,
+    /// The outcome itself, for a failing seed, until the caller takes it.
     pub failure: Option<Box<Outcome>>,
 }
 
@@ -37,27 +39,33 @@ pub fn run_seed(
     let outcome = run(&sc, seed)?;
     let violations: Vec<&'static str> =
         outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
-    let mut coverage = Coverage::new();
-    coverage.add(&outcome.record);
+    let touched = Touched::of(&outcome.record);
+    let trace_hash = outcome.trace_hash;
     let failure = if violations.is_empty() { None } else { Some(Box::new(outcome)) };
-    Ok(SeedResult { seed, violations, coverage, failure })
+    Ok(SeedResult { seed, violations, trace_hash, touched, failure })
 }
 
-/// Runs `seeds` on `jobs` threads, calling `on_result` on this thread as results arrive.
-/// With `stop_at_first`, no seed above the lowest failing one is started. Returns every
-/// result, in seed order.
+/// Runs `seeds` on `jobs` threads. `on_arrival` sees each result on this thread as it
+/// arrives (it may take a failure's outcome, to write it out at once); `in_order` then
+/// receives the results in seed order, without gaps, and, with `stop_at_first`, none
+/// past the first failing seed: what it sees does not depend on the thread count. Only
+/// the few results that arrive ahead of their turn are held, so memory stays flat
+/// however many seeds run. Returns how many seeds `in_order` received.
 pub fn run_parallel(
     seeds: std::ops::Range<u64>,
     jobs: usize,
     stop_at_first: bool,
     interrupted: &AtomicBool,
     work: impl Fn(u64) -> Result<SeedResult, String> + Sync,
-    mut on_result: impl FnMut(&SeedResult),
-) -> Result<Vec<SeedResult>, String> {
+    mut on_arrival: impl FnMut(&mut SeedResult),
+    mut in_order: impl FnMut(SeedResult),
+) -> Result<u64, String> {
     let next = AtomicU64::new(seeds.start);
     let stop_above = AtomicU64::new(u64::MAX);
     let (tx, rx) = mpsc::channel::<Result<SeedResult, String>>();
-    let mut results = Vec::new();
+    let mut waiting: BTreeMap<u64, SeedResult> = BTreeMap::new();
+    let mut expected = seeds.start;
+    let mut done = false;
     let mut error = None;
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
@@ -85,9 +93,16 @@ pub fn run_parallel(
         drop(tx);
         for result in rx {
             match result {
-                Ok(r) => {
-                    on_result(&r);
-                    results.push(r);
+                Ok(mut r) => {
+                    on_arrival(&mut r);
+                    r.failure = None;
+                    waiting.insert(r.seed, r);
+                    while !done {
+                        let Some(r) = waiting.remove(&expected) else { break };
+                        expected += 1;
+                        done = stop_at_first && !r.violations.is_empty();
+                        in_order(r);
+                    }
                 }
                 Err(e) => {
                     error.get_or_insert(e);
@@ -96,22 +111,10 @@ pub fn run_parallel(
             }
         }
     });
-    if let Some(e) = error {
-        return Err(e);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(expected - seeds.start),
     }
-    results.sort_by_key(|r| r.seed);
-    // Keep only what does not depend on the thread count: up to the first failure, and
-    // without gaps (an interrupted run keeps its unbroken prefix).
-    let first_fail = results.iter().find(|r| !r.violations.is_empty()).map(|r| r.seed);
-    let mut expected = seeds.start;
-    results.retain(|r| {
-        let keep = r.seed == expected && (!stop_at_first || first_fail.is_none_or(|f| r.seed <= f));
-        if keep {
-            expected += 1;
-        }
-        keep
-    });
-    Ok(results)
 }
 
 pub struct ExploreConfig {
@@ -159,7 +162,10 @@ pub fn explore(cfg: &ExploreConfig, interrupted: &AtomicBool) -> Result<ExploreR
     let mut written: BTreeMap<u64, PathBuf> = BTreeMap::new();
     let mut write_error = None;
     let (name, mech, gw, allowed) = (cfg.scenario.as_str(), cfg.mechanism, cfg.gateway, cfg.allowed);
-    let results = run_parallel(
+    let mut violations: BTreeMap<&'static str, u64> = INVARIANTS.iter().map(|n| (*n, 0)).collect();
+    let mut coverage = Coverage::new();
+    let mut failing: Vec<u64> = Vec::new();
+    let seeds_run = run_parallel(
         cfg.from..cfg.from.saturating_add(cfg.seeds),
         cfg.jobs,
         !cfg.keep_going,
@@ -167,11 +173,11 @@ pub fn explore(cfg: &ExploreConfig, interrupted: &AtomicBool) -> Result<ExploreR
         |seed| run_seed(name, seed, mech, gw, allowed),
         |r| {
             bar.inc(1);
-            if let Some(outcome) = &r.failure {
+            if let Some(outcome) = r.failure.take() {
                 failures += 1;
                 bar.set_message(format!("{failures} violating seed(s)"));
                 // Written whole before anything reports it.
-                match ReplayFile::from_outcome(outcome).write_into(&cfg.out) {
+                match ReplayFile::from_outcome(&outcome).write_into(&cfg.out) {
                     Ok(path) => {
                         written.insert(r.seed, path);
                     }
@@ -181,33 +187,30 @@ pub fn explore(cfg: &ExploreConfig, interrupted: &AtomicBool) -> Result<ExploreR
                 }
             }
         },
+        |r| {
+            coverage.add(&r.touched);
+            for v in &r.violations {
+                *violations.entry(v).or_default() += 1;
+            }
+            if !r.violations.is_empty() {
+                failing.push(r.seed);
+            }
+        },
     )?;
     bar.finish_and_clear();
     if let Some(e) = write_error {
         return Err(e);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let mut violations: BTreeMap<&'static str, u64> = INVARIANTS.iter().map(|n| (*n, 0)).collect();
-    let mut coverage = Coverage::new();
-    for r in &results {
-        coverage.merge(&r.coverage);
-        for v in &r.violations {
-            *violations.entry(v).or_default() += 1;
-        }
-    }
     violations.retain(|_, n| *n > 0);
-    let first_failing_seed = results.iter().find(|r| !r.violations.is_empty()).map(|r| r.seed);
-    let replay_files: Vec<PathBuf> = results
-        .iter()
-        .filter(|r| !r.violations.is_empty())
-        .filter_map(|r| written.get(&r.seed).cloned())
-        .collect();
+    let first_failing_seed = failing.first().copied();
+    let replay_files: Vec<PathBuf> = failing.iter().filter_map(|s| written.get(s).cloned()).collect();
     Ok(ExploreReport {
-        seeds_run: results.len() as u64,
+        seeds_run,
         violations,
         first_failing_seed,
         replay_file: first_failing_seed.and_then(|s| written.get(&s).cloned()),
-        seeds_per_second: results.len() as f64 / elapsed.max(1e-9),
+        seeds_per_second: seeds_run as f64 / elapsed.max(1e-9),
         interrupted: interrupted.load(Ordering::Relaxed),
         coverage,
         replay_files,

@@ -13,6 +13,7 @@ pub mod checkers;
 pub mod coverage;
 pub mod demo;
 pub mod explore;
+pub mod matrix;
 pub mod narrate;
 pub mod random;
 pub mod replay;

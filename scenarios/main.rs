@@ -64,13 +64,13 @@ enum Command {
         #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
         gateway: GatewayMode,
         /// How many seeds to run
-        #[arg(long, default_value_t = 1000, value_parser = parse_count)]
+        #[arg(long, default_value_t = 1000, value_parser = parse_count, allow_hyphen_values = true)]
         seeds: u64,
         /// The first seed
         #[arg(long, default_value_t = 1, value_parser = parse_seed, allow_hyphen_values = true)]
         from: u64,
         /// Threads to run seeds on (the results do not depend on it)
-        #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs)]
+        #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
         jobs: usize,
         /// Go on after the first violation
         #[arg(long)]
@@ -91,6 +91,21 @@ enum Command {
         #[arg(long)]
         check_determinism: bool,
     },
+    /// Every strategy with both gateway modes over the same seeds, and the TTL sweep:
+    /// writes reports/guarantees.md
+    Matrix {
+        /// Seeds per strategy and gateway mode
+        #[arg(long, default_value_t = fencesim::matrix::REPORT_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+        seeds: u64,
+        /// Seeds per TTL in the sweep
+        #[arg(long, default_value_t = fencesim::matrix::SWEEP_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+        sweep_seeds: u64,
+        #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
+        jobs: usize,
+        /// The project root to write under
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
     /// Regenerate the reports in reports/
     Report {
         /// The project root to write under
@@ -99,8 +114,14 @@ enum Command {
     },
     /// Time the simulated worked example against its SQL floor (use a release build)
     Bench {
-        #[arg(long, default_value_t = 21)]
+        #[arg(long, default_value_t = 21, value_parser = parse_runs)]
         runs: usize,
+        /// Seeds of the random scenario for the exploration figures
+        #[arg(long, default_value_t = 1000, value_parser = parse_count, allow_hyphen_values = true)]
+        explore_seeds: u64,
+        /// Also run this many seeds to see whether memory stays flat (0: skip)
+        #[arg(long, default_value_t = 0)]
+        memory_seeds: u64,
         #[arg(long)]
         json: bool,
         /// Also write the figures to reports/bench.md under this project root
@@ -125,6 +146,13 @@ fn parse_count(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("expected a positive whole number of seeds, got '{s}'")),
+    }
+}
+
+fn parse_runs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("expected a positive number of runs, got '{s}'")),
     }
 }
 
@@ -345,6 +373,16 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+        Command::Matrix { seeds, sweep_seeds, jobs, root } => {
+            match fencesim::matrix::write_guarantees(&root, seeds, sweep_seeds, jobs) {
+                Ok(text) => {
+                    print!("{text}");
+                    println!("\nwrote {}", fencesim::matrix::GUARANTEES_REPORT);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => bad_input(e),
+            }
+        }
         Command::Report { root } => match write_reports(&root) {
             Ok(paths) => {
                 for p in paths {
@@ -354,18 +392,37 @@ fn main() -> ExitCode {
             }
             Err(e) => bad_input(e),
         },
-        Command::Bench { runs, json, record } => match fencesim::bench::bench(runs) {
-            Ok(r) => {
-                if let Some(root) = record {
-                    let path = root.join(fencesim::bench::BENCH_REPORT);
-                    if let Err(e) = std::fs::write(&path, fencesim::bench::bench_report(&r)) {
-                        return bad_input(format!("cannot write {}: {e}", path.display()));
+        Command::Bench { runs, explore_seeds, memory_seeds, json, record } => {
+            match fencesim::bench::bench(runs)
+                .and_then(|r| Ok((r, fencesim::bench::bench_explore(explore_seeds, memory_seeds)?)))
+            {
+                Ok((r, e)) => {
+                    if let Some(root) = record {
+                        let path = root.join(fencesim::bench::BENCH_REPORT);
+                        if let Err(err) = std::fs::write(&path, fencesim::bench::bench_report(&r, &e)) {
+                            return bad_input(format!("cannot write {}: {err}", path.display()));
+                        }
                     }
-                }
-                if json {
-                    println!("{}", serde_json::to_string(&r).expect("a bench result serializes"));
-                } else {
-                    println!(
+                    if json {
+                        let mut v = serde_json::to_value(&r).expect("a bench result serializes");
+                        v["explore"] = serde_json::to_value(&e).expect("a bench result serializes");
+                        println!("{v}");
+                    } else {
+                        println!(
+                        "explore: {:.0} seeds/s per core over {} seeds; against the SQL floor of the same seeds {:.2} \
+                         (target <= 1.5); --jobs 2 speed-up {:.2} (target >= 1.8); peak RSS {:.1} MiB after 1,000 seeds{}",
+                        e.seeds_per_second_per_core,
+                        e.seeds,
+                        e.floor_ratio,
+                        e.jobs2_speedup,
+                        e.peak_rss_mb_after_1000,
+                        if e.memory_seeds > 0 {
+                            format!(", {:.1} MiB after {} seeds", e.peak_rss_mb_after_memory_seeds, e.memory_seeds)
+                        } else {
+                            String::new()
+                        }
+                    );
+                        println!(
                         "worked example: median {:.2} ms over {} runs (world {:.2} ms, checkers and hash {:.2} ms)\n\
                          SQL floor, the same {} statements on a bare database: median {:.2} ms\n\
                          ratio {:.2} (target <= 1.25)",
@@ -377,10 +434,11 @@ fn main() -> ExitCode {
                         r.sql_floor_ms_median,
                         r.ratio
                     );
+                    }
+                    ExitCode::SUCCESS
                 }
-                ExitCode::SUCCESS
+                Err(e) => bad_input(e),
             }
-            Err(e) => bad_input(e),
-        },
+        }
     }
 }

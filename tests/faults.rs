@@ -1,9 +1,9 @@
 //! Faults fire where the plan says, and a paused worker is frozen whole.
 
-use fencesim::model::{Cents, Mechanism, StepKind};
+use fencesim::model::{Cents, Mechanism, StepKind, WriteKind};
 use fencesim::runner::run;
 use fencesim::scenario::{Scenario, A, B};
-use fencesim::sim::{EventKind, FaultKind, GatewayMode, Latency, WallMs};
+use fencesim::sim::{EventKind, FaultKind, GatewayMode, Latency, Trigger, WallMs};
 
 fn small(name: &'static str) -> fencesim::scenario::ScenarioBuilder {
     Scenario::named(name)
@@ -60,28 +60,28 @@ fn the_same_pause_without_the_fence_pays_twice() {
 
 #[test]
 fn a_step_trigger_fires_on_the_nth_arrival_of_that_worker_only() {
-    let sc = small("step-pause").pause_at_step(B, StepKind::AfterClaim, 1, 5_000).build();
+    let sc = small("step-pause").pause_at_step(A, StepKind::AfterClaim, 3, 5_000).build();
     let o = run(&sc, 3).unwrap();
-    // B is idle until the job comes back to it; the pause fires at B's first claim, not A's
-    let paused = o
+    let fired: Vec<usize> = o
         .record
         .events
         .iter()
-        .position(|e| matches!(&e.kind, EventKind::FaultFired { fault: FaultKind::Pause { worker, .. }, .. } if *worker == B));
-    let Some(i) = paused else {
-        // B never claimed: nothing to pause, and nothing paused A
-        assert!(!o
-            .record
-            .events
-            .iter()
-            .any(|e| matches!(e.kind, EventKind::FaultFired { fault: FaultKind::Pause { .. }, .. })));
-        return;
-    };
-    let before = &o.record.events[i - 1].kind;
+        .enumerate()
+        .filter(|(_, e)| matches!(e.kind, EventKind::FaultFired { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(fired.len(), 1);
+    // right after A's third accepted claim, before anything else of A's
+    let before = &o.record.events[fired[0] - 1].kind;
     assert!(
-        matches!(before, EventKind::Step { worker, step: fencesim::model::Step::AfterClaim { .. } } if *worker == B),
+        matches!(before, EventKind::Write { worker, write: WriteKind::Claim, refund, rows: 1, .. } if *worker == A && refund.0 == 3),
         "{before:?}"
     );
+    assert!(matches!(
+        o.record.events[fired[0]].kind,
+        EventKind::FaultFired { trigger: Trigger::Step { worker, step: StepKind::AfterClaim, nth: 3 }, .. } if worker == A
+    ));
+    assert!(o.passed());
 }
 
 #[test]

@@ -798,8 +798,13 @@ impl Probe for Client {
         {
             let mut st = w.lock();
             let now = w.clock.now_ms();
-            st.record(now, EventKind::Step { worker: self.worker, step });
             let kind = step.kind();
+            // The per-row rhythm (claimed, paid, confirmed) is already in the store's and
+            // the gateway's events; the worker's own marks there would only double the
+            // history. They still count, as trigger points.
+            if !matches!(kind, StepKind::AfterClaim | StepKind::AfterGatewayCall | StepKind::AfterConfirm) {
+                st.record(now, EventKind::Step { worker: self.worker, step });
+            }
             let count = {
                 let c = &mut st.step_counts[self.worker.0 as usize][kind as usize];
                 *c += 1;

@@ -1,0 +1,299 @@
+//! Exploration, replay files and the matrix: the search finds what it should, keeps it,
+//! and gives the same answer however many threads ran it.
+
+use fencesim::explore::{explore, ExploreConfig, ExploreReport};
+use fencesim::matrix::{parse_first_failures, sweep_scenario, GUARANTEES_REPORT, SWEEP_TTLS_MS};
+use fencesim::model::Mechanism;
+use fencesim::random::FaultMask;
+use fencesim::replay::ReplayFile;
+use fencesim::runner::run;
+use fencesim::scenario;
+use fencesim::sim::GatewayMode;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fencesim-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn explore_with(mechanism: Mechanism, seeds: u64, jobs: usize, out: &std::path::Path) -> ExploreReport {
+    let cfg = ExploreConfig {
+        scenario: "random".into(),
+        mechanism,
+        gateway: GatewayMode::Idempotent,
+        from: 1,
+        seeds,
+        jobs,
+        keep_going: false,
+        out: out.to_path_buf(),
+        allowed: FaultMask::ALL,
+        progress: false,
+    };
+    explore(&cfg, &AtomicBool::new(false)).unwrap()
+}
+
+#[test]
+fn every_mechanism_expected_to_fail_fails_within_2000_seeds_and_its_replay_file_reproduces_it() {
+    let out = out_dir("fails");
+    for mechanism in [
+        Mechanism::TtlOnly,
+        Mechanism::TtlRenewal,
+        Mechanism::CheckBeforeWrite,
+        Mechanism::Fenced,
+        Mechanism::FencedSeeded,
+        Mechanism::Redlock,
+        Mechanism::PlainDelRelease,
+    ] {
+        let report = explore_with(mechanism, 2_000, 2, &out);
+        let seed =
+            report.first_failing_seed.unwrap_or_else(|| panic!("{mechanism}: no violation in 2,000 seeds"));
+        assert_eq!(report.seeds_run, seed, "{mechanism}: stops at the first failing seed");
+        let path = report.replay_file.clone().expect("a replay file was written");
+        let file = ReplayFile::load(&path).unwrap();
+        assert_eq!((file.strategy, file.seed), (mechanism, seed));
+        let again = run(&file.scenario().unwrap(), file.seed).unwrap();
+        assert_eq!(format!("{:016x}", again.trace_hash), file.expected_trace_hash, "{mechanism}");
+        assert!(!again.passed());
+        assert!(file.violations.iter().all(|v| again.check(v).is_violation()));
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn the_results_do_not_depend_on_the_number_of_threads() {
+    let (a, b) = (out_dir("j1"), out_dir("j3"));
+    let one = explore_with(Mechanism::TtlRenewal, 300, 1, &a);
+    let three = explore_with(Mechanism::TtlRenewal, 300, 3, &b);
+    assert_eq!(one.seeds_run, three.seeds_run);
+    assert_eq!(one.first_failing_seed, three.first_failing_seed);
+    assert_eq!(one.violations, three.violations);
+    assert_eq!(one.coverage, three.coverage);
+    let read = |p: &Option<PathBuf>| std::fs::read_to_string(p.as_ref().unwrap()).unwrap();
+    assert_eq!(read(&one.replay_file), read(&three.replay_file));
+    let _ = (std::fs::remove_dir_all(a), std::fs::remove_dir_all(b));
+}
+
+#[test]
+fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_every_fault_kind_fires() {
+    let out = out_dir("safe");
+    let cfg = ExploreConfig {
+        scenario: "random".into(),
+        mechanism: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        from: 1,
+        seeds: 400,
+        jobs: 2,
+        keep_going: true,
+        out: out.clone(),
+        allowed: FaultMask::ALL,
+        progress: false,
+    };
+    let report = explore(&cfg, &AtomicBool::new(false)).unwrap();
+    assert_eq!(report.seeds_run, 400);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert!(
+        report.coverage.silent_fault_kinds().is_empty(),
+        "never fired: {:?}",
+        report.coverage.silent_fault_kinds()
+    );
+    for (step, n) in &report.coverage.step_triggers {
+        assert!(*n > 0, "no fault was ever triggered at {step}");
+    }
+    // A database sequence never goes back; every other situation must have been reached.
+    for (situation, runs) in &report.coverage.sometimes {
+        assert_eq!(*runs > 0, *situation != "a counter went backwards", "{situation}: {runs} runs");
+    }
+    assert!(!out.exists(), "no failure, no file");
+
+    // The same suite under a Redis counter does see a counter go back (a restart lost it).
+    let redis = ExploreConfig { mechanism: Mechanism::Fenced, seeds: 200, ..cfg };
+    let report = explore(&redis, &AtomicBool::new(false)).unwrap();
+    assert!(report.coverage.sometimes["a counter went backwards"] > 0);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn fenced_keeps_every_invariant_when_redis_keeps_its_counter() {
+    let out = out_dir("fenced");
+    let cfg = ExploreConfig {
+        scenario: "random".into(),
+        mechanism: Mechanism::Fenced,
+        gateway: GatewayMode::Idempotent,
+        from: 1,
+        seeds: 300,
+        jobs: 2,
+        keep_going: true,
+        out,
+        allowed: FaultMask::ALL.without_names("redis-restart").unwrap(),
+        progress: false,
+    };
+    let report = explore(&cfg, &AtomicBool::new(false)).unwrap();
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
+
+#[test]
+fn the_guarantees_report_is_fresh() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GUARANTEES_REPORT);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let stale = format!(
+        "{GUARANTEES_REPORT} is stale: regenerate it with `cargo run --release -- matrix` and commit it"
+    );
+    let rows = parse_first_failures(&text);
+    assert!(rows.len() > 20, "{stale}");
+    let mut checked = std::collections::BTreeSet::new();
+    for (mechanism, gateway, invariant, seed, hash) in rows {
+        let sc = scenario::build("random", seed, mechanism, gateway, FaultMask::ALL).unwrap();
+        let o = run(&sc, seed).unwrap();
+        assert_eq!(format!("{:016x}", o.trace_hash), hash, "{stale} ({mechanism} {gateway} seed {seed})");
+        assert!(
+            o.check(&invariant).is_violation(),
+            "{stale} ({mechanism} {gateway} seed {seed} {invariant})"
+        );
+        checked.insert((mechanism, gateway));
+    }
+    // every cell of the sweep names seed 1's trace
+    for mechanism in [Mechanism::TtlOnly, Mechanism::Fenced] {
+        for ttl in SWEEP_TTLS_MS {
+            let o = run(&sweep_scenario(1, mechanism, ttl), 1).unwrap();
+            assert!(text.contains(&format!("{:016x}", o.trace_hash)), "{stale} (sweep {mechanism} {ttl} ms)");
+        }
+    }
+    assert!(checked.len() >= 12, "{stale}");
+}
+
+fn fencesim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().unwrap()
+}
+
+#[test]
+fn explore_json_and_replay_from_the_command_line() {
+    let out = out_dir("cli");
+    let o = fencesim(&[
+        "explore",
+        "--strategy",
+        "ttl-only",
+        "--seeds",
+        "50",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in ["seeds_run", "violations", "first_failing_seed", "replay_file", "seeds_per_second"] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    let file = v["replay_file"].as_str().unwrap();
+    let r = fencesim(&["replay", file, "--check-determinism"]);
+    assert_eq!(r.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains(": matches the file"), "{text}");
+    assert!(text.contains("VIOLATION "), "{text}");
+    assert!(text.contains("determinism: two fresh runs gave the same"), "{text}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn explore_text_ends_with_the_replay_command() {
+    let out = out_dir("text");
+    let o = fencesim(&["explore", "--strategy", "redlock", "--seeds", "20", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("coverage over"), "{text}");
+    assert!(text.trim_end().lines().last().unwrap().starts_with("replay with: fencesim replay "), "{text}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn strategies_lists_every_mechanism_with_its_promise() {
+    let o = fencesim(&["strategies"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.lines().count(), Mechanism::ALL.len());
+    for m in Mechanism::ALL {
+        assert!(text.lines().any(|l| l.starts_with(m.name()) && l.len() > m.name().len() + 20), "{m}");
+    }
+}
+
+#[test]
+fn bad_replay_files_and_bad_explore_arguments_exit_2_with_a_reason() {
+    let dir = out_dir("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = {
+        let o = run(
+            &scenario::build("random", 2, Mechanism::TtlOnly, GatewayMode::Idempotent, FaultMask::ALL)
+                .unwrap(),
+            2,
+        )
+        .unwrap();
+        serde_json::to_string_pretty(&ReplayFile::from_outcome(&o)).unwrap()
+    };
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("truncated", good[..good.len() / 2].to_owned(), "truncated or malformed JSON"),
+        ("future", good.replace("\"format_version\": 1", "\"format_version\": 9"), "format version 9"),
+        ("alien", "{\"hello\": 1}".to_owned(), "not a replay file"),
+        (
+            "strategy",
+            good.replace("\"strategy\": \"ttl-only\"", "\"strategy\": \"hope\""),
+            "unknown strategy 'hope'",
+        ),
+        ("ttl", good.replace("\"ttl_ms\": ", "\"ttl_ms\": -"), "parameters"),
+        ("worker", good.replacen("\"worker\": \"", "\"worker\": \"Z", 1), "worker"),
+    ];
+    for (name, text, needle) in cases {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, text).unwrap();
+        let o = fencesim(&["replay", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(needle) && err.contains(path.to_str().unwrap()), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+    let args: &[(&[&str], &str)] = &[
+        (&["replay", "/nonexistent/file.json"], "cannot read"),
+        (&["explore", "--strategy", "fenced", "--jobs", "0"], "from 1 to 256"),
+        (&["explore", "--strategy", "fenced", "--seeds", "0"], "positive whole number of seeds"),
+        (&["explore", "--strategy", "fenced", "--without", "meteor"], "unknown fault kind 'meteor'"),
+        (&["explore", "--strategy", "luck"], "unknown strategy 'luck'"),
+        (&["matrix", "--seeds", "-4"], "positive whole number"),
+    ];
+    for (a, needle) in args {
+        let o = fencesim(a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {err}");
+        assert!(err.contains(needle), "{a:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_interrupted_explore_still_reports_what_it_ran() {
+    let out = out_dir("interrupt");
+    let child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args([
+            "explore",
+            "--strategy",
+            "fenced-db-sequence",
+            "--seeds",
+            "100000000",
+            "--jobs",
+            "1",
+            "--json",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "no violation, interrupted cleanly");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert!(v["seeds_run"].as_u64().unwrap() > 0);
+    assert!(v["seeds_run"].as_u64().unwrap() < 100_000_000);
+}
