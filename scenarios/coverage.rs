@@ -45,9 +45,8 @@ impl Touched {
                 EventKind::Write { rows: 0, token: Some(_), .. } => t.sometimes |= 2,
                 EventKind::JobDelivered { delivery, .. } if *delivery > 1 => t.sometimes |= 4,
                 EventKind::TokenIssued { key, token, .. } => {
-                    if last_token.insert(key.as_str(), token.0).is_some_and(|prev| token.0 <= prev) {
-                        t.sometimes |= 8;
-                    }
+                    let previous = last_token.insert(key.as_str(), token.0);
+                    t.sometimes |= u8::from(previous.is_some_and(|prev| token.0 <= prev)) << 3;
                 }
                 _ => {}
             }
