@@ -324,23 +324,44 @@ pub fn state_machine(f: &Facts<'_>) -> Check {
     Check { invariant: "state-machine", kind: CheckKind::Always, breaches }
 }
 
-/// A lease key is removed only by its own holder or by expiry: nobody deletes another
-/// worker's live lease.
+/// A lease key is taken only by `SET NX` and removed only by its own holder or by
+/// expiry: nobody frees or overwrites another worker's live lease.
 pub fn lease_integrity(f: &Facts<'_>) -> Check {
     let mut breaches = Vec::new();
+    // who holds each (instance, key) now, as Redis granted it
+    let mut holder: BTreeMap<(u8, &str), (WorkerId, &str)> = BTreeMap::new();
     for e in &f.record.events {
-        let EventKind::LeaseDeleted { worker, key, holder: Some(value), .. } = &e.kind else { continue };
-        let Some(owner) = f.record.epochs.iter().find(|ep| ep.key == *key && ep.value == *value) else {
-            continue;
-        };
-        if owner.worker != *worker {
-            breaches.push(Breach {
-                at_ms: e.at_ms,
-                detail: format!(
-                    "{worker} deleted {key} while it held {}'s lease (value {value}, epoch {}): the lock was freed under its holder",
-                    owner.worker, owner.number
-                ),
-            });
+        match &e.kind {
+            EventKind::LeaseGranted { worker, instance, key, value, .. } => {
+                holder.insert((*instance, key.as_str()), (*worker, value.as_str()));
+            }
+            EventKind::LeaseSet { worker, instance, key, value, .. } => {
+                breaches.push(Breach {
+                    at_ms: e.at_ms,
+                    detail: format!(
+                        "{worker} set {key} to {value} without NX: a lease was taken without asking"
+                    ),
+                });
+                holder.insert((*instance, key.as_str()), (*worker, value.as_str()));
+            }
+            EventKind::LeaseExpired { instance, key, .. } => {
+                holder.remove(&(*instance, key.as_str()));
+            }
+            EventKind::RedisRestarted { instance, .. } => holder.retain(|(i, _), _| i != instance),
+            EventKind::LeaseReleased { worker, instance, key, deleted: true, .. }
+            | EventKind::LeaseDeleted { worker, instance, key, holder: Some(_) } => {
+                if let Some((owner, value)) = holder.remove(&(*instance, key.as_str())) {
+                    if owner != *worker {
+                        breaches.push(Breach {
+                            at_ms: e.at_ms,
+                            detail: format!(
+                                "{worker} deleted {key} while it held {owner}'s lease (value {value}): the lock was freed under its holder"
+                            ),
+                        });
+                    }
+                }
+            }
+            _ => {}
         }
     }
     Check { invariant: "lease-integrity", kind: CheckKind::Always, breaches }

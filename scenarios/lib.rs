@@ -14,6 +14,7 @@ pub mod coverage;
 pub mod demo;
 pub mod explore;
 pub mod matrix;
+pub mod mutants;
 pub mod narrate;
 pub mod random;
 pub mod replay;

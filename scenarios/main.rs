@@ -106,6 +106,23 @@ enum Command {
         #[arg(long, default_value = ".")]
         root: PathBuf,
     },
+    /// Plant each bug of the mutant catalogue and measure how fast the suite catches it:
+    /// writes reports/detection.md
+    Mutants {
+        /// Independent searches per mutant
+        #[arg(long, default_value_t = 5, value_parser = parse_count, allow_hyphen_values = true)]
+        starts: u64,
+        /// Seeds per search at most
+        #[arg(long, default_value_t = 2_000, value_parser = parse_count, allow_hyphen_values = true)]
+        budget: u64,
+        #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
+        jobs: usize,
+        #[arg(long)]
+        json: bool,
+        /// The project root to write under
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
     /// Regenerate the reports in reports/
     Report {
         /// The project root to write under
@@ -381,6 +398,31 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => bad_input(e),
+            }
+        }
+        Command::Mutants { starts, budget, jobs, json, root } => {
+            let reports = match fencesim::mutants::evaluate_all(starts, budget, jobs) {
+                Ok(r) => r,
+                Err(e) => return bad_input(e),
+            };
+            let text = fencesim::mutants::detection_report(&reports, starts, budget);
+            let path = root.join(fencesim::mutants::DETECTION_REPORT);
+            if let Err(e) = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&path, &text))
+            {
+                return bad_input(format!("cannot write {}: {e}", path.display()));
+            }
+            if json {
+                println!("{}", serde_json::json!({ "mutants": reports }));
+            } else {
+                print!("{text}");
+            }
+            if reports.iter().all(|r| r.caught) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
             }
         }
         Command::Report { root } => match write_reports(&root) {

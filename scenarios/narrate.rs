@@ -286,6 +286,12 @@ impl<'a> Narrator<'a> {
                     )
                 }
             }
+            EventKind::LeaseSet { worker, instance, key, value, .. } => self.push(
+                at,
+                self.redis(*instance),
+                format!("{worker} sets {key} to {value} without NX, whoever held it"),
+                vec![format!("{worker}->>R: SET {key} PX (no NX)")],
+            ),
             EventKind::CounterSeeded { instance, key, value } => self.push(
                 at,
                 self.redis(*instance),

@@ -116,6 +116,7 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         counters,
         faults: FaultPlan::none(),
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
+        mutant: None,
     }
 }
 

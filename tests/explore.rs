@@ -297,3 +297,26 @@ fn an_interrupted_explore_still_reports_what_it_ran() {
     assert!(v["seeds_run"].as_u64().unwrap() > 0);
     assert!(v["seeds_run"].as_u64().unwrap() < 100_000_000);
 }
+
+#[test]
+fn matrix_writes_the_guarantees_report_under_its_root() {
+    let root = out_dir("matrix");
+    let o = fencesim(&[
+        "matrix",
+        "--seeds",
+        "3",
+        "--sweep-seeds",
+        "1",
+        "--jobs",
+        "2",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(root.join(GUARANTEES_REPORT)).unwrap();
+    assert!(text.contains("over the same 3 seeds"));
+    assert!(text.contains("| fenced-db-sequence | idempotent |"));
+    assert!(text.contains("## A longer TTL turns a race into an outage"));
+    assert!(text.contains("coverage over 48 runs"), "16 strategies and modes, 3 seeds each");
+    std::fs::remove_dir_all(&root).unwrap();
+}

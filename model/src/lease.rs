@@ -10,6 +10,8 @@ pub struct LeaseClient<I, C> {
     pub kind: LeaseKind,
     pub instances: Vec<I>,
     pub clock: C,
+    /// A bug, for mutation testing: the renewal sets a missing key again.
+    pub recreate_missing: bool,
 }
 
 impl<I, C> LeaseClient<I, C> {
@@ -72,7 +74,13 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
     async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         let mut held = 0;
         for instance in &self.instances {
-            if instance.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false) {
+            let extended = instance.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false);
+            // the mutant's bug: a missing key is simply set again
+            let recreated = !extended
+                && self.recreate_missing
+                && instance.get(key).await.unwrap_or(None).is_none()
+                && instance.set_px(key, value, ttl_ms).await.is_ok();
+            if extended || recreated {
                 held += 1;
             }
         }

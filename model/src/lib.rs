@@ -16,6 +16,7 @@ compile_error!(
 pub mod ids;
 pub mod lease;
 pub mod mechanism;
+pub mod mutants;
 pub mod ports;
 pub mod refund;
 pub mod store;
@@ -24,9 +25,10 @@ pub mod worker;
 pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
 pub use lease::{LeaseClient, TokenClient};
 pub use mechanism::Mechanism;
+pub use mutants::Mutant;
 pub use ports::{
-    BackendError, Clock, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseStore, Probe, Receipt,
-    RedisInstance, RefundStore, TokenSource,
+    BackendError, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, Job, JobQueue, LeaseStore, Probe,
+    Receipt, RedisInstance, RefundStore, TokenSource,
 };
 pub use refund::{FenceViolation, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
 pub use store::SqliteRefunds;

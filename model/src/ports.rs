@@ -41,6 +41,13 @@ pub trait RedisInstance {
         key: &str,
         value: &str,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// `SET key value PX ttl`, with no NX: whoever holds the key, it is ours now.
+    fn set_px(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
     /// The renewal script: re-arm the TTL only if the key holds `value`.
     fn compare_and_extend(
         &self,
@@ -138,16 +145,30 @@ impl fmt::Display for GatewayError {
     }
 }
 
+/// The key the gateway deduplicates calls by. Right: the refund id alone (`attempt` 0),
+/// so that every call for one refund is the same call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct IdempotencyKey {
+    pub refund: RefundId,
+    pub attempt: u32,
+}
+
+impl IdempotencyKey {
+    pub fn of(refund: RefundId) -> IdempotencyKey {
+        IdempotencyKey { refund, attempt: 0 }
+    }
+}
+
 /// The payment gateway, which moves real money.
 pub trait Gateway {
     /// Is there already a refund with this reference?
     fn find(&self, reference: RefundId)
         -> impl Future<Output = Result<Option<Receipt>, GatewayError>> + Send;
 
-    /// Refunds `amount`, with the refund id as the idempotency key.
+    /// Refunds `amount` for `key.refund`, under the idempotency key `key`.
     fn refund(
         &self,
-        key: RefundId,
+        key: IdempotencyKey,
         amount: Cents,
     ) -> impl Future<Output = Result<Receipt, GatewayError>> + Send;
 }

@@ -2,6 +2,7 @@
 //! WHERE clause carries the mechanism's predicates; the row count SQLite reports decides.
 
 use crate::ids::{Cents, MerchantId, RefundId, Token};
+use crate::mutants::Mutant;
 use crate::refund::{RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,6 +36,19 @@ const CLAIM_UNFENCED: &str = "UPDATE refund SET state = 'sending'
 const CONFIRM_UNFENCED: &str = "UPDATE refund SET state = 'sent'
      WHERE id = ?1 AND state = 'sending'
      RETURNING state, fence";
+// Mutants' statements: the same writes with one predicate wrong.
+const CLAIM_FENCE_AT_MOST: &str = "UPDATE refund SET state = 'sending', fence = ?1
+     WHERE id = ?2 AND state IN ('pending', 'sending') AND fence <= ?1
+     RETURNING state, fence";
+const CLAIM_ACCEPTS_SENT: &str = "UPDATE refund SET state = 'sending', fence = ?1
+     WHERE id = ?2 AND state IN ('pending', 'sending', 'sent') AND fence < ?1
+     RETURNING state, fence";
+const CONFIRM_FENCE_AT_LEAST: &str = "UPDATE refund SET state = 'sent'
+     WHERE id = ?2 AND state = 'sending' AND fence >= ?1
+     RETURNING state, fence";
+const CONFIRM_ANY_FENCE: &str = "UPDATE refund SET state = 'sent'
+     WHERE id = ?2 AND state = 'sending' AND ?1 = ?1
+     RETURNING state, fence";
 const OPEN_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund
      WHERE merchant = ?1 AND state <> 'sent' ORDER BY id";
 const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES (?1, 1)
@@ -48,6 +62,7 @@ const ALL_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM ref
 #[derive(Clone)]
 pub struct SqliteRefunds {
     conn: Arc<Mutex<Connection>>,
+    mutant: Option<Mutant>,
 }
 
 impl SqliteRefunds {
@@ -55,7 +70,13 @@ impl SqliteRefunds {
     pub fn open_in_memory() -> rusqlite::Result<SqliteRefunds> {
         let conn = Connection::open_in_memory()?;
         conn.execute_batch(SCHEMA)?;
-        Ok(SqliteRefunds { conn: Arc::new(Mutex::new(conn)) })
+        Ok(SqliteRefunds { conn: Arc::new(Mutex::new(conn)), mutant: None })
+    }
+
+    /// The same store with a mutant's statements in place of the right ones.
+    pub fn with_mutant(mut self, mutant: Option<Mutant>) -> SqliteRefunds {
+        self.mutant = mutant;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -130,9 +151,13 @@ impl SqliteRefunds {
         let conn = self.lock();
         let after = match guard {
             WriteGuard::Fence(token) => {
-                let sql = match kind {
-                    WriteKind::Claim => CLAIM_FENCED,
-                    WriteKind::Confirm => CONFIRM_FENCED,
+                let sql = match (kind, self.mutant) {
+                    (WriteKind::Claim, Some(Mutant::ClaimFenceAtMost)) => CLAIM_FENCE_AT_MOST,
+                    (WriteKind::Claim, Some(Mutant::ClaimAcceptsSent)) => CLAIM_ACCEPTS_SENT,
+                    (WriteKind::Claim, _) => CLAIM_FENCED,
+                    (WriteKind::Confirm, Some(Mutant::ConfirmFenceAtLeast)) => CONFIRM_FENCE_AT_LEAST,
+                    (WriteKind::Confirm, Some(Mutant::ConfirmWithoutFence)) => CONFIRM_ANY_FENCE,
+                    (WriteKind::Confirm, _) => CONFIRM_FENCED,
                 };
                 let mut stmt = conn.prepare_cached(sql)?;
                 stmt.query_row(params![token.0, refund.0], image_from_sql).optional()?
@@ -222,6 +247,25 @@ mod tests {
         assert_eq!(claim.after, Some(RowImage { state: RefundState::Sending, fence: 34 }));
         let confirm = store.write(WriteKind::Confirm, RefundId(815), WriteGuard::Unfenced).unwrap();
         assert_eq!(confirm.after, Some(RowImage { state: RefundState::Sent, fence: 34 }));
+    }
+
+    #[test]
+    fn each_mutant_statement_lets_through_exactly_what_the_right_one_refuses() {
+        use crate::mutants::Mutant;
+        let stale = WriteGuard::Fence(Token(33));
+        let cases = [
+            // (mutant, state, fence, write, guard): refused by the right statement, accepted by the mutant's
+            (Mutant::ConfirmFenceAtLeast, RefundState::Sending, 34, WriteKind::Confirm, stale),
+            (Mutant::ConfirmWithoutFence, RefundState::Sending, 34, WriteKind::Confirm, stale),
+            (Mutant::ClaimFenceAtMost, RefundState::Sending, 33, WriteKind::Claim, stale),
+            (Mutant::ClaimAcceptsSent, RefundState::Sent, 3, WriteKind::Claim, stale),
+        ];
+        for (mutant, state, fence, write, guard) in cases {
+            let right = store_with(state, fence);
+            assert_eq!(right.write(write, RefundId(815), guard).unwrap().rows_updated, 0, "{mutant}");
+            let wrong = store_with(state, fence).with_mutant(Some(mutant));
+            assert_eq!(wrong.write(write, RefundId(815), guard).unwrap().rows_updated, 1, "{mutant}");
+        }
     }
 
     #[test]

@@ -8,13 +8,16 @@
 //!    id as idempotency key (unless the refund already existed); confirm it;
 //! 5. release the lease by compare-and-delete; ack the job only when the batch completed.
 
-use crate::ids::{MerchantId, RefundId, Token, WorkerId};
+use crate::ids::{JobId, MerchantId, RefundId, Token, WorkerId};
 use crate::mechanism::{Mechanism, OnRejectedWrite, ReleasePolicy, TokenPolicy};
+use crate::mutants::Mutant;
 use crate::ports::{
-    Clock, Delivery, Gateway, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore, TokenSource,
+    Clock, Delivery, Gateway, IdempotencyKey, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore,
+    TokenSource,
 };
 use crate::refund::{FenceViolation, RefundRow, RefundState, WriteGuard, WriteKind};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A point of the protocol a worker reaches, with what it knows there. The probe sees each.
@@ -190,6 +193,8 @@ pub struct WorkerConfig {
     pub id: WorkerId,
     pub mechanism: Mechanism,
     pub ttl_ms: u64,
+    /// A bug switched on for mutation testing; `None` in every real run.
+    pub mutant: Option<Mutant>,
 }
 
 /// The connections a worker process has to the world.
@@ -211,6 +216,8 @@ pub struct Worker<L, T, S, G, Q, P, K> {
     /// across a crash and restart.
     pub incarnation: u32,
     acquisitions: u32,
+    /// Only under the token-reusing mutants: tokens kept across batches.
+    kept_tokens: BTreeMap<Option<JobId>, Token>,
 }
 
 /// The lease a batch runs under.
@@ -235,7 +242,7 @@ where
     K: Clock + Send + Sync,
 {
     pub fn new(config: WorkerConfig, ports: Ports<L, T, S, G, Q, P, K>, incarnation: u32) -> Self {
-        Worker { config, ports, incarnation, acquisitions: 0 }
+        Worker { config, ports, incarnation, acquisitions: 0, kept_tokens: BTreeMap::new() }
     }
 
     /// Takes jobs until the queue closes.
@@ -255,7 +262,9 @@ where
 
         let lock_key = format!("lock:settle:{merchant}");
         self.acquisitions += 1;
-        let lock_value = if self.incarnation > 1 {
+        let lock_value = if self.config.mutant == Some(Mutant::SharedLockValue) {
+            "worker".to_owned()
+        } else if self.incarnation > 1 {
             format!("{}.{}#{}", self.config.id, self.incarnation, self.acquisitions)
         } else {
             format!("{}#{}", self.config.id, self.acquisitions)
@@ -273,19 +282,25 @@ where
 
         let lost = AtomicBool::new(false);
         let held = Held { key: &lock_key, value: &lock_value, lost: &lost };
-        let outcome = if self.config.mechanism.policy().renewal {
-            let batch = std::pin::pin!(self.settle_rows(merchant, &held));
-            let renewal = std::pin::pin!(self.renew(&held));
-            match futures_util::future::select(batch, renewal).await {
-                futures_util::future::Either::Left((outcome, _)) => outcome,
-                futures_util::future::Either::Right(((), batch)) => batch.await,
+        let outcome = match self.take_token(delivery.job, &held).await {
+            Err(abandon) => Err(abandon),
+            Ok(token) if self.config.mechanism.policy().renewal => {
+                let batch = std::pin::pin!(self.settle_rows(merchant, token, &held));
+                let renewal = std::pin::pin!(self.renew(&held));
+                match futures_util::future::select(batch, renewal).await {
+                    futures_util::future::Either::Left((outcome, _)) => outcome,
+                    futures_util::future::Either::Right(((), batch)) => batch.await,
+                }
             }
-        } else {
-            self.settle_rows(merchant, &held).await
+            Ok(token) => self.settle_rows(merchant, token, &held).await,
         };
 
         let p = &self.ports;
-        let released = match self.config.mechanism.policy().release {
+        let release = match self.config.mutant {
+            Some(Mutant::ReleaseWithDel) => ReleasePolicy::PlainDel,
+            _ => self.config.mechanism.policy().release,
+        };
+        let released = match release {
             ReleasePolicy::CompareAndDelete => p.lease.release(&lock_key, &lock_value).await,
             ReleasePolicy::PlainDel => p.lease.delete(&lock_key).await,
         }
@@ -320,31 +335,50 @@ where
         }
     }
 
-    async fn settle_rows(&self, merchant: MerchantId, held: &Held<'_>) -> Result<(), Abandon> {
+    /// Takes the batch's token (if the mechanism fences) and confirms the lease is still
+    /// ours once it is issued.
+    async fn take_token(&mut self, job: Job, held: &Held<'_>) -> Result<Option<Token>, Abandon> {
+        if self.config.mechanism.policy().tokens == TokenPolicy::None {
+            return Ok(None);
+        }
+        let kept = match self.config.mutant {
+            Some(Mutant::TokenPerJob) => Some(Some(job.id)),
+            Some(Mutant::TokenPerWorker) => Some(None),
+            _ => None,
+        };
         let p = &self.ports;
-        let token = match self.config.mechanism.policy().tokens {
-            TokenPolicy::None => None,
-            TokenPolicy::RedisIncr | TokenPolicy::DbSequence => {
-                let token =
-                    p.tokens.next_token(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
-                p.probe.reached(Step::TokenTaken { token }).await;
-                // Tokens rise in the order leases were granted only if each was issued
-                // while its holder's lease was live. A holder held up between its lease
-                // and its token (a pause, a slow hop) could otherwise draw a token newer
-                // than its successor's and fence the live holder out. A lease that is
-                // live now was live when the token was issued: keys do not come back.
-                let ours = p
-                    .lease
-                    .holds(held.key, held.value)
-                    .await
-                    .map_err(|_| Abandon(AbandonReason::BackendError))?;
-                p.probe.reached(Step::LeaseChecked { refund: None, held: ours }).await;
-                if !ours {
-                    return Err(Abandon(AbandonReason::LeaseLost));
-                }
-                Some(token)
+        let token = match kept.and_then(|k| self.kept_tokens.get(&k).copied()) {
+            Some(token) => token,
+            None => {
+                p.tokens.next_token(job.merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?
             }
         };
+        if let Some(k) = kept {
+            self.kept_tokens.insert(k, token);
+        }
+        let p = &self.ports;
+        p.probe.reached(Step::TokenTaken { token }).await;
+        // Tokens rise in the order leases were granted only if each was issued while its
+        // holder's lease was live. A holder held up between its lease and its token (a
+        // pause, a slow hop) could otherwise draw a token newer than its successor's and
+        // fence the live holder out. A lease that is live now was live when the token was
+        // issued: keys do not come back.
+        let ours =
+            p.lease.holds(held.key, held.value).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
+        p.probe.reached(Step::LeaseChecked { refund: None, held: ours }).await;
+        if !ours {
+            return Err(Abandon(AbandonReason::LeaseLost));
+        }
+        Ok(Some(token))
+    }
+
+    async fn settle_rows(
+        &self,
+        merchant: MerchantId,
+        token: Option<Token>,
+        held: &Held<'_>,
+    ) -> Result<(), Abandon> {
+        let p = &self.ports;
         let guard = self.config.mechanism.guard(token);
 
         let rows = p.store.open_refunds(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
@@ -396,11 +430,19 @@ where
 
         let receipt = match paid {
             Some(receipt) => receipt,
-            None => p
-                .gateway
-                .refund(row.id, row.amount)
-                .await
-                .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?,
+            None => {
+                let key = match self.config.mutant {
+                    Some(Mutant::KeyPerAttempt) => IdempotencyKey {
+                        refund: row.id,
+                        attempt: self.config.id.0 * 1_000_000 + self.acquisitions,
+                    },
+                    _ => IdempotencyKey::of(row.id),
+                };
+                p.gateway
+                    .refund(key, row.amount)
+                    .await
+                    .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?
+            }
         };
         p.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
 
@@ -420,7 +462,9 @@ where
             WriteKind::Confirm => p.store.confirm(refund, guard).await,
         }
         .map_err(|_| Abandon(AbandonReason::BackendError))?;
-        if outcome.rows_updated > 0 {
+        if outcome.rows_updated > 0
+            || (kind == WriteKind::Claim && self.config.mutant == Some(Mutant::ClaimRowCountIgnored))
+        {
             return Ok(true);
         }
         match (self.config.mechanism.policy().on_rejected_write, guard) {

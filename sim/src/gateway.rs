@@ -5,7 +5,7 @@
 //! idempotent mode a key seen before moves no money: a finished key answers from its
 //! record at once, a key still in flight answers when the first call completes.
 
-use fencesim_model::{Cents, Receipt, RefundId};
+use fencesim_model::{Cents, IdempotencyKey, Receipt, RefundId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -87,7 +87,7 @@ pub struct CallReply {
 pub struct GatewayCore {
     mode: GatewayMode,
     ledger: Vec<LedgerEntry>,
-    keys: BTreeMap<RefundId, KeyRecord>,
+    keys: BTreeMap<IdempotencyKey, KeyRecord>,
 }
 
 impl GatewayCore {
@@ -107,7 +107,7 @@ impl GatewayCore {
     /// `refuse_concurrent`, a call whose key is still in flight gets a conflict.
     pub fn refund(
         &mut self,
-        key: RefundId,
+        key: IdempotencyKey,
         amount: Cents,
         now_ms: u64,
         latency_ms: u64,
@@ -130,7 +130,7 @@ impl GatewayCore {
             }
         }
         let gateway_ref = self.ledger.len() as u32 + 1;
-        self.ledger.push(LedgerEntry { gateway_ref, refund: key, amount, at_ms: now_ms });
+        self.ledger.push(LedgerEntry { gateway_ref, refund: key.refund, amount, at_ms: now_ms });
         let receipt = Receipt { gateway_ref, amount };
         let completes_at_ms = now_ms + latency_ms;
         self.keys.entry(key).or_insert(KeyRecord { receipt, completes_at_ms });
@@ -153,14 +153,14 @@ mod tests {
     #[test]
     fn an_idempotent_gateway_moves_money_once_per_key() {
         let mut g = GatewayCore::new(GatewayMode::Idempotent);
-        let first = g.refund(RefundId(815), Cents(7025), 31_005, 30, false);
+        let first = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 31_005, 30, false);
         assert_eq!(first.outcome, CallOutcome::Created);
         assert_eq!(first.respond_at_ms, 31_035);
         // in flight: the second caller waits for the first call's answer
-        let during = g.refund(RefundId(815), Cents(7025), 31_010, 30, false);
+        let during = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 31_010, 30, false);
         assert_eq!((during.outcome, during.respond_at_ms), (CallOutcome::Replayed, 31_035));
         // finished: answered from the record at once
-        let after = g.refund(RefundId(815), Cents(7025), 34_000, 30, false);
+        let after = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 34_000, 30, false);
         assert_eq!(
             (after.outcome, after.respond_at_ms, after.receipt),
             (CallOutcome::Replayed, 34_000, first.receipt)
@@ -173,10 +173,10 @@ mod tests {
     #[test]
     fn a_concurrent_call_can_be_refused_with_a_conflict() {
         let mut g = GatewayCore::new(GatewayMode::Idempotent);
-        g.refund(RefundId(1), Cents(100), 0, 30, true);
-        let during = g.refund(RefundId(1), Cents(100), 10, 30, true);
+        g.refund(IdempotencyKey::of(RefundId(1)), Cents(100), 0, 30, true);
+        let during = g.refund(IdempotencyKey::of(RefundId(1)), Cents(100), 10, 30, true);
         assert_eq!(during.outcome, CallOutcome::Conflict);
-        let after = g.refund(RefundId(1), Cents(100), 40, 30, true);
+        let after = g.refund(IdempotencyKey::of(RefundId(1)), Cents(100), 40, 30, true);
         assert_eq!(after.outcome, CallOutcome::Replayed);
         assert_eq!(g.ledger().len(), 1);
     }
@@ -184,8 +184,8 @@ mod tests {
     #[test]
     fn a_non_idempotent_gateway_pays_every_call() {
         let mut g = GatewayCore::new(GatewayMode::NonIdempotent);
-        g.refund(RefundId(815), Cents(7025), 31_005, 30, false);
-        let again = g.refund(RefundId(815), Cents(7025), 34_000, 30, false);
+        g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 31_005, 30, false);
+        let again = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 34_000, 30, false);
         assert_eq!(again.outcome, CallOutcome::Created);
         assert_eq!(g.ledger().iter().map(|e| e.amount).sum::<Cents>(), Cents(14_050));
     }

@@ -78,6 +78,14 @@ pub enum EventKind {
         key: String,
         extended: bool,
     },
+    /// A plain `SET key value PX ttl`, without NX: the key is taken whoever held it.
+    LeaseSet {
+        worker: WorkerId,
+        instance: u8,
+        key: String,
+        value: String,
+        ttl_ms: u64,
+    },
     /// A `GET` of the lease key: who holds it now.
     LeaseRead {
         worker: WorkerId,
@@ -190,6 +198,7 @@ impl EventKind {
             | LeaseReleased { .. }
             | LeaseDeleted { .. }
             | LeaseExtended { .. }
+            | LeaseSet { .. }
             | LeaseRead { .. }
             | TokenIssued { .. }
             | CounterSeeded { .. }

@@ -28,6 +28,12 @@ pub enum Command<'a> {
         value: &'a str,
         ttl_ms: u64,
     },
+    /// `SET key value PX ttl`, no NX.
+    SetPx {
+        key: &'a str,
+        value: &'a str,
+        ttl_ms: u64,
+    },
     Get {
         key: &'a str,
     },
@@ -195,6 +201,7 @@ impl RedisCore {
         match cmd {
             Command::Get { .. } => {}
             Command::SetNxPx { key, .. }
+            | Command::SetPx { key, .. }
             | Command::Del { key }
             | Command::Incr { key }
             | Command::PExpire { key, .. }
@@ -212,6 +219,14 @@ impl RedisCore {
                 }
                 let entry =
                     Entry { value: Value::Str(value.to_owned()), expires_at_ms: Some(redis_now + ttl_ms) };
+                self.keys.insert(key.to_owned(), entry);
+                Reply::Ok
+            }
+            Command::SetPx { key, value, ttl_ms } => {
+                let entry = Entry {
+                    value: Value::Str(value.to_owned()),
+                    expires_at_ms: Some(redis_now + ttl_ms.max(1)),
+                };
                 self.keys.insert(key.to_owned(), entry);
                 Reply::Ok
             }

@@ -10,9 +10,10 @@ use crate::queue::{QueueCore, QueueEvent};
 use crate::redis::{Command, Expired, RedisCore, Reply, Value};
 use fencesim_model::mechanism::{LeaseKind, TokenPolicy};
 use fencesim_model::{
-    BackendError, Cents, Clock, Delivery, Gateway, GatewayError, Job, JobQueue, LeaseClient, Mechanism,
-    MerchantId, Ports, Probe, Receipt, RedisInstance, RefundId, RefundRow, RefundStore, SqliteRefunds, Step,
-    StepKind, Token, TokenClient, Worker, WorkerConfig, WorkerId, WriteGuard, WriteKind, WriteOutcome,
+    BackendError, Cents, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, Job, JobQueue, LeaseClient,
+    Mechanism, MerchantId, Mutant, Ports, Probe, Receipt, RedisInstance, RefundId, RefundRow, RefundStore,
+    SqliteRefunds, Step, StepKind, Token, TokenClient, Worker, WorkerConfig, WorkerId, WriteGuard, WriteKind,
+    WriteOutcome,
 };
 use madsim::runtime::{Handle, NodeHandle, Runtime};
 use madsim::task::JoinHandle;
@@ -62,6 +63,9 @@ pub struct WorldConfig {
     pub faults: FaultPlan,
     /// How long after the last fault every job must be done.
     pub settle_ms: u64,
+    /// A bug switched on for mutation testing; absent in every ordinary run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutant: Option<Mutant>,
 }
 
 impl WorldConfig {
@@ -362,7 +366,8 @@ impl World {
                     }
                 }
                 st.record(now, EventKind::RedisRestarted { instance, lost });
-                if self.config.mechanism.policy().seed_counter_on_restart && instance == 0 {
+                let reseed = self.config.mutant != Some(Mutant::NoReseedAfterRestart);
+                if self.config.mechanism.policy().seed_counter_on_restart && instance == 0 && reseed {
                     self.seed_counters(st, now);
                 }
             }
@@ -497,6 +502,9 @@ impl RedisInstance for RedisClient {
         let (worker, instance) = (self.worker, self.instance);
         self.call(|w, st, now| match w.redis(st, instance, Command::SetNxPx { key, value, ttl_ms }) {
             Reply::Ok => {
+                // A value no instance holds any more starts a new grant (a lock value that
+                // is not unique comes back for another worker).
+                st.grants.retain(|g| !(g.key == key && g.value == value && g.holders == 0));
                 if st.grant_mut(key, value).is_none() {
                     st.grants.push(Grant {
                         key: key.to_owned(),
@@ -609,6 +617,24 @@ impl RedisInstance for RedisClient {
         .await
     }
 
+    async fn set_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), BackendError> {
+        let (worker, instance) = (self.worker, self.instance);
+        self.call(|w, st, now| {
+            w.redis(st, instance, Command::SetPx { key, value, ttl_ms });
+            let kind = EventKind::LeaseSet {
+                worker,
+                instance,
+                key: key.to_owned(),
+                value: value.to_owned(),
+                ttl_ms,
+            };
+            st.record(now, kind);
+            w.changed.notify_one();
+            Ok(())
+        })
+        .await
+    }
+
     async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         let (worker, instance) = (self.worker, self.instance);
         self.call(|w, st, now| {
@@ -715,13 +741,13 @@ impl Gateway for Client {
         Ok(found)
     }
 
-    async fn refund(&self, key: RefundId, amount: Cents) -> Result<Receipt, GatewayError> {
+    async fn refund(&self, key: IdempotencyKey, amount: Cents) -> Result<Receipt, GatewayError> {
         let w = &self.world;
         let (respond_at, reply) = {
             let mut st = w.lock();
             let now = w.clock.now_ms();
             let armed = std::mem::take(&mut st.armed[self.worker.0 as usize].gateway_extra_ms);
-            let latency = w.config.refund_latency.of(key) + armed;
+            let latency = w.config.refund_latency.of(key.refund) + armed;
             let refuse = now < st.conflicts_until_ms;
             let reply = st.gateway.refund(key, amount, now, latency, refuse);
             let lost = reply.outcome != CallOutcome::Conflict && {
@@ -734,7 +760,7 @@ impl Gateway for Client {
             let kind = EventKind::RefundCalled {
                 worker: self.worker,
                 epoch,
-                refund: key,
+                refund: key.refund,
                 amount,
                 outcome: reply.outcome,
                 gateway_ref: reply.receipt.gateway_ref,
@@ -844,12 +870,18 @@ fn new_worker(world: &Arc<World>, id: WorkerId, incarnation: u32) -> SimWorker {
         kind: policy.lease,
         instances: (0..world.config.redis_instances() as u8).map(redis).collect(),
         clock: client.clone(),
+        recreate_missing: world.config.mutant == Some(Mutant::ExtendRecreates),
     };
     let tokens = match policy.tokens {
         TokenPolicy::DbSequence => TokenClient::Database(client.clone()),
         TokenPolicy::None | TokenPolicy::RedisIncr => TokenClient::Redis(redis(0)),
     };
-    let config = WorkerConfig { id, mechanism: world.config.mechanism, ttl_ms: world.config.ttl_ms };
+    let config = WorkerConfig {
+        id,
+        mechanism: world.config.mechanism,
+        ttl_ms: world.config.ttl_ms,
+        mutant: world.config.mutant,
+    };
     let ports = Ports {
         lease,
         tokens,
@@ -874,7 +906,9 @@ fn spawn_worker(world: &Arc<World>, id: WorkerId, incarnation: u32) -> JoinHandl
 pub fn run_world(config: &WorldConfig, seed: u64) -> Result<RunRecord, String> {
     config.validate()?;
     settle_process_randomness();
-    let store = SqliteRefunds::open_in_memory().map_err(|e| format!("cannot open the refund store: {e}"))?;
+    let store = SqliteRefunds::open_in_memory()
+        .map_err(|e| format!("cannot open the refund store: {e}"))?
+        .with_mutant(config.mutant);
     store.insert(&config.rows).map_err(|e| format!("cannot load the refund rows: {e}"))?;
     if config.mechanism.policy().tokens == TokenPolicy::DbSequence {
         for &(merchant, value) in &config.counters {
