@@ -52,6 +52,9 @@ enum Command {
         /// Write the history as JSON Lines to this file
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// Save the run as a replay file (into this directory), failing or not
+        #[arg(long)]
+        save_replay: Option<PathBuf>,
     },
     /// List the strategies and what each promises
     Strategies,
@@ -238,7 +241,7 @@ fn main() -> ExitCode {
             }
             Err(e) => bad_input(e),
         },
-        Command::Run { scenario, strategy, gateway, seed, ttl_ms, json, trace } => {
+        Command::Run { scenario, strategy, gateway, seed, ttl_ms, json, trace, save_replay } => {
             let mut sc = match scenario::build(&scenario, seed, strategy, gateway, FaultMask::ALL) {
                 Ok(sc) => sc,
                 Err(e) => return bad_input(e),
@@ -253,6 +256,12 @@ fn main() -> ExitCode {
             if let Some(path) = trace {
                 if let Err(e) = std::fs::write(&path, outcome.trace_bytes()) {
                     return bad_input(format!("cannot write the trace to {}: {e}", path.display()));
+                }
+            }
+            if let Some(dir) = save_replay {
+                match ReplayFile::from_outcome(&outcome).write_into(&dir) {
+                    Ok(path) => eprintln!("saved {}", path.display()),
+                    Err(e) => return bad_input(e),
                 }
             }
             if json {
