@@ -16,6 +16,7 @@ pub mod explore;
 pub mod matrix;
 pub mod mutants;
 pub mod narrate;
+pub mod props;
 pub mod random;
 pub mod replay;
 pub mod report;

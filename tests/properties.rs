@@ -1,0 +1,92 @@
+//! The property suite CI runs. `PROPTEST_CASES` deepens it without a code change.
+
+use fencesim::model::Mechanism;
+use fencesim::props::{cases, check, every_invariant_holds, no_double_refund};
+use fencesim::replay::ReplayFile;
+use fencesim::runner::run;
+use fencesim::sim::{FaultKind, GatewayMode};
+use std::path::PathBuf;
+
+fn out() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fencesim-failures")
+}
+
+/// A property that must hold: on failure, the shrunk plan, its replay file and the
+/// command that replays it are what the test prints.
+fn must_hold(name: &'static str, mechanism: Mechanism, gateway: GatewayMode, n: u32) {
+    if let Some(c) = check(name, mechanism, gateway, cases(n), &out(), every_invariant_holds).unwrap() {
+        panic!("{}", c.report());
+    }
+}
+
+#[test]
+fn tokens_from_the_database_keep_every_invariant() {
+    must_hold("fenced-db-sequence", Mechanism::FencedDbSequence, GatewayMode::Idempotent, 200);
+}
+
+#[test]
+fn fenced_keeps_every_invariant_with_a_counter_that_survives() {
+    // Redis restarts are in the small worlds' plans; the property is kept only where the
+    // counter survives, which the plan says.
+    let config = |o: &fencesim::runner::Outcome| {
+        let restarts =
+            o.scenario.world.faults.faults.iter().any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
+        if restarts {
+            Ok(())
+        } else {
+            every_invariant_holds(o)
+        }
+    };
+    if let Some(c) =
+        check("fenced", Mechanism::Fenced, GatewayMode::Idempotent, cases(200), &out(), config).unwrap()
+    {
+        panic!("{}", c.report());
+    }
+}
+
+#[test]
+fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_row_or_two_and_one_stall_longer_than_the_ttl() {
+    let dir = std::env::temp_dir().join(format!("fencesim-props-{}", std::process::id()));
+    let found = check(
+        "ttl-only pays once",
+        Mechanism::TtlOnly,
+        GatewayMode::NonIdempotent,
+        500,
+        &dir,
+        no_double_refund,
+    )
+    .unwrap()
+    .expect("a counterexample within 500 cases");
+    let w = &found.world;
+    assert_eq!(w.workers, 2, "{}", found.report());
+    assert!(w.rows <= 3, "{}", found.report());
+    assert_eq!(w.faults.len(), 1, "{}", found.report());
+    // One stall longer than the TTL: a stop-the-world pause, or a request held up on its
+    // way to the database (the article names both).
+    match w.faults[0].kind {
+        FaultKind::Pause { duration_ms, .. } | FaultKind::DbDelay { delay_ms: duration_ms, .. } => {
+            assert!(duration_ms > w.ttl_ms, "{}", found.report())
+        }
+        other => panic!("shrunk to {other:?}, not to a stall: {}", found.report()),
+    }
+    // what the failing property prints replays the same failure
+    let report = found.report();
+    assert!(report.contains("replay with: fencesim replay "), "{report}");
+    let file = ReplayFile::load(&found.replay_file).unwrap();
+    let again = run(&file.scenario().unwrap(), file.seed).unwrap();
+    assert_eq!(format!("{:016x}", again.trace_hash), file.expected_trace_hash);
+    assert!(again.check("no-double-refund").is_violation());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn redlock_breaks_rows_under_a_pause_and_shrinks_small() {
+    let dir = std::env::temp_dir().join(format!("fencesim-props-redlock-{}", std::process::id()));
+    let found =
+        check("redlock", Mechanism::Redlock, GatewayMode::Idempotent, 500, &dir, every_invariant_holds)
+            .unwrap()
+            .expect("a counterexample within 500 cases");
+    assert!(found.world.faults.len() <= 2, "{}", found.report());
+    assert!(found.world.workers <= 3, "{}", found.report());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
