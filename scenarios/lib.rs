@@ -12,6 +12,7 @@ pub mod bench;
 pub mod checkers;
 pub mod coverage;
 pub mod demo;
+pub mod exhaustive;
 pub mod explore;
 pub mod matrix;
 pub mod mutants;

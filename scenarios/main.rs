@@ -122,6 +122,9 @@ enum Command {
         jobs: usize,
         #[arg(long)]
         json: bool,
+        /// Leave out the exhaustive small-scope section
+        #[arg(long)]
+        no_exhaustive: bool,
         /// The project root to write under
         #[arg(long, default_value = ".")]
         root: PathBuf,
@@ -409,12 +412,20 @@ fn main() -> ExitCode {
                 Err(e) => bad_input(e),
             }
         }
-        Command::Mutants { starts, budget, jobs, json, root } => {
+        Command::Mutants { starts, budget, jobs, json, no_exhaustive, root } => {
             let reports = match fencesim::mutants::evaluate_all(starts, budget, jobs) {
                 Ok(r) => r,
                 Err(e) => return bad_input(e),
             };
-            let text = fencesim::mutants::detection_report(&reports, starts, budget);
+            let exhaustive = match no_exhaustive {
+                true => Ok(String::new()),
+                false => fencesim::exhaustive::section(jobs),
+            };
+            let exhaustive = match exhaustive {
+                Ok(s) => s,
+                Err(e) => return bad_input(e),
+            };
+            let text = fencesim::mutants::detection_report(&reports, starts, budget) + &exhaustive;
             let path = root.join(fencesim::mutants::DETECTION_REPORT);
             if let Err(e) = path
                 .parent()

@@ -73,3 +73,19 @@ fn the_mutants_command_reports_json_and_names_bad_input() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("got 'none'"));
 }
+
+#[test]
+fn exhaustively_the_database_sequence_survives_every_placement_and_the_ttl_alone_does_not() {
+    use fencesim::exhaustive::{failing, plans, single_faults};
+    use fencesim::model::Mechanism;
+    let all = plans();
+    assert_eq!(all.len(), 1 + 128 + 128 * 127 / 2, "the small scope's plans");
+    assert_eq!(single_faults().len(), 128);
+    let (count, first) = failing(Mechanism::FencedDbSequence, &all, 2).unwrap();
+    assert_eq!(count, 0, "first failing plan: {first:?}");
+    let singles: Vec<_> = single_faults().into_iter().map(|f| vec![f]).collect();
+    for unsafe_one in [Mechanism::TtlOnly, Mechanism::Redlock, Mechanism::PlainDelRelease] {
+        let (count, _) = failing(unsafe_one, &singles, 2).unwrap();
+        assert!(count > 0, "{unsafe_one} failed none of the single faults");
+    }
+}
