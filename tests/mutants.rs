@@ -83,6 +83,12 @@ fn exhaustively_the_database_sequence_survives_every_placement_and_the_ttl_alone
     assert_eq!(single_faults().len(), 128);
     let (count, first) = failing(Mechanism::FencedDbSequence, &all, 2).unwrap();
     assert_eq!(count, 0, "first failing plan: {first:?}");
+    // the committed report says the same
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DETECTION_REPORT);
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants`");
+    assert!(text.contains(&format!("Every plan of at most two faults: {} plans.", all.len())), "{stale}");
+    assert!(text.contains(&format!("| fenced-db-sequence | 0 of {} | - |", all.len())), "{stale}");
     let singles: Vec<_> = single_faults().into_iter().map(|f| vec![f]).collect();
     for unsafe_one in [Mechanism::TtlOnly, Mechanism::Redlock, Mechanism::PlainDelRelease] {
         let (count, _) = failing(unsafe_one, &singles, 2).unwrap();
