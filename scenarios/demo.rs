@@ -96,17 +96,7 @@ pub fn render(seed: u64) -> Result<String, String> {
     let wake = lines.iter().position(|l| l.text.contains("resumes")).unwrap_or(0);
     out.push_str(&render_story(ttl_only, &lines[wake..], 14));
     let _ = writeln!(out, "\n   What the checkers found:");
-    for check in ttl_only.checks.iter().filter(|c| !c.holds()) {
-        let b = &check.breaches[0];
-        let _ = writeln!(
-            out,
-            "   - {} ({} time(s)), first at {}: {}",
-            check.invariant,
-            check.breaches.len(),
-            ttl_only.scenario.base.plus(b.at_ms),
-            b.detail
-        );
-    }
+    out.push_str(&ttl_only.breach_lines("   - ", true));
 
     let _ = writeln!(out, "\n3. Outcomes, seed {seed}\n");
     out.push_str(&outcome_table(&outcomes));

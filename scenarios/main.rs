@@ -277,15 +277,7 @@ fn main() -> ExitCode {
                     "\nseed {} trace {:016x}: {} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
                     seed, outcome.trace_hash, t.refunds_sent, t.refunds_total, t.gateway_refunds, t.refunded_cents, t.fence_rejections
                 );
-                for (check, breach) in fencesim::checkers::violations(&outcome.checks) {
-                    println!(
-                        "VIOLATION {} ({} time(s)), first at {}: {}",
-                        check.invariant,
-                        check.breaches.len(),
-                        outcome.scenario.base.plus(breach.at_ms),
-                        breach.detail
-                    );
-                }
+                print!("{}", outcome.breach_lines("VIOLATION ", false));
                 if !outcome.passed() {
                     println!("reproduce with: {}", outcome.replay_command());
                 }

@@ -142,16 +142,7 @@ pub fn tell_failure(o: &Outcome, lines_before: usize) -> String {
         let _ = writeln!(out, "... {skip} earlier lines");
     }
     out.push_str(&crate::narrate::render_story(o, &upto[skip..], usize::MAX));
-    for (check, breach) in crate::checkers::violations(&o.checks) {
-        let _ = writeln!(
-            out,
-            "VIOLATION {} ({} time(s)), first at {}: {}",
-            check.invariant,
-            check.breaches.len(),
-            o.scenario.base.plus(breach.at_ms),
-            breach.detail
-        );
-    }
+    out.push_str(&o.breach_lines("VIOLATION ", false));
     out
 }
 

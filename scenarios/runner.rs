@@ -126,6 +126,23 @@ impl Outcome {
         out
     }
 
+    /// One line per broken invariant (and, with `diagnostics`, per broken diagnostic):
+    /// how often, the first time, and what happened then.
+    pub fn breach_lines(&self, prefix: &str, diagnostics: bool) -> String {
+        let mut out = String::new();
+        for check in self.checks.iter().filter(|c| c.is_violation() || (diagnostics && !c.holds())) {
+            let b = &check.breaches[0];
+            out.push_str(&format!(
+                "{prefix}{} ({} time(s)), first at {}: {}\n",
+                check.invariant,
+                check.breaches.len(),
+                self.scenario.base.plus(b.at_ms),
+                b.detail
+            ));
+        }
+        out
+    }
+
     /// The command that reproduces this run.
     pub fn replay_command(&self) -> String {
         format!(
