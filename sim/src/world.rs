@@ -309,8 +309,8 @@ impl World {
         self.nodes.lock().unwrap_or_else(|p| p.into_inner())[worker.0 as usize].clone()
     }
 
-    /// Fires one fault now. Returns `true` if it froze or killed the calling worker's own
-    /// process (the caller must then yield).
+    /// Fires one fault now. A worker that fires a pause or a crash of its own process must
+    /// then yield, so that the fault takes hold right there.
     fn fire(&self, st: &mut State, fault: &Fault) {
         let now = self.clock.now_ms();
         st.last_fault_ms = Some(now);
@@ -400,7 +400,6 @@ impl World {
             }
             let value = self.store.max_fence(merchant).unwrap_or(0);
             st.redis[0].preset(&key, Value::Int(value));
-            let _ = now;
             st.record(now, EventKind::CounterSeeded { instance: 0, key, value });
         }
     }
