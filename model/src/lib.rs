@@ -17,6 +17,7 @@ pub mod ids;
 pub mod lease;
 pub mod mechanism;
 pub mod mutants;
+pub mod named;
 pub mod ports;
 pub mod refund;
 pub mod store;

@@ -3,8 +3,6 @@
 //! mutant selected (the default) none of this changes anything.
 
 use crate::mechanism::Mechanism;
-use std::fmt;
-use std::str::FromStr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mutant {
@@ -78,31 +76,4 @@ impl Mutant {
     }
 }
 
-impl fmt::Display for Mutant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Mutant {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mutant::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown mutant '{s}': expected one of {}", names.join(", "))
-        })
-    }
-}
-
-impl serde::Serialize for Mutant {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Mutant {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
-    }
-}
+crate::named_enum!(Mutant, "mutant");

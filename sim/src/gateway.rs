@@ -8,11 +8,8 @@
 use fencesim_model::{Cents, IdempotencyKey, Receipt, RefundId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum GatewayMode {
     /// The refund id is an idempotency key: a second call with it moves no money.
     Idempotent,
@@ -31,22 +28,7 @@ impl GatewayMode {
     }
 }
 
-impl fmt::Display for GatewayMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for GatewayMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        GatewayMode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown gateway mode '{s}': expected idempotent or non-idempotent"))
-    }
-}
+fencesim_model::named_enum!(GatewayMode, "gateway mode");
 
 /// One movement of money.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -4,8 +4,6 @@
 
 use crate::ids::Token;
 use crate::refund::WriteGuard;
-use std::fmt;
-use std::str::FromStr;
 
 pub mod check_before_write;
 pub mod fenced;
@@ -136,35 +134,7 @@ impl Mechanism {
     }
 }
 
-impl fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Mechanism {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mechanism::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown strategy '{s}': expected one of {}", names.join(", "))
-        })
-    }
-}
-
-impl serde::Serialize for Mechanism {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Mechanism {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        name.parse().map_err(serde::de::Error::custom)
-    }
-}
+crate::named_enum!(Mechanism, "strategy");
 
 #[cfg(test)]
 mod tests {
