@@ -3,7 +3,7 @@
 //! situations it claims to test.
 
 use crate::random::TRIGGER_STEPS;
-use fencesim_sim::{EventKind, FaultKind, RunRecord, Trigger};
+use fencesim_sim::{EventKind, FaultName, RunRecord, Trigger};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -34,7 +34,7 @@ impl Touched {
         for e in &record.events {
             match &e.kind {
                 EventKind::FaultFired { fault, trigger } => {
-                    t.fault_kinds |= 1 << fault.index();
+                    t.fault_kinds |= 1 << fault.kind() as usize;
                     if let Trigger::Step { step, .. } = trigger {
                         if let Some(i) = TRIGGER_STEPS.iter().position(|s| s == step) {
                             t.step_triggers[i] = t.step_triggers[i].saturating_add(1);
@@ -70,7 +70,7 @@ impl Coverage {
     pub fn new() -> Coverage {
         Coverage {
             runs: 0,
-            fault_kinds: FaultKind::NAMES.iter().map(|n| (*n, 0)).collect(),
+            fault_kinds: FaultName::all().map(|kind| (kind.name(), 0)).collect(),
             step_triggers: TRIGGER_STEPS.iter().map(|s| (s.name(), 0)).collect(),
             sometimes: SOMETIMES.iter().map(|n| (*n, 0)).collect(),
         }
@@ -79,7 +79,7 @@ impl Coverage {
     /// Adds what one run exercised.
     pub fn add(&mut self, t: &Touched) {
         self.runs += 1;
-        for (i, name) in FaultKind::NAMES.iter().enumerate() {
+        for (i, name) in FaultName::all().map(FaultName::name).enumerate() {
             if t.fault_kinds & (1 << i) != 0 {
                 *self.fault_kinds.entry(name).or_default() += 1;
             }

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod exhaustive;
 pub mod explore;
 pub mod matrix;
+pub mod mutant;
 pub mod mutants;
 pub mod narrate;
 pub mod props;

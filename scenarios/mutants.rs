@@ -5,10 +5,11 @@
 //! code does not break on that seed. The catching plan is then shrunk, one fault at a
 //! time, to the smallest plan that still catches it.
 
+use crate::mutant::Mutant;
 use crate::random::FaultMask;
+use crate::runner::run_planted;
 use crate::runner::{run, Outcome};
 use crate::scenario::{self, Scenario};
-use fencesim_model::Mutant;
 use fencesim_sim::{FaultPlan, GatewayMode};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -25,9 +26,7 @@ fn broken(o: &Outcome) -> Vec<&'static str> {
 /// The invariant the bug breaks on this scenario that the correct code does not, if any.
 pub fn catches(sc: &Scenario, seed: u64, mutant: Mutant) -> Result<Option<(&'static str, u64)>, String> {
     let right = run(sc, seed)?;
-    let mut buggy = sc.clone();
-    buggy.world.mutant = Some(mutant);
-    let wrong = run(&buggy, seed)?;
+    let wrong = run_planted(sc, seed, mutant)?;
     let before = broken(&right);
     Ok(broken(&wrong).into_iter().find(|v| !before.contains(v)).map(|v| (v, wrong.trace_hash)))
 }

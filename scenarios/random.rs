@@ -7,11 +7,12 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Fault, FaultKind, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
+    Fault, FaultKind, FaultName, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use strum::EnumCount;
 
 /// A stream of the seed's randomness for one purpose, so that changing how one part is
 /// drawn leaves the others alone.
@@ -30,7 +31,7 @@ const FAULTS: u64 = 3;
 pub struct FaultMask(pub u16);
 
 impl FaultMask {
-    pub const ALL: FaultMask = FaultMask((1 << FaultKind::NAMES.len()) - 1);
+    pub const ALL: FaultMask = FaultMask((1 << FaultName::COUNT) - 1);
     pub const NONE: FaultMask = FaultMask(0);
 
     pub fn allows(self, kind: usize) -> bool {
@@ -45,10 +46,7 @@ impl FaultMask {
     pub fn without_names(self, names: &str) -> Result<FaultMask, String> {
         let mut mask = self;
         for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let i = FaultKind::NAMES.iter().position(|k| *k == name).ok_or_else(|| {
-                format!("unknown fault kind '{name}': expected one of {}", FaultKind::NAMES.join(", "))
-            })?;
-            mask = mask.without(i);
+            mask = mask.without(FaultName::parse(name)? as usize);
         }
         Ok(mask)
     }
@@ -116,7 +114,6 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         counters,
         faults: FaultPlan::none(),
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
-        mutant: None,
     }
 }
 
@@ -135,8 +132,7 @@ fn horizon_ms(world: &WorldConfig) -> u64 {
 /// faults of the kinds that are on. Durations are scaled to the TTL, where races live.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
-    let on: Vec<usize> =
-        (0..FaultKind::NAMES.len()).filter(|&k| allowed.allows(k) && rng.gen_bool(0.5)).collect();
+    let on: Vec<usize> = (0..FaultName::COUNT).filter(|&k| allowed.allows(k) && rng.gen_bool(0.5)).collect();
     if on.is_empty() {
         return FaultPlan::none();
     }

@@ -1,9 +1,10 @@
 //! The runner composes: a scenario, a strategy and a seed in, a run and its verdicts out.
 
 use crate::checkers::{check_all, violations, Check, Facts};
+use crate::mutant::{Mutant, Planted};
 use crate::scenario::Scenario;
 use fencesim_model::{Cents, RefundId, RefundState, Step, WorkerId, WriteKind};
-use fencesim_sim::{run_world, trace_hash, write_trace, CallOutcome, EventKind, RunRecord};
+use fencesim_sim::{run_wired, run_world, trace_hash, write_trace, CallOutcome, EventKind, RunRecord};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,7 +40,15 @@ pub struct Tally {
 }
 
 pub fn run(scenario: &Scenario, seed: u64) -> Result<Outcome, String> {
-    let record = run_world(&scenario.world, seed)?;
+    judge(scenario, run_world(&scenario.world, seed)?)
+}
+
+/// The same run with `mutant` planted in the workers' ports.
+pub fn run_planted(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<Outcome, String> {
+    judge(scenario, run_wired(&scenario.world, seed, Planted(mutant))?)
+}
+
+fn judge(scenario: &Scenario, record: RunRecord) -> Result<Outcome, String> {
     let checks = check_all(&Facts { record: &record, world: &scenario.world, base: scenario.base });
     let trace_hash = trace_hash(&record.events);
     Ok(Outcome { scenario: scenario.clone(), record, checks, trace_hash })

@@ -46,7 +46,6 @@ impl Scenario {
                     counters: Vec::new(),
                     faults: FaultPlan::none(),
                     settle_ms: 120_000,
-                    mutant: None,
                 },
             },
         }

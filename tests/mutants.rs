@@ -1,7 +1,7 @@
 //! The mutant catalogue: every planted bug is caught, and the committed detection report
 //! is what the project's command gives today.
 
-use fencesim::model::Mutant;
+use fencesim::mutant::Mutant;
 use fencesim::mutants::{catches, gateway_for, DETECTION_REPORT};
 use fencesim::random::FaultMask;
 use fencesim::scenario;

@@ -2,7 +2,7 @@
 //! five within a validity time. Production code; the instances may be real or simulated.
 
 use crate::ids::{MerchantId, Token};
-use crate::mechanism::LeaseKind;
+use crate::mechanism::{LeaseKind, Mechanism, TokenPolicy};
 use crate::ports::{BackendError, Clock, LeaseStore, RedisInstance, RefundStore, TokenSource};
 
 /// The instances a lease is held on and how.
@@ -10,11 +10,19 @@ pub struct LeaseClient<I, C> {
     pub kind: LeaseKind,
     pub instances: Vec<I>,
     pub clock: C,
-    /// A bug, for mutation testing: the renewal sets a missing key again.
-    pub recreate_missing: bool,
 }
 
 impl<I, C> LeaseClient<I, C> {
+    /// The lease client `mechanism` uses, over `instances` (as many as it asks for).
+    pub fn new(mechanism: Mechanism, instances: Vec<I>, clock: C) -> LeaseClient<I, C> {
+        assert_eq!(
+            instances.len(),
+            mechanism.redis_instances(),
+            "{mechanism} holds its lease on that many instances"
+        );
+        LeaseClient { kind: mechanism.policy().lease, instances, clock }
+    }
+
     fn majority(&self) -> usize {
         self.instances.len() / 2 + 1
     }
@@ -74,13 +82,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
     async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         let mut held = 0;
         for instance in &self.instances {
-            let extended = instance.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false);
-            // the mutant's bug: a missing key is simply set again
-            let recreated = !extended
-                && self.recreate_missing
-                && instance.get(key).await.unwrap_or(None).is_none()
-                && instance.set_px(key, value, ttl_ms).await.is_ok();
-            if extended || recreated {
+            if instance.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false) {
                 held += 1;
             }
         }
@@ -104,10 +106,26 @@ pub enum TokenClient<I, S> {
     Database(S),
 }
 
+impl<I, S> TokenClient<I, S> {
+    /// Where `mechanism` takes its tokens from: the database's sequence, or else the
+    /// counter on the first Redis instance (a mechanism without tokens never asks).
+    pub fn new(mechanism: Mechanism, redis: I, store: S) -> TokenClient<I, S> {
+        match mechanism.policy().tokens {
+            TokenPolicy::DbSequence => TokenClient::Database(store),
+            TokenPolicy::None | TokenPolicy::RedisIncr => TokenClient::Redis(redis),
+        }
+    }
+}
+
+/// The Redis key of a merchant's token counter.
+pub fn counter_key(merchant: MerchantId) -> String {
+    format!("fence:settle:{merchant}")
+}
+
 impl<I: RedisInstance + Sync, S: RefundStore + Sync> TokenSource for TokenClient<I, S> {
     async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         match self {
-            TokenClient::Redis(redis) => redis.incr(&format!("fence:settle:{merchant}")).await.map(Token),
+            TokenClient::Redis(redis) => redis.incr(&counter_key(merchant)).await.map(Token),
             TokenClient::Database(store) => store.next_sequence_token(merchant).await,
         }
     }

@@ -13,24 +13,30 @@ compile_error!(
      a RUSTFLAGS variable replaces that setting: add `--cfg madsim` to it"
 );
 
+pub mod deploy;
 pub mod ids;
+pub mod job;
 pub mod lease;
 pub mod mechanism;
-pub mod mutants;
 pub mod named;
 pub mod ports;
 pub mod refund;
+pub mod step;
 pub mod store;
 pub mod worker;
 
+pub use deploy::CounterAdmin;
 pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
-pub use lease::{LeaseClient, TokenClient};
+pub use job::{Delivery, Job};
+pub use lease::{counter_key, LeaseClient, TokenClient};
 pub use mechanism::Mechanism;
-pub use mutants::Mutant;
 pub use ports::{
-    BackendError, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, Job, JobQueue, LeaseStore, Probe,
-    Receipt, RedisInstance, RefundStore, TokenSource,
+    BackendError, Clock, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseStore, Probe, RedisInstance,
+    RefundStore, TokenSource,
 };
-pub use refund::{FenceViolation, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
-pub use store::SqliteRefunds;
-pub use worker::{AbandonReason, BatchOutcome, Ports, Step, StepKind, Worker, WorkerConfig};
+pub use refund::{
+    FenceViolation, Receipt, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome,
+};
+pub use step::{AbandonReason, Step, StepKind};
+pub use store::{SqliteRefunds, Statements};
+pub use worker::{BatchOutcome, Ports, Worker, WorkerConfig};

@@ -1,10 +1,10 @@
 //! The traits the worker needs from the world. Each returns a `Send` future so that a
 //! worker can run as a task of its own.
 
-use crate::ids::{Cents, JobId, MerchantId, RefundId, Token};
-use crate::refund::{RefundRow, WriteGuard, WriteOutcome};
-use crate::worker::Step;
-use serde::{Deserialize, Serialize};
+use crate::ids::{Cents, MerchantId, RefundId, Token};
+use crate::job::Delivery;
+use crate::refund::{Receipt, RefundRow, WriteGuard, WriteOutcome};
+use crate::step::Step;
 use std::fmt;
 use std::future::Future;
 
@@ -41,13 +41,6 @@ pub trait RedisInstance {
         key: &str,
         value: &str,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
-    /// `SET key value PX ttl`, with no NX: whoever holds the key, it is ours now.
-    fn set_px(
-        &self,
-        key: &str,
-        value: &str,
-        ttl_ms: u64,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send;
     /// The renewal script: re-arm the TTL only if the key holds `value`.
     fn compare_and_extend(
         &self,
@@ -119,13 +112,6 @@ pub trait RefundStore {
     ) -> impl Future<Output = Result<Token, BackendError>> + Send;
 }
 
-/// The gateway's answer for a refund: its own number for the money movement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Receipt {
-    pub gateway_ref: u32,
-    pub amount: Cents,
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum GatewayError {
     /// The call may or may not have moved money; the caller cannot tell.
@@ -145,17 +131,15 @@ impl fmt::Display for GatewayError {
     }
 }
 
-/// The key the gateway deduplicates calls by. Right: the refund id alone (`attempt` 0),
-/// so that every call for one refund is the same call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct IdempotencyKey {
-    pub refund: RefundId,
-    pub attempt: u32,
-}
+/// The key the gateway deduplicates calls by, as the gateway's API takes it: text. The
+/// right key is the refund id alone (`r_815`), so that every call for one refund is the
+/// same call, whoever makes it and however often.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IdempotencyKey(pub String);
 
 impl IdempotencyKey {
     pub fn of(refund: RefundId) -> IdempotencyKey {
-        IdempotencyKey { refund, attempt: 0 }
+        IdempotencyKey(refund.to_string())
     }
 }
 
@@ -165,26 +149,13 @@ pub trait Gateway {
     fn find(&self, reference: RefundId)
         -> impl Future<Output = Result<Option<Receipt>, GatewayError>> + Send;
 
-    /// Refunds `amount` for `key.refund`, under the idempotency key `key`.
+    /// Refunds `amount` for `reference`, under the idempotency key `key`.
     fn refund(
         &self,
+        reference: RefundId,
         key: IdempotencyKey,
         amount: Cents,
     ) -> impl Future<Output = Result<Receipt, GatewayError>> + Send;
-}
-
-/// A settlement job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Job {
-    pub id: JobId,
-    pub merchant: MerchantId,
-}
-
-/// One delivery of a job; the receipt names this delivery, so that a stale ack is refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Delivery {
-    pub job: Job,
-    pub receipt: u32,
 }
 
 /// At-least-once delivery with a visibility timeout.

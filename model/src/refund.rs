@@ -121,3 +121,10 @@ impl fmt::Display for FenceViolation {
 }
 
 impl std::error::Error for FenceViolation {}
+
+/// The gateway's answer for a refund: its own number for the money movement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Receipt {
+    pub gateway_ref: u32,
+    pub amount: Cents,
+}

@@ -2,7 +2,6 @@
 //! WHERE clause carries the mechanism's predicates; the row count SQLite reports decides.
 
 use crate::ids::{Cents, MerchantId, RefundId, Token};
-use crate::mutants::Mutant;
 use crate::refund::{RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,33 +21,52 @@ CREATE TABLE fence_seq (
 );
 ";
 
-/// `?1` is the token (fenced) and `?2` the refund id. Each statement returns the row it
-/// changed, so that a caller sees the new state and fence the database really stored.
-const CLAIM_FENCED: &str = "UPDATE refund SET state = 'sending', fence = ?1
+/// The two writes, fenced and unfenced, as SQL text. Fenced: `?1` is the token and `?2`
+/// the refund id; unfenced: `?1` is the refund id. Each statement returns the row it
+/// changed, so that a caller sees the new state and fence the database really stored. A
+/// backend with another dialect brings its own text (and so can a test harness that
+/// wants a predicate wrong).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Statements {
+    pub claim_fenced: &'static str,
+    pub confirm_fenced: &'static str,
+    pub claim_unfenced: &'static str,
+    pub confirm_unfenced: &'static str,
+}
+
+impl Statements {
+    /// The protocol's writes: a claim needs `fence < token`, a confirm `fence = token`.
+    pub const SQLITE: Statements = Statements {
+        claim_fenced: "UPDATE refund SET state = 'sending', fence = ?1
      WHERE id = ?2 AND state IN ('pending', 'sending') AND fence < ?1
-     RETURNING state, fence";
-const CONFIRM_FENCED: &str = "UPDATE refund SET state = 'sent'
+     RETURNING state, fence",
+        confirm_fenced: "UPDATE refund SET state = 'sent'
      WHERE id = ?2 AND state = 'sending' AND fence = ?1
-     RETURNING state, fence";
-const CLAIM_UNFENCED: &str = "UPDATE refund SET state = 'sending'
+     RETURNING state, fence",
+        claim_unfenced: "UPDATE refund SET state = 'sending'
      WHERE id = ?1 AND state IN ('pending', 'sending')
-     RETURNING state, fence";
-const CONFIRM_UNFENCED: &str = "UPDATE refund SET state = 'sent'
+     RETURNING state, fence",
+        confirm_unfenced: "UPDATE refund SET state = 'sent'
      WHERE id = ?1 AND state = 'sending'
-     RETURNING state, fence";
-// Mutants' statements: the same writes with one predicate wrong.
-const CLAIM_FENCE_AT_MOST: &str = "UPDATE refund SET state = 'sending', fence = ?1
-     WHERE id = ?2 AND state IN ('pending', 'sending') AND fence <= ?1
-     RETURNING state, fence";
-const CLAIM_ACCEPTS_SENT: &str = "UPDATE refund SET state = 'sending', fence = ?1
-     WHERE id = ?2 AND state IN ('pending', 'sending', 'sent') AND fence < ?1
-     RETURNING state, fence";
-const CONFIRM_FENCE_AT_LEAST: &str = "UPDATE refund SET state = 'sent'
-     WHERE id = ?2 AND state = 'sending' AND fence >= ?1
-     RETURNING state, fence";
-const CONFIRM_ANY_FENCE: &str = "UPDATE refund SET state = 'sent'
-     WHERE id = ?2 AND state = 'sending' AND ?1 = ?1
-     RETURNING state, fence";
+     RETURNING state, fence",
+    };
+
+    fn of(&self, kind: WriteKind, fenced: bool) -> &'static str {
+        match (kind, fenced) {
+            (WriteKind::Claim, true) => self.claim_fenced,
+            (WriteKind::Confirm, true) => self.confirm_fenced,
+            (WriteKind::Claim, false) => self.claim_unfenced,
+            (WriteKind::Confirm, false) => self.confirm_unfenced,
+        }
+    }
+}
+
+impl Default for Statements {
+    fn default() -> Statements {
+        Statements::SQLITE
+    }
+}
+
 const OPEN_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund
      WHERE merchant = ?1 AND state <> 'sent' ORDER BY id";
 const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES (?1, 1)
@@ -62,7 +80,7 @@ const ALL_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM ref
 #[derive(Clone)]
 pub struct SqliteRefunds {
     conn: Arc<Mutex<Connection>>,
-    mutant: Option<Mutant>,
+    statements: Statements,
 }
 
 impl SqliteRefunds {
@@ -70,12 +88,12 @@ impl SqliteRefunds {
     pub fn open_in_memory() -> rusqlite::Result<SqliteRefunds> {
         let conn = Connection::open_in_memory()?;
         conn.execute_batch(SCHEMA)?;
-        Ok(SqliteRefunds { conn: Arc::new(Mutex::new(conn)), mutant: None })
+        Ok(SqliteRefunds { conn: Arc::new(Mutex::new(conn)), statements: Statements::SQLITE })
     }
 
-    /// The same store with a mutant's statements in place of the right ones.
-    pub fn with_mutant(mut self, mutant: Option<Mutant>) -> SqliteRefunds {
-        self.mutant = mutant;
+    /// The same store writing with `statements`.
+    pub fn with_statements(mut self, statements: Statements) -> SqliteRefunds {
+        self.statements = statements;
         self
     }
 
@@ -149,28 +167,13 @@ impl SqliteRefunds {
         guard: WriteGuard,
     ) -> rusqlite::Result<WriteOutcome> {
         let conn = self.lock();
+        let mut stmt = conn.prepare_cached(self.statements.of(kind, guard.token().is_some()))?;
         let after = match guard {
-            WriteGuard::Fence(token) => {
-                let sql = match (kind, self.mutant) {
-                    (WriteKind::Claim, Some(Mutant::ClaimFenceAtMost)) => CLAIM_FENCE_AT_MOST,
-                    (WriteKind::Claim, Some(Mutant::ClaimAcceptsSent)) => CLAIM_ACCEPTS_SENT,
-                    (WriteKind::Claim, _) => CLAIM_FENCED,
-                    (WriteKind::Confirm, Some(Mutant::ConfirmFenceAtLeast)) => CONFIRM_FENCE_AT_LEAST,
-                    (WriteKind::Confirm, Some(Mutant::ConfirmWithoutFence)) => CONFIRM_ANY_FENCE,
-                    (WriteKind::Confirm, _) => CONFIRM_FENCED,
-                };
-                let mut stmt = conn.prepare_cached(sql)?;
-                stmt.query_row(params![token.0, refund.0], image_from_sql).optional()?
-            }
-            WriteGuard::Unfenced => {
-                let sql = match kind {
-                    WriteKind::Claim => CLAIM_UNFENCED,
-                    WriteKind::Confirm => CONFIRM_UNFENCED,
-                };
-                let mut stmt = conn.prepare_cached(sql)?;
-                stmt.query_row(params![refund.0], image_from_sql).optional()?
-            }
-        };
+            WriteGuard::Fence(token) => stmt.query_row(params![token.0, refund.0], image_from_sql),
+            WriteGuard::Unfenced => stmt.query_row(params![refund.0], image_from_sql),
+        }
+        .optional()?;
+        drop(stmt);
         Ok(WriteOutcome { rows_updated: conn.changes(), after })
     }
 }
@@ -250,22 +253,17 @@ mod tests {
     }
 
     #[test]
-    fn each_mutant_statement_lets_through_exactly_what_the_right_one_refuses() {
-        use crate::mutants::Mutant;
+    fn a_store_writes_with_the_statements_it_is_given() {
+        let lax = Statements {
+            confirm_fenced:
+                "UPDATE refund SET state = 'sent' WHERE id = ?2 AND ?1 = ?1 RETURNING state, fence",
+            ..Statements::SQLITE
+        };
         let stale = WriteGuard::Fence(Token(33));
-        let cases = [
-            // (mutant, state, fence, write, guard): refused by the right statement, accepted by the mutant's
-            (Mutant::ConfirmFenceAtLeast, RefundState::Sending, 34, WriteKind::Confirm, stale),
-            (Mutant::ConfirmWithoutFence, RefundState::Sending, 34, WriteKind::Confirm, stale),
-            (Mutant::ClaimFenceAtMost, RefundState::Sending, 33, WriteKind::Claim, stale),
-            (Mutant::ClaimAcceptsSent, RefundState::Sent, 3, WriteKind::Claim, stale),
-        ];
-        for (mutant, state, fence, write, guard) in cases {
-            let right = store_with(state, fence);
-            assert_eq!(right.write(write, RefundId(815), guard).unwrap().rows_updated, 0, "{mutant}");
-            let wrong = store_with(state, fence).with_mutant(Some(mutant));
-            assert_eq!(wrong.write(write, RefundId(815), guard).unwrap().rows_updated, 1, "{mutant}");
-        }
+        let right = store_with(RefundState::Sending, 34);
+        assert_eq!(right.write(WriteKind::Confirm, RefundId(815), stale).unwrap().rows_updated, 0);
+        let other = store_with(RefundState::Sending, 34).with_statements(lax);
+        assert_eq!(other.write(WriteKind::Confirm, RefundId(815), stale).unwrap().rows_updated, 1);
     }
 
     #[test]

@@ -8,175 +8,13 @@
 //!    id as idempotency key (unless the refund already existed); confirm it;
 //! 5. release the lease by compare-and-delete; ack the job only when the batch completed.
 
-use crate::ids::{JobId, MerchantId, RefundId, Token, WorkerId};
+use crate::ids::{MerchantId, RefundId, Token, WorkerId};
+use crate::job::{Delivery, Job};
 use crate::mechanism::{Mechanism, OnRejectedWrite, ReleasePolicy, TokenPolicy};
-use crate::mutants::Mutant;
-use crate::ports::{
-    Clock, Delivery, Gateway, IdempotencyKey, Job, JobQueue, LeaseStore, Probe, Receipt, RefundStore,
-    TokenSource,
-};
+use crate::ports::{Clock, Gateway, IdempotencyKey, JobQueue, LeaseStore, Probe, RefundStore, TokenSource};
 use crate::refund::{FenceViolation, RefundRow, RefundState, WriteGuard, WriteKind};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use crate::step::{AbandonReason, Step};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// A point of the protocol a worker reaches, with what it knows there. The probe sees each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "step", rename_all = "snake_case")]
-pub enum Step {
-    JobReceived {
-        job: Job,
-        receipt: u32,
-    },
-    LeaseAcquired {
-        merchant: MerchantId,
-        acquisition: u32,
-    },
-    LeaseBusy {
-        merchant: MerchantId,
-    },
-    TokenTaken {
-        token: Token,
-    },
-    RowsSelected {
-        open: u32,
-        sending: u32,
-    },
-    /// The worker asked Redis whether the lease is still its own, right before a write.
-    LeaseChecked {
-        /// The row about to be written, or none for the check right after the token.
-        refund: Option<RefundId>,
-        held: bool,
-    },
-    /// The background renewal ran.
-    LeaseRenewed {
-        renewed: bool,
-    },
-    AfterLookup {
-        refund: RefundId,
-        found: bool,
-    },
-    /// The row is claimed and the gateway call has not gone out yet.
-    AfterClaim {
-        refund: RefundId,
-    },
-    AfterGatewayCall {
-        refund: RefundId,
-        receipt: Receipt,
-    },
-    AfterConfirm {
-        refund: RefundId,
-    },
-    /// A write matched no row and the mechanism skips it.
-    WriteSkipped {
-        refund: RefundId,
-        write: WriteKind,
-    },
-    FenceViolation {
-        violation: FenceViolation,
-    },
-    BatchAbandoned {
-        reason: AbandonReason,
-    },
-    BatchCompleted {
-        merchant: MerchantId,
-    },
-    Released {
-        released: bool,
-    },
-}
-
-/// The step without its data: what a fault trigger names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepKind {
-    JobReceived,
-    LeaseAcquired,
-    LeaseBusy,
-    TokenTaken,
-    RowsSelected,
-    LeaseChecked,
-    LeaseRenewed,
-    AfterLookup,
-    AfterClaim,
-    AfterGatewayCall,
-    AfterConfirm,
-    WriteSkipped,
-    FenceViolation,
-    BatchAbandoned,
-    BatchCompleted,
-    Released,
-}
-
-impl StepKind {
-    pub const COUNT: usize = 16;
-
-    pub fn name(self) -> &'static str {
-        match self {
-            StepKind::JobReceived => "job-received",
-            StepKind::LeaseAcquired => "lease-acquired",
-            StepKind::LeaseBusy => "lease-busy",
-            StepKind::TokenTaken => "token-taken",
-            StepKind::RowsSelected => "rows-selected",
-            StepKind::LeaseChecked => "lease-checked",
-            StepKind::LeaseRenewed => "lease-renewed",
-            StepKind::AfterLookup => "after-lookup",
-            StepKind::AfterClaim => "after-claim",
-            StepKind::AfterGatewayCall => "after-gateway-call",
-            StepKind::AfterConfirm => "after-confirm",
-            StepKind::WriteSkipped => "write-skipped",
-            StepKind::FenceViolation => "fence-violation",
-            StepKind::BatchAbandoned => "batch-abandoned",
-            StepKind::BatchCompleted => "batch-completed",
-            StepKind::Released => "released",
-        }
-    }
-}
-
-impl Step {
-    pub fn kind(&self) -> StepKind {
-        match self {
-            Step::JobReceived { .. } => StepKind::JobReceived,
-            Step::LeaseAcquired { .. } => StepKind::LeaseAcquired,
-            Step::LeaseBusy { .. } => StepKind::LeaseBusy,
-            Step::TokenTaken { .. } => StepKind::TokenTaken,
-            Step::RowsSelected { .. } => StepKind::RowsSelected,
-            Step::LeaseChecked { .. } => StepKind::LeaseChecked,
-            Step::LeaseRenewed { .. } => StepKind::LeaseRenewed,
-            Step::AfterLookup { .. } => StepKind::AfterLookup,
-            Step::AfterClaim { .. } => StepKind::AfterClaim,
-            Step::AfterGatewayCall { .. } => StepKind::AfterGatewayCall,
-            Step::AfterConfirm { .. } => StepKind::AfterConfirm,
-            Step::WriteSkipped { .. } => StepKind::WriteSkipped,
-            Step::FenceViolation { .. } => StepKind::FenceViolation,
-            Step::BatchAbandoned { .. } => StepKind::BatchAbandoned,
-            Step::BatchCompleted { .. } => StepKind::BatchCompleted,
-            Step::Released { .. } => StepKind::Released,
-        }
-    }
-}
-
-/// Why a batch was given up. The job is not acked, so the queue hands it on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AbandonReason {
-    FenceViolation,
-    /// The worker learned that its lease is gone (a failed check or renewal).
-    LeaseLost,
-    GatewayUnavailable,
-    BackendError,
-}
-
-impl std::fmt::Display for AbandonReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            AbandonReason::FenceViolation => "fence violation",
-            AbandonReason::LeaseLost => "lease lost",
-            AbandonReason::GatewayUnavailable => "gateway unavailable",
-            AbandonReason::BackendError => "backend error",
-        })
-    }
-}
 
 /// How one delivery of a job ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,8 +31,6 @@ pub struct WorkerConfig {
     pub id: WorkerId,
     pub mechanism: Mechanism,
     pub ttl_ms: u64,
-    /// A bug switched on for mutation testing; `None` in every real run.
-    pub mutant: Option<Mutant>,
 }
 
 /// The connections a worker process has to the world.
@@ -216,8 +52,6 @@ pub struct Worker<L, T, S, G, Q, P, K> {
     /// across a crash and restart.
     pub incarnation: u32,
     acquisitions: u32,
-    /// Only under the token-reusing mutants: tokens kept across batches.
-    kept_tokens: BTreeMap<Option<JobId>, Token>,
 }
 
 /// The lease a batch runs under.
@@ -242,7 +76,7 @@ where
     K: Clock + Send + Sync,
 {
     pub fn new(config: WorkerConfig, ports: Ports<L, T, S, G, Q, P, K>, incarnation: u32) -> Self {
-        Worker { config, ports, incarnation, acquisitions: 0, kept_tokens: BTreeMap::new() }
+        Worker { config, ports, incarnation, acquisitions: 0 }
     }
 
     /// Takes jobs until the queue closes.
@@ -262,9 +96,7 @@ where
 
         let lock_key = format!("lock:settle:{merchant}");
         self.acquisitions += 1;
-        let lock_value = if self.config.mutant == Some(Mutant::SharedLockValue) {
-            "worker".to_owned()
-        } else if self.incarnation > 1 {
+        let lock_value = if self.incarnation > 1 {
             format!("{}.{}#{}", self.config.id, self.incarnation, self.acquisitions)
         } else {
             format!("{}#{}", self.config.id, self.acquisitions)
@@ -296,11 +128,7 @@ where
         };
 
         let p = &self.ports;
-        let release = match self.config.mutant {
-            Some(Mutant::ReleaseWithDel) => ReleasePolicy::PlainDel,
-            _ => self.config.mechanism.policy().release,
-        };
-        let released = match release {
+        let released = match self.config.mechanism.policy().release {
             ReleasePolicy::CompareAndDelete => p.lease.release(&lock_key, &lock_value).await,
             ReleasePolicy::PlainDel => p.lease.delete(&lock_key).await,
         }
@@ -337,26 +165,13 @@ where
 
     /// Takes the batch's token (if the mechanism fences) and confirms the lease is still
     /// ours once it is issued.
-    async fn take_token(&mut self, job: Job, held: &Held<'_>) -> Result<Option<Token>, Abandon> {
+    async fn take_token(&self, job: Job, held: &Held<'_>) -> Result<Option<Token>, Abandon> {
         if self.config.mechanism.policy().tokens == TokenPolicy::None {
             return Ok(None);
         }
-        let kept = match self.config.mutant {
-            Some(Mutant::TokenPerJob) => Some(Some(job.id)),
-            Some(Mutant::TokenPerWorker) => Some(None),
-            _ => None,
-        };
         let p = &self.ports;
-        let token = match kept.and_then(|k| self.kept_tokens.get(&k).copied()) {
-            Some(token) => token,
-            None => {
-                p.tokens.next_token(job.merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?
-            }
-        };
-        if let Some(k) = kept {
-            self.kept_tokens.insert(k, token);
-        }
-        let p = &self.ports;
+        let token =
+            p.tokens.next_token(job.merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
         p.probe.reached(Step::TokenTaken { token }).await;
         // Tokens rise in the order leases were granted only if each was issued while its
         // holder's lease was live. A holder held up between its lease and its token (a
@@ -430,19 +245,11 @@ where
 
         let receipt = match paid {
             Some(receipt) => receipt,
-            None => {
-                let key = match self.config.mutant {
-                    Some(Mutant::KeyPerAttempt) => IdempotencyKey {
-                        refund: row.id,
-                        attempt: self.config.id.0 * 1_000_000 + self.acquisitions,
-                    },
-                    _ => IdempotencyKey::of(row.id),
-                };
-                p.gateway
-                    .refund(key, row.amount)
-                    .await
-                    .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?
-            }
+            None => p
+                .gateway
+                .refund(row.id, IdempotencyKey::of(row.id), row.amount)
+                .await
+                .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?,
         };
         p.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
 
@@ -462,9 +269,7 @@ where
             WriteKind::Confirm => p.store.confirm(refund, guard).await,
         }
         .map_err(|_| Abandon(AbandonReason::BackendError))?;
-        if outcome.rows_updated > 0
-            || (kind == WriteKind::Claim && self.config.mutant == Some(Mutant::ClaimRowCountIgnored))
-        {
+        if outcome.rows_updated > 0 {
             return Ok(true);
         }
         match (self.config.mechanism.policy().on_rejected_write, guard) {

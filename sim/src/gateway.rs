@@ -89,6 +89,7 @@ impl GatewayCore {
     /// `refuse_concurrent`, a call whose key is still in flight gets a conflict.
     pub fn refund(
         &mut self,
+        reference: RefundId,
         key: IdempotencyKey,
         amount: Cents,
         now_ms: u64,
@@ -112,7 +113,7 @@ impl GatewayCore {
             }
         }
         let gateway_ref = self.ledger.len() as u32 + 1;
-        self.ledger.push(LedgerEntry { gateway_ref, refund: key.refund, amount, at_ms: now_ms });
+        self.ledger.push(LedgerEntry { gateway_ref, refund: reference, amount, at_ms: now_ms });
         let receipt = Receipt { gateway_ref, amount };
         let completes_at_ms = now_ms + latency_ms;
         self.keys.entry(key).or_insert(KeyRecord { receipt, completes_at_ms });
@@ -135,14 +136,17 @@ mod tests {
     #[test]
     fn an_idempotent_gateway_moves_money_once_per_key() {
         let mut g = GatewayCore::new(GatewayMode::Idempotent);
-        let first = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 31_005, 30, false);
+        let first =
+            g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 31_005, 30, false);
         assert_eq!(first.outcome, CallOutcome::Created);
         assert_eq!(first.respond_at_ms, 31_035);
         // in flight: the second caller waits for the first call's answer
-        let during = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 31_010, 30, false);
+        let during =
+            g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 31_010, 30, false);
         assert_eq!((during.outcome, during.respond_at_ms), (CallOutcome::Replayed, 31_035));
         // finished: answered from the record at once
-        let after = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 34_000, 30, false);
+        let after =
+            g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 34_000, 30, false);
         assert_eq!(
             (after.outcome, after.respond_at_ms, after.receipt),
             (CallOutcome::Replayed, 34_000, first.receipt)
@@ -155,10 +159,10 @@ mod tests {
     #[test]
     fn a_concurrent_call_can_be_refused_with_a_conflict() {
         let mut g = GatewayCore::new(GatewayMode::Idempotent);
-        g.refund(IdempotencyKey::of(RefundId(1)), Cents(100), 0, 30, true);
-        let during = g.refund(IdempotencyKey::of(RefundId(1)), Cents(100), 10, 30, true);
+        g.refund(RefundId(1), IdempotencyKey::of(RefundId(1)), Cents(100), 0, 30, true);
+        let during = g.refund(RefundId(1), IdempotencyKey::of(RefundId(1)), Cents(100), 10, 30, true);
         assert_eq!(during.outcome, CallOutcome::Conflict);
-        let after = g.refund(IdempotencyKey::of(RefundId(1)), Cents(100), 40, 30, true);
+        let after = g.refund(RefundId(1), IdempotencyKey::of(RefundId(1)), Cents(100), 40, 30, true);
         assert_eq!(after.outcome, CallOutcome::Replayed);
         assert_eq!(g.ledger().len(), 1);
     }
@@ -166,8 +170,9 @@ mod tests {
     #[test]
     fn a_non_idempotent_gateway_pays_every_call() {
         let mut g = GatewayCore::new(GatewayMode::NonIdempotent);
-        g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 31_005, 30, false);
-        let again = g.refund(IdempotencyKey::of(RefundId(815)), Cents(7025), 34_000, 30, false);
+        g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 31_005, 30, false);
+        let again =
+            g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 34_000, 30, false);
         assert_eq!(again.outcome, CallOutcome::Created);
         assert_eq!(g.ledger().iter().map(|e| e.amount).sum::<Cents>(), Cents(14_050));
     }

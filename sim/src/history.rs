@@ -1,7 +1,7 @@
 //! The typed events every component records into one history, in the order they happen.
 
 use crate::clock::WallMs;
-use crate::faults::{FaultKind, Trigger};
+use crate::fault::{FaultKind, Trigger};
 use crate::gateway::CallOutcome;
 use fencesim_model::{Cents, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind};
 use serde::Serialize;

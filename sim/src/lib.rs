@@ -1,6 +1,14 @@
 //! The deterministic world fencesim's workers run in: simulated time (madsim), a
 //! simulated Redis, the real SQLite refund store, a payment gateway and a job queue, each
 //! a pure core plus a thin async face, all recording typed events into one history.
+//!
+//! - `config`: the run as data, with its defaults and validation;
+//! - `clock`, `redis`, `gateway`, `queue`: the components' pure cores;
+//! - `port`: one adapter per port of the model; `wiring`: how a worker's ports are put together;
+//! - `fault`: the fault plan and the engine that fires it;
+//! - `ledger`: the epochs, the checkers' ground truth about leases;
+//! - `history`: the typed events; `record`: what a run leaves behind;
+//! - `world`: the shared state; `run`: the loop that keeps time.
 
 #[cfg(not(madsim))]
 compile_error!(
@@ -9,16 +17,26 @@ compile_error!(
 );
 
 pub mod clock;
-pub mod faults;
+pub mod config;
+pub mod fault;
 pub mod gateway;
 pub mod history;
+pub mod ledger;
+pub mod port;
 pub mod queue;
+pub mod record;
 pub mod redis;
-pub mod world;
+pub mod run;
+pub mod wiring;
+mod world;
 
 pub use clock::{SimClock, WallMs};
-pub use faults::{Fault, FaultKind, FaultPlan, Trigger};
+pub use config::{Latency, WorldConfig};
+pub use fault::{Fault, FaultKind, FaultName, FaultPlan, Trigger};
 pub use gateway::{CallOutcome, GatewayMode, LedgerEntry};
 pub use history::{trace_hash, write_trace, Actor, Event, EventKind};
+pub use ledger::Epoch;
+pub use record::RunRecord;
 pub use redis::Persistence;
-pub use world::{run_world, Epoch, Latency, RunRecord, WorldConfig};
+pub use run::{run_wired, run_world};
+pub use wiring::{Connections, Plain, Wired, Wiring};

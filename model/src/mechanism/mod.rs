@@ -125,6 +125,14 @@ impl Mechanism {
         self.policy().name
     }
 
+    /// How many Redis instances the lease lives on: five for Redlock, else one.
+    pub fn redis_instances(self) -> usize {
+        match self.policy().lease {
+            LeaseKind::Single => 1,
+            LeaseKind::Redlock => 5,
+        }
+    }
+
     /// The guard this mechanism puts on every write of a holder with `token`.
     pub fn guard(self, token: Option<Token>) -> WriteGuard {
         match (self.policy().tokens, token) {

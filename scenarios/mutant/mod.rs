@@ -1,8 +1,14 @@
-//! Mutants: realistic bugs in the worker and lock code, each switched on at run time, so
-//! that the harness's power to catch bugs can be measured without editing code. With no
-//! mutant selected (the default) none of this changes anything.
+//! The mutant catalogue: realistic bugs in the worker, lock and store code, each planted
+//! at run time by wiring a worker's ports differently (`planted`), so that the harness's
+//! power to catch bugs can be measured without editing the model. The model itself has
+//! no trace of them: a SQL mutant is the store given other statement text, every other
+//! mutant a wrapper around one port.
 
-use crate::mechanism::Mechanism;
+mod planted;
+
+pub use planted::Planted;
+
+use fencesim_model::Mechanism;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mutant {
@@ -14,7 +20,8 @@ pub enum Mutant {
     ConfirmWithoutFence,
     /// A claim that updated no row is treated as a success.
     ClaimRowCountIgnored,
-    /// A worker keeps the token it took for a job and reuses it when the job comes back.
+    /// A worker keeps the token it took for a job and reuses it when the job comes back
+    /// (jobs are one per merchant, so the token is kept per merchant).
     TokenPerJob,
     /// A worker takes one token and reuses it for every batch.
     TokenPerWorker,
@@ -22,7 +29,7 @@ pub enum Mutant {
     ReleaseWithDel,
     /// Every worker uses the same lock value.
     SharedLockValue,
-    /// The renewal sets the key again when it finds it missing.
+    /// The renewal script sets the key again when it finds it missing.
     ExtendRecreates,
     /// A restarted Redis's counter is not seeded from `MAX(fence)`.
     NoReseedAfterRestart,
@@ -71,9 +78,31 @@ impl Mutant {
             Mutant::ClaimFenceAtMost => Mechanism::Fenced,
             Mutant::ExtendRecreates => Mechanism::TtlRenewal,
             Mutant::NoReseedAfterRestart => Mechanism::FencedSeeded,
-            _ => Mechanism::FencedDbSequence,
+            Mutant::ConfirmFenceAtLeast
+            | Mutant::ConfirmWithoutFence
+            | Mutant::ClaimRowCountIgnored
+            | Mutant::TokenPerJob
+            | Mutant::TokenPerWorker
+            | Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::KeyPerAttempt
+            | Mutant::ClaimAcceptsSent => Mechanism::FencedDbSequence,
+        }
+    }
+
+    /// Where the bug is planted: the port it wraps, or the statement it rewrites.
+    pub fn planted_in(self) -> &'static str {
+        match self {
+            Mutant::ClaimFenceAtMost | Mutant::ClaimAcceptsSent => "the store's claim statement",
+            Mutant::ConfirmFenceAtLeast | Mutant::ConfirmWithoutFence => "the store's confirm statement",
+            Mutant::ClaimRowCountIgnored => "the refund store port",
+            Mutant::TokenPerJob | Mutant::TokenPerWorker => "the token source port",
+            Mutant::ReleaseWithDel | Mutant::SharedLockValue => "the lease store port",
+            Mutant::ExtendRecreates => "the Redis port's renewal script",
+            Mutant::NoReseedAfterRestart => "the deployment's Redis start-up routine",
+            Mutant::KeyPerAttempt => "the gateway port",
         }
     }
 }
 
-crate::named_enum!(Mutant, "mutant");
+fencesim_model::named_enum!(Mutant, "mutant");

@@ -1,0 +1,61 @@
+//! What a deployment does around its workers, as production would: before any worker
+//! starts, each merchant's token counter is placed where the mechanism keeps it; when a
+//! Redis instance comes back from a restart, its start-up routine runs (for
+//! `fenced-seeded`: seed each missing counter from the highest fence the rows hold).
+
+use crate::ids::MerchantId;
+use crate::lease::counter_key;
+use crate::mechanism::{Mechanism, TokenPolicy};
+use crate::store::SqliteRefunds;
+
+/// Counters a deployment sets on a Redis instance through its own admin connection, not a
+/// worker's: at start-up, nothing else is running.
+pub trait CounterAdmin {
+    fn has(&self, key: &str) -> bool;
+    fn set(&mut self, key: &str, value: i64);
+}
+
+impl Mechanism {
+    /// Places each merchant's counter where this mechanism keeps its tokens: on the first
+    /// Redis instance, in the refund database's sequence, or nowhere.
+    pub fn place_counters(
+        self,
+        counters: &[(MerchantId, i64)],
+        redis: &mut impl CounterAdmin,
+        store: &SqliteRefunds,
+    ) -> rusqlite::Result<()> {
+        for &(merchant, value) in counters {
+            match self.policy().tokens {
+                TokenPolicy::RedisIncr => redis.set(&counter_key(merchant), value),
+                TokenPolicy::DbSequence => store.set_sequence(merchant, value)?,
+                TokenPolicy::None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The start-up routine of Redis instance `instance` after a restart. Returns the
+    /// counters it seeded, with their values, in merchant order.
+    pub fn on_redis_start(
+        self,
+        instance: u8,
+        merchants: impl IntoIterator<Item = MerchantId>,
+        redis: &mut impl CounterAdmin,
+        store: &SqliteRefunds,
+    ) -> Vec<(String, i64)> {
+        if !self.policy().seed_counter_on_restart || instance != 0 {
+            return Vec::new();
+        }
+        let mut seeded = Vec::new();
+        for merchant in merchants {
+            let key = counter_key(merchant);
+            if redis.has(&key) {
+                continue;
+            }
+            let value = store.max_fence(merchant).unwrap_or(0);
+            redis.set(&key, value);
+            seeded.push((key, value));
+        }
+        seeded
+    }
+}

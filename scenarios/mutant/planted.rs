@@ -1,0 +1,304 @@
+//! Planting a mutant: a wiring of the worker's ports in which one port (or one statement,
+//! or the Redis start-up routine) has the bug. Every other port is the model's own.
+
+use super::Mutant;
+use fencesim_model::{
+    BackendError, Cents, Gateway, GatewayError, IdempotencyKey, LeaseClient, LeaseStore, MerchantId, Receipt,
+    RedisInstance, RefundId, RefundStore, Statements, Token, TokenClient, TokenSource, WorkerId, WriteGuard,
+    WriteOutcome,
+};
+use fencesim_sim::port::{ClockClient, GatewayClient, RedisClient, StoreClient};
+use fencesim_sim::{Connections, Wired, Wiring};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// The wiring with `0` planted.
+pub struct Planted(pub Mutant);
+
+/// The right statement with one predicate rewritten; the rewrite must change it.
+fn rewrite(right: &'static str, from: &str, to: &str) -> String {
+    assert!(right.contains(from), "the planted predicate `{from}` is in the statement");
+    right.replace(from, to)
+}
+
+static CLAIM_FENCE_AT_MOST: LazyLock<String> =
+    LazyLock::new(|| rewrite(Statements::SQLITE.claim_fenced, "fence < ?1", "fence <= ?1"));
+static CLAIM_ACCEPTS_SENT: LazyLock<String> = LazyLock::new(|| {
+    rewrite(Statements::SQLITE.claim_fenced, "('pending', 'sending')", "('pending', 'sending', 'sent')")
+});
+static CONFIRM_FENCE_AT_LEAST: LazyLock<String> =
+    LazyLock::new(|| rewrite(Statements::SQLITE.confirm_fenced, "fence = ?1", "fence >= ?1"));
+static CONFIRM_WITHOUT_FENCE: LazyLock<String> =
+    LazyLock::new(|| rewrite(Statements::SQLITE.confirm_fenced, "fence = ?1", "?1 = ?1"));
+
+impl Wiring for Planted {
+    type Lease = PlantedLease<LeaseClient<PlantedRedis, ClockClient>>;
+    type Tokens = PlantedTokens<TokenClient<RedisClient, StoreClient>>;
+    type Store = PlantedStore;
+    type Gateway = PlantedGateway;
+
+    fn wire(&self, connections: Connections) -> Wired<Self::Lease, Self::Tokens, Self::Store, Self::Gateway> {
+        let mutant = self.0;
+        let acquisitions = Arc::new(AtomicU32::new(0));
+        let recreate = mutant == Mutant::ExtendRecreates;
+        let redis = connections.redis.iter().map(|r| PlantedRedis { inner: r.clone(), recreate }).collect();
+        let lease =
+            PlantedLease { inner: connections.lease_over(redis), mutant, acquisitions: acquisitions.clone() };
+        let tokens = connections.tokens_over(connections.redis[0].clone(), connections.store.clone());
+        let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
+        let store = PlantedStore {
+            inner: connections.store,
+            ignore_row_count: mutant == Mutant::ClaimRowCountIgnored,
+        };
+        let gateway = PlantedGateway {
+            inner: connections.gateway,
+            per_attempt: mutant == Mutant::KeyPerAttempt,
+            worker: connections.worker,
+            acquisitions,
+        };
+        Wired { lease, tokens, store, gateway }
+    }
+
+    fn statements(&self) -> Statements {
+        let right = Statements::SQLITE;
+        match self.0 {
+            Mutant::ClaimFenceAtMost => Statements { claim_fenced: &CLAIM_FENCE_AT_MOST, ..right },
+            Mutant::ClaimAcceptsSent => Statements { claim_fenced: &CLAIM_ACCEPTS_SENT, ..right },
+            Mutant::ConfirmFenceAtLeast => Statements { confirm_fenced: &CONFIRM_FENCE_AT_LEAST, ..right },
+            Mutant::ConfirmWithoutFence => Statements { confirm_fenced: &CONFIRM_WITHOUT_FENCE, ..right },
+            Mutant::ClaimRowCountIgnored
+            | Mutant::TokenPerJob
+            | Mutant::TokenPerWorker
+            | Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::ExtendRecreates
+            | Mutant::NoReseedAfterRestart
+            | Mutant::KeyPerAttempt => right,
+        }
+    }
+
+    fn start_routine(&self) -> bool {
+        self.0 != Mutant::NoReseedAfterRestart
+    }
+}
+
+/// A Redis connection whose renewal script, under `extend-recreates`, sets a missing key again.
+pub struct PlantedRedis {
+    inner: RedisClient,
+    recreate: bool,
+}
+
+impl RedisInstance for PlantedRedis {
+    async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        self.inner.set_nx_px(key, value, ttl_ms).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
+        self.inner.get(key).await
+    }
+
+    async fn del(&self, key: &str) -> Result<bool, BackendError> {
+        self.inner.del(key).await
+    }
+
+    async fn incr(&self, key: &str) -> Result<i64, BackendError> {
+        self.inner.incr(key).await
+    }
+
+    async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        self.inner.compare_and_delete(key, value).await
+    }
+
+    async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let extended = self.inner.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false);
+        // the bug: a missing key is simply set again
+        let recreated = !extended
+            && self.recreate
+            && self.inner.get(key).await.unwrap_or(None).is_none()
+            && self.inner.set_px(key, value, ttl_ms).await.is_ok();
+        Ok(extended || recreated)
+    }
+}
+
+/// The lease, under `shared-lock-value` with one value for every worker, under
+/// `release-with-del` given back with a plain `DEL`. Counts acquisitions for the gateway's
+/// per-attempt key.
+pub struct PlantedLease<L> {
+    inner: L,
+    mutant: Mutant,
+    acquisitions: Arc<AtomicU32>,
+}
+
+impl<L> PlantedLease<L> {
+    fn value<'a>(&self, value: &'a str) -> &'a str {
+        if self.mutant == Mutant::SharedLockValue {
+            "worker"
+        } else {
+            value
+        }
+    }
+}
+
+impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
+    async fn acquire(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+        self.inner.acquire(key, self.value(value), ttl_ms).await
+    }
+
+    async fn release(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        if self.mutant == Mutant::ReleaseWithDel {
+            return self.inner.delete(key).await;
+        }
+        self.inner.release(key, self.value(value)).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool, BackendError> {
+        self.inner.delete(key).await
+    }
+
+    async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        self.inner.extend(key, self.value(value), ttl_ms).await
+    }
+
+    async fn holds(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        self.inner.holds(key, self.value(value)).await
+    }
+}
+
+/// Tokens, under `token-per-job` kept per merchant's job and under `token-per-worker` kept
+/// once for every batch, instead of taken anew for each acquisition.
+pub struct PlantedTokens<T> {
+    inner: T,
+    mutant: Mutant,
+    kept: Mutex<BTreeMap<Option<MerchantId>, Token>>,
+}
+
+impl<T: TokenSource + Sync> TokenSource for PlantedTokens<T> {
+    async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
+        let slot = match self.mutant {
+            Mutant::TokenPerJob => Some(Some(merchant)),
+            Mutant::TokenPerWorker => Some(None),
+            Mutant::ClaimFenceAtMost
+            | Mutant::ConfirmFenceAtLeast
+            | Mutant::ConfirmWithoutFence
+            | Mutant::ClaimRowCountIgnored
+            | Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::ExtendRecreates
+            | Mutant::NoReseedAfterRestart
+            | Mutant::KeyPerAttempt
+            | Mutant::ClaimAcceptsSent => None,
+        };
+        let Some(slot) = slot else { return self.inner.next_token(merchant).await };
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).get(&slot).copied();
+        if let Some(token) = kept {
+            return Ok(token);
+        }
+        let token = self.inner.next_token(merchant).await?;
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).insert(slot, token);
+        Ok(token)
+    }
+}
+
+/// The store, under `claim-row-count-ignored` reporting a claim that updated no row as one
+/// that did.
+pub struct PlantedStore {
+    inner: StoreClient,
+    ignore_row_count: bool,
+}
+
+impl RefundStore for PlantedStore {
+    async fn open_refunds(
+        &self,
+        merchant: MerchantId,
+    ) -> Result<Vec<fencesim_model::RefundRow>, BackendError> {
+        self.inner.open_refunds(merchant).await
+    }
+
+    async fn claim(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
+        let mut outcome = self.inner.claim(refund, guard).await?;
+        if self.ignore_row_count {
+            outcome.rows_updated = outcome.rows_updated.max(1);
+        }
+        Ok(outcome)
+    }
+
+    async fn confirm(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
+        self.inner.confirm(refund, guard).await
+    }
+
+    async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
+        self.inner.next_sequence_token(merchant).await
+    }
+}
+
+/// The gateway, under `key-per-attempt` called with a key made per acquisition instead of
+/// the refund id.
+pub struct PlantedGateway {
+    inner: GatewayClient,
+    per_attempt: bool,
+    worker: WorkerId,
+    acquisitions: Arc<AtomicU32>,
+}
+
+impl Gateway for PlantedGateway {
+    async fn find(&self, reference: RefundId) -> Result<Option<Receipt>, GatewayError> {
+        self.inner.find(reference).await
+    }
+
+    async fn refund(
+        &self,
+        reference: RefundId,
+        key: IdempotencyKey,
+        amount: Cents,
+    ) -> Result<Receipt, GatewayError> {
+        let key = if self.per_attempt {
+            let attempt = self.acquisitions.load(Ordering::Relaxed);
+            IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker))
+        } else {
+            key
+        };
+        self.inner.refund(reference, key, amount).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencesim_model::{RefundRow, RefundState, SqliteRefunds, WriteKind};
+
+    fn store_with(state: RefundState, fence: i64, statements: Statements) -> SqliteRefunds {
+        let store = SqliteRefunds::open_in_memory().unwrap().with_statements(statements);
+        let row =
+            RefundRow { id: RefundId(815), merchant: MerchantId(4471), amount: Cents(7025), state, fence };
+        store.insert(&[row]).unwrap();
+        store
+    }
+
+    #[test]
+    fn each_planted_statement_lets_through_exactly_what_the_right_one_refuses() {
+        let stale = WriteGuard::Fence(Token(33));
+        let cases = [
+            // (mutant, state, fence, write): refused by the right statement, accepted by the mutant's
+            (Mutant::ConfirmFenceAtLeast, RefundState::Sending, 34, WriteKind::Confirm),
+            (Mutant::ConfirmWithoutFence, RefundState::Sending, 34, WriteKind::Confirm),
+            (Mutant::ClaimFenceAtMost, RefundState::Sending, 33, WriteKind::Claim),
+            (Mutant::ClaimAcceptsSent, RefundState::Sent, 3, WriteKind::Claim),
+        ];
+        for (mutant, state, fence, write) in cases {
+            let right = store_with(state, fence, Statements::SQLITE);
+            assert_eq!(right.write(write, RefundId(815), stale).unwrap().rows_updated, 0, "{mutant}");
+            let wrong = store_with(state, fence, Planted(mutant).statements());
+            assert_eq!(wrong.write(write, RefundId(815), stale).unwrap().rows_updated, 1, "{mutant}");
+        }
+    }
+
+    #[test]
+    fn only_the_sql_mutants_change_the_statements() {
+        for mutant in Mutant::ALL {
+            let changed = Planted(mutant).statements() != Statements::SQLITE;
+            assert_eq!(changed, mutant.planted_in().contains("statement"), "{mutant}");
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The fault engine: what each fault kind does to the world when it fires, the faults
+//! armed for a worker's next request, and the bookkeeping of paused and crashed workers.
+//! Every fault kind is handled here and only here.
+
+use super::{Fault, FaultKind, Trigger};
+use crate::config::WorldConfig;
+use crate::history::EventKind;
+use crate::world::{value_text, State, World};
+use fencesim_model::{StepKind, WorkerId};
+use madsim::runtime::Handle;
+use strum::EnumCount;
+
+/// Faults armed for a worker's next action.
+#[derive(Default, Clone, Copy)]
+pub struct Armed {
+    pub db_delay_ms: u64,
+    pub gateway_extra_ms: u64,
+    pub lost_responses: u32,
+}
+
+/// The fault engine's part of the world's state.
+pub(crate) struct FaultState {
+    pub armed: Vec<Armed>,
+    pub conflicts_until_ms: u64,
+    /// Workers to resume, with when.
+    pub resumes: Vec<(u64, WorkerId)>,
+    /// Crashed workers to start again, with when.
+    pub restarts: Vec<(u64, WorkerId)>,
+    pub incarnation: Vec<u32>,
+    pub crashed: Vec<bool>,
+    /// Timed faults not fired yet (index into the plan).
+    pub timed: Vec<usize>,
+    /// How often each worker reached each step: `[worker][step]`.
+    step_counts: Vec<[u32; StepKind::COUNT]>,
+    pub last_fault_ms: Option<u64>,
+}
+
+impl FaultState {
+    pub fn new(config: &WorldConfig) -> FaultState {
+        let workers = config.workers as usize;
+        let faults = &config.faults.faults;
+        let timed = (0..faults.len()).filter(|&i| matches!(faults[i].trigger, Trigger::At { .. })).collect();
+        FaultState {
+            armed: vec![Armed::default(); workers],
+            conflicts_until_ms: 0,
+            resumes: Vec::new(),
+            restarts: Vec::new(),
+            incarnation: vec![1; workers],
+            crashed: vec![false; workers],
+            timed,
+            step_counts: vec![[0; StepKind::COUNT]; workers],
+            last_fault_ms: None,
+        }
+    }
+
+    /// Counts `worker` reaching `step` and returns how often it has now.
+    pub fn count_step(&mut self, worker: WorkerId, step: StepKind) -> u32 {
+        let count = &mut self.step_counts[worker.0 as usize][step as usize];
+        *count += 1;
+        *count
+    }
+
+    /// Nothing is still to come: no timed fault, no resume, no restart.
+    pub fn quiet(&self) -> bool {
+        self.timed.is_empty() && self.restarts.is_empty() && self.resumes.is_empty()
+    }
+
+    /// Takes the entries of `list` due at `now`, in the order they were added.
+    pub fn take_due(list: &mut Vec<(u64, WorkerId)>, now: u64) -> Vec<(u64, WorkerId)> {
+        let mut due = Vec::new();
+        list.retain(|&(at, worker)| {
+            let is_due = at <= now;
+            if is_due {
+                due.push((at, worker));
+            }
+            !is_due
+        });
+        due
+    }
+}
+
+impl World {
+    /// Fires one fault now. A worker that fires a pause or a crash of its own process must
+    /// then yield, so that the fault takes hold right there.
+    pub(crate) fn fire(&self, state: &mut State, fault: &Fault) {
+        let now = self.clock.now_ms();
+        state.faults.last_fault_ms = Some(now);
+        state.record(now, EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
+        match fault.kind {
+            FaultKind::Pause { worker, duration_ms } => self.pause(state, worker, now + duration_ms),
+            FaultKind::Crash { worker, restart_after_ms } => {
+                self.crash(state, worker, now + restart_after_ms)
+            }
+            FaultKind::ExpireLease { instance, merchant } => {
+                let key = format!("lock:settle:{merchant}");
+                state.expiring(instance, |core, out| out.extend(core.expire_now(&key, now)));
+            }
+            FaultKind::RedisClockJump { instance, by_ms } => state.expiring(instance, |core, out| {
+                core.jump_clock(by_ms as i64);
+                core.expire_due(now, out);
+            }),
+            FaultKind::RedisRestart { instance, persistence } => {
+                let before = state.ledger.held_on(instance);
+                let lost = state.redis[instance as usize].restart(persistence, now);
+                for (key, value) in before {
+                    let still = state.redis[instance as usize].value_of(&key).map(value_text);
+                    if still.as_deref() != Some(value.as_str()) {
+                        state.ledger.lost(instance, &key, &value, now, false);
+                    }
+                }
+                state.record(now, EventKind::RedisRestarted { instance, lost });
+                self.redis_started(state, instance, now);
+            }
+            FaultKind::Redeliver { worker } => self.with_queue(state, now, |queue, out| {
+                queue.redeliver_from(worker, now, out);
+            }),
+            FaultKind::DuplicateDelivery { worker } => self.with_queue(state, now, |queue, out| {
+                queue.duplicate_from(worker, out);
+            }),
+            FaultKind::DbDelay { worker, delay_ms } => {
+                state.faults.armed[worker.0 as usize].db_delay_ms += delay_ms
+            }
+            FaultKind::GatewayLatency { worker, extra_ms } => {
+                state.faults.armed[worker.0 as usize].gateway_extra_ms += extra_ms
+            }
+            FaultKind::LostResponse { worker } => state.faults.armed[worker.0 as usize].lost_responses += 1,
+            FaultKind::GatewayConflicts { for_ms } => {
+                state.faults.conflicts_until_ms = state.faults.conflicts_until_ms.max(now + for_ms)
+            }
+        }
+        self.changed.notify_one();
+    }
+
+    fn pause(&self, state: &mut State, worker: WorkerId, until_ms: u64) {
+        let faults = &mut state.faults;
+        if faults.crashed[worker.0 as usize] || faults.resumes.iter().any(|r| r.1 == worker) {
+            return;
+        }
+        if let Some(node) = self.node_of(worker) {
+            Handle::current().pause(node.id());
+            faults.resumes.push((until_ms, worker));
+        }
+    }
+
+    fn crash(&self, state: &mut State, worker: WorkerId, restart_at_ms: u64) {
+        if state.faults.crashed[worker.0 as usize] {
+            return;
+        }
+        if let Some(node) = self.node_of(worker) {
+            Handle::current().kill(node.id());
+        }
+        state.faults.crashed[worker.0 as usize] = true;
+        state.faults.resumes.retain(|r| r.1 != worker);
+        state.ledger.forget(worker);
+        state.faults.restarts.push((restart_at_ms, worker));
+    }
+
+    /// A Redis instance came back: the deployment's start-up routine runs (the mechanism
+    /// says what it does), unless this world was wired without it.
+    fn redis_started(&self, state: &mut State, instance: u8, now: u64) {
+        if !self.start_routine {
+            return;
+        }
+        let merchants: std::collections::BTreeSet<_> = self.config.jobs.iter().map(|j| j.merchant).collect();
+        let core = &mut state.redis[instance as usize];
+        let seeded = self.config.mechanism.on_redis_start(instance, merchants, core, &self.store);
+        for (key, value) in seeded {
+            state.record(now, EventKind::CounterSeeded { instance, key, value });
+        }
+    }
+
+    /// Fires the faults `worker` triggers by reaching `step` (its `nth` time). Returns
+    /// whether one of them stops the worker's own process.
+    pub(crate) fn fire_step_triggers(&self, state: &mut State, worker: WorkerId, step: StepKind) -> bool {
+        let nth = state.faults.count_step(worker, step);
+        let mut stops = false;
+        for fault in &self.config.faults.faults {
+            if fault.trigger == (Trigger::Step { worker, step, nth }) {
+                self.fire(state, fault);
+                stops |= fault.kind.stops(worker);
+            }
+        }
+        stops
+    }
+
+    /// Fires the timed faults due at `now`, in plan order.
+    pub(crate) fn fire_timed(&self, state: &mut State, now: u64) {
+        let plan = &self.config.faults.faults;
+        let mut due: Vec<usize> = Vec::new();
+        state.faults.timed.retain(|&i| match plan[i].trigger {
+            Trigger::At { at_ms } if at_ms <= now => {
+                due.push(i);
+                false
+            }
+            Trigger::At { .. } | Trigger::Step { .. } => true,
+        });
+        due.sort_unstable();
+        for i in due {
+            self.fire(state, &plan[i]);
+        }
+    }
+
+    /// The next time a timed fault, a resume or a restart is due.
+    pub(crate) fn next_fault_deadline(&self, state: &State) -> Option<u64> {
+        let plan = &self.config.faults.faults;
+        let timed = state.faults.timed.iter().filter_map(|&i| match plan[i].trigger {
+            Trigger::At { at_ms } => Some(at_ms),
+            Trigger::Step { .. } => None,
+        });
+        let faults = &state.faults;
+        let lifecycle = faults.resumes.iter().map(|r| r.0).chain(faults.restarts.iter().map(|r| r.0));
+        timed.chain(lifecycle).min()
+    }
+}

@@ -1,0 +1,9 @@
+//! Faults: the plan (kinds, targets, triggers, validation) and the engine that fires them
+//! (timed faults, step triggers, faults armed for a worker's next request, pauses to
+//! resume and crashed workers to start again).
+
+mod engine;
+mod plan;
+
+pub(crate) use engine::FaultState;
+pub use plan::{Fault, FaultKind, FaultName, FaultPlan, Trigger};

@@ -1,0 +1,204 @@
+//! The fault plan: an explicit, serializable list of faults, each with a kind, a target
+//! and a trigger. A replay file stores the plan itself, so it keeps its meaning when the
+//! generator that made it changes.
+
+use crate::redis::Persistence;
+use fencesim_model::{MerchantId, StepKind, WorkerId};
+use serde::{Deserialize, Serialize};
+use strum::{EnumCount, EnumDiscriminants, EnumIter, IntoStaticStr};
+
+/// One kind of fault with its target and size. `FaultName` (the kind without its data) is
+/// derived from it, so a new kind is one new variant: its name, its place in coverage and
+/// in the swarm's choices follow, and the compiler points at every match that must learn it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, EnumDiscriminants)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[strum_discriminants(
+    name(FaultName),
+    doc = "A fault kind without its data: what coverage counts and a swarm switches on or off.",
+    derive(PartialOrd, Ord, Hash, EnumCount, EnumIter, IntoStaticStr),
+    strum(serialize_all = "kebab-case")
+)]
+pub enum FaultKind {
+    /// Stop the whole worker process, background tasks included, for a while.
+    Pause { worker: WorkerId, duration_ms: u64 },
+    /// Kill the worker process; a new one starts after `restart_after_ms`. Its job comes
+    /// back by the queue.
+    Crash { worker: WorkerId, restart_after_ms: u64 },
+    /// The merchant's lease key on this Redis instance expires now.
+    ExpireLease { instance: u8, merchant: MerchantId },
+    /// This Redis instance's clock jumps forward.
+    RedisClockJump { instance: u8, by_ms: u64 },
+    /// This Redis instance restarts, keeping what its persistence mode keeps.
+    RedisRestart { instance: u8, persistence: Persistence },
+    /// The queue gives up on the worker's delivery now: another worker gets the job.
+    Redeliver { worker: WorkerId },
+    /// The queue delivers the worker's job once more, to another worker.
+    DuplicateDelivery { worker: WorkerId },
+    /// The worker's next request to the database is held up on its way there.
+    DbDelay { worker: WorkerId, delay_ms: u64 },
+    /// The worker's next gateway call takes this much longer.
+    GatewayLatency { worker: WorkerId, extra_ms: u64 },
+    /// The worker's next refund call moves the money, and the answer never arrives.
+    LostResponse { worker: WorkerId },
+    /// For a while, a call whose idempotency key is still in flight gets a conflict.
+    GatewayConflicts { for_ms: u64 },
+}
+
+impl FaultName {
+    /// Every fault kind, in declaration order (the order of coverage tables).
+    pub fn all() -> impl Iterator<Item = FaultName> {
+        <FaultName as strum::IntoEnumIterator>::iter()
+    }
+
+    /// `pause`, `redis-restart`, ...
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// The kind named `name`, or a message that lists the kinds.
+    pub fn parse(name: &str) -> Result<FaultName, String> {
+        FaultName::all().find(|k| k.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = FaultName::all().map(FaultName::name).collect();
+            format!("unknown fault kind '{name}': expected one of {}", names.join(", "))
+        })
+    }
+}
+
+impl FaultKind {
+    pub fn kind(&self) -> FaultName {
+        FaultName::from(self)
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// The worker this fault acts on, if it acts on one.
+    pub fn worker(&self) -> Option<WorkerId> {
+        match *self {
+            FaultKind::Pause { worker, .. }
+            | FaultKind::Crash { worker, .. }
+            | FaultKind::Redeliver { worker }
+            | FaultKind::DuplicateDelivery { worker }
+            | FaultKind::DbDelay { worker, .. }
+            | FaultKind::GatewayLatency { worker, .. }
+            | FaultKind::LostResponse { worker } => Some(worker),
+            FaultKind::ExpireLease { .. }
+            | FaultKind::RedisClockJump { .. }
+            | FaultKind::RedisRestart { .. }
+            | FaultKind::GatewayConflicts { .. } => None,
+        }
+    }
+
+    /// The Redis instance this fault acts on, if it acts on one.
+    pub fn instance(&self) -> Option<u8> {
+        match *self {
+            FaultKind::ExpireLease { instance, .. }
+            | FaultKind::RedisClockJump { instance, .. }
+            | FaultKind::RedisRestart { instance, .. } => Some(instance),
+            FaultKind::Pause { .. }
+            | FaultKind::Crash { .. }
+            | FaultKind::Redeliver { .. }
+            | FaultKind::DuplicateDelivery { .. }
+            | FaultKind::DbDelay { .. }
+            | FaultKind::GatewayLatency { .. }
+            | FaultKind::LostResponse { .. }
+            | FaultKind::GatewayConflicts { .. } => None,
+        }
+    }
+
+    /// Does this fault stop `worker`'s own process (so that a worker firing it must yield)?
+    pub fn stops(&self, worker: WorkerId) -> bool {
+        matches!(*self, FaultKind::Pause { worker: w, .. } | FaultKind::Crash { worker: w, .. } if w == worker)
+    }
+}
+
+/// When a fault fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "on", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Trigger {
+    /// At this many milliseconds after the start of the run.
+    At { at_ms: u64 },
+    /// The `nth` time (from 1) `worker` reaches `step`: the fault fires right there.
+    Step { worker: WorkerId, step: StepKind, nth: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Fault {
+    #[serde(flatten)]
+    pub kind: FaultKind,
+    pub trigger: Trigger,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultPlan {
+    pub faults: Vec<Fault>,
+}
+
+impl Trigger {
+    /// The worker whose step fires this trigger, if it is a step trigger.
+    pub fn worker(&self) -> Option<WorkerId> {
+        match *self {
+            Trigger::At { .. } => None,
+            Trigger::Step { worker, .. } => Some(worker),
+        }
+    }
+}
+
+impl Fault {
+    /// The fault names only workers and instances a run of `workers` workers and
+    /// `instances` Redis instances has; a reason if not.
+    pub fn validate(&self, index: usize, workers: u32, instances: u8) -> Result<(), String> {
+        for worker in self.kind.worker().into_iter().chain(self.trigger.worker()) {
+            if worker.0 >= workers {
+                return Err(format!(
+                    "fault {index} names worker {worker}, but the run has {workers} workers"
+                ));
+            }
+        }
+        if let Some(n) = self.kind.instance().filter(|&n| n >= instances) {
+            return Err(format!("fault {index} names Redis instance {n}, but the run has {instances}"));
+        }
+        Ok(())
+    }
+}
+
+impl FaultPlan {
+    pub fn none() -> FaultPlan {
+        FaultPlan::default()
+    }
+
+    /// Every fault is valid for the run (see `Fault::validate`).
+    pub fn validate(&self, workers: u32, instances: u8) -> Result<(), String> {
+        self.faults.iter().enumerate().try_for_each(|(i, f)| f.validate(i, workers, instances))
+    }
+
+    pub fn with(mut self, kind: FaultKind, trigger: Trigger) -> FaultPlan {
+        self.faults.push(Fault { kind, trigger });
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_round_trips_through_json_and_refuses_unknown_fields() {
+        let plan = FaultPlan::none()
+            .with(
+                FaultKind::Pause { worker: WorkerId(0), duration_ms: 8_000 },
+                Trigger::Step { worker: WorkerId(0), step: StepKind::AfterClaim, nth: 815 },
+            )
+            .with(
+                FaultKind::RedisRestart { instance: 0, persistence: Persistence::None },
+                Trigger::At { at_ms: 5 },
+            );
+        let text = serde_json::to_string(&plan).unwrap();
+        assert!(text.contains(r#""kind":"pause","worker":"A","duration_ms":8000"#), "{text}");
+        assert_eq!(serde_json::from_str::<FaultPlan>(&text).unwrap(), plan);
+        let bad = r#"{"faults":[{"kind":"pause","worker":"A","duration_ms":1,"trigger":{"on":"at","at_ms":1,"extra":2}}]}"#;
+        assert!(serde_json::from_str::<FaultPlan>(bad).is_err());
+    }
+}

@@ -1,0 +1,136 @@
+//! A worker's connection to one Redis instance. Each command waits out the Redis latency,
+//! runs on the instance's pure core, tells the epoch ledger what it did to a lease, and
+//! records what happened.
+
+use super::Link;
+use crate::history::EventKind;
+use crate::redis::{Command, Reply};
+use crate::world::{value_text, State, World};
+use fencesim_model::{BackendError, RedisInstance, Token, WorkerId};
+
+#[derive(Clone)]
+pub struct RedisClient {
+    pub(crate) link: Link,
+    pub(crate) instance: u8,
+}
+
+impl RedisClient {
+    async fn call<T>(&self, f: impl FnOnce(&World, &mut State, u64) -> T) -> T {
+        let world = &self.link.world;
+        world.clock.sleep_ms(world.config.redis_latency_ms).await;
+        let mut state = world.lock();
+        let now = world.clock.now_ms();
+        f(world, &mut state, now)
+    }
+
+    fn worker(&self) -> WorkerId {
+        self.link.worker
+    }
+
+    /// `SET key value PX ttl`, with no NX: whoever holds the key, it is this value's now.
+    /// Not a port of the model's (the protocol never needs it); a harness may use it.
+    pub async fn set_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|world, state, now| {
+            state.redis(instance, Command::SetPx { key, value, ttl_ms }, now);
+            let (key, value) = (key.to_owned(), value.to_owned());
+            state.record(now, EventKind::LeaseSet { worker, instance, key, value, ttl_ms });
+            world.changed.notify_one();
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl RedisInstance for RedisClient {
+    async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|world, state, now| {
+            match state.redis(instance, Command::SetNxPx { key, value, ttl_ms }, now) {
+                Reply::Ok => {
+                    let epoch = state.ledger.granted(instance, key, value, worker, now);
+                    let (key, value) = (key.to_owned(), value.to_owned());
+                    state
+                        .record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms, epoch });
+                    world.changed.notify_one();
+                    Ok(true)
+                }
+                Reply::Nil => {
+                    state.record(now, EventKind::LeaseRefused { worker, instance, key: key.to_owned() });
+                    Ok(false)
+                }
+                other => Err(BackendError(format!("SET {key} NX PX {ttl_ms}: {other:?}"))),
+            }
+        })
+        .await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|_, state, now| {
+            let holder = match state.redis(instance, Command::Get { key }, now) {
+                Reply::Bulk(s) => Some(s),
+                Reply::Ok | Reply::Nil | Reply::Int(_) | Reply::Error(_) => None,
+            };
+            let kind = EventKind::LeaseRead { worker, instance, key: key.to_owned(), holder: holder.clone() };
+            state.record(now, kind);
+            Ok(holder)
+        })
+        .await
+    }
+
+    async fn del(&self, key: &str) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|_, state, now| {
+            let holder = state.redis[instance as usize].value_of(key).map(value_text);
+            let deleted = state.redis(instance, Command::Del { key }, now) == Reply::Int(1);
+            let holder = holder.filter(|_| deleted);
+            if let Some(value) = &holder {
+                let own = state.ledger.granted_to(key, value, worker);
+                state.ledger.lost(instance, key, value, now, own);
+            }
+            state.record(now, EventKind::LeaseDeleted { worker, instance, key: key.to_owned(), holder });
+            Ok(deleted)
+        })
+        .await
+    }
+
+    async fn incr(&self, key: &str) -> Result<i64, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|_, state, now| match state.redis(instance, Command::Incr { key }, now) {
+            Reply::Int(n) => {
+                state.record(now, EventKind::TokenIssued { worker, key: key.to_owned(), token: Token(n) });
+                Ok(n)
+            }
+            other => Err(BackendError(format!("INCR {key}: {other:?}"))),
+        })
+        .await
+    }
+
+    async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|_, state, now| {
+            let deleted =
+                state.redis(instance, Command::CompareAndDelete { key, value }, now) == Reply::Int(1);
+            if deleted {
+                state.ledger.lost(instance, key, value, now, true);
+            }
+            let (key, value) = (key.to_owned(), value.to_owned());
+            state.record(now, EventKind::LeaseReleased { worker, instance, key, value, deleted });
+            Ok(deleted)
+        })
+        .await
+    }
+
+    async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|world, state, now| {
+            let command = Command::CompareAndExtend { key, value, ttl_ms };
+            let extended = state.redis(instance, command, now) == Reply::Int(1);
+            state.record(now, EventKind::LeaseExtended { worker, instance, key: key.to_owned(), extended });
+            world.changed.notify_one();
+            Ok(extended)
+        })
+        .await
+    }
+}

@@ -1,0 +1,75 @@
+//! The refund store as a worker reaches it: every request waits out the database latency
+//! (and any delay a fault armed for it), then runs its real SQL on the shared SQLite store.
+
+use super::Link;
+use crate::history::EventKind;
+use fencesim_model::{
+    BackendError, MerchantId, RefundId, RefundRow, RefundStore, Token, WriteGuard, WriteKind, WriteOutcome,
+};
+
+#[derive(Clone)]
+pub struct StoreClient(pub(crate) Link);
+
+fn backend(e: rusqlite::Error) -> BackendError {
+    BackendError(e.to_string())
+}
+
+impl StoreClient {
+    /// Waits out the database latency and any delay a fault armed for this request.
+    async fn to_database(&self) {
+        let Link { world, worker } = &self.0;
+        let delay = std::mem::take(&mut world.lock().faults.armed[worker.0 as usize].db_delay_ms);
+        world.clock.sleep_ms(world.config.db_latency_ms + delay).await;
+    }
+
+    async fn write(
+        &self,
+        write: WriteKind,
+        refund: RefundId,
+        guard: WriteGuard,
+    ) -> Result<WriteOutcome, BackendError> {
+        let Link { world, worker } = &self.0;
+        self.to_database().await;
+        let outcome = world.store.write(write, refund, guard).map_err(backend)?;
+        let mut state = world.lock();
+        let now = world.clock.now_ms();
+        let epoch = state.ledger.current(*worker);
+        let kind = EventKind::Write {
+            worker: *worker,
+            epoch,
+            write,
+            refund,
+            token: guard.token(),
+            rows: outcome.rows_updated,
+            after: outcome.after,
+        };
+        state.record(now, kind);
+        Ok(outcome)
+    }
+}
+
+impl RefundStore for StoreClient {
+    async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
+        self.to_database().await;
+        self.0.world.store.open_refunds(merchant).map_err(backend)
+    }
+
+    async fn claim(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
+        self.write(WriteKind::Claim, refund, guard).await
+    }
+
+    async fn confirm(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
+        self.write(WriteKind::Confirm, refund, guard).await
+    }
+
+    async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
+        self.to_database().await;
+        let Link { world, worker } = &self.0;
+        let token = world.store.next_sequence_token(merchant).map_err(backend)?;
+        let mut state = world.lock();
+        let now = world.clock.now_ms();
+        let key = format!("fence_seq:{merchant}");
+        state.record(now, EventKind::TokenIssued { worker: *worker, key, token });
+        Ok(token)
+    }
+}

@@ -1,0 +1,24 @@
+//! What a run leaves behind for the checkers and the reports.
+
+use crate::gateway::LedgerEntry;
+use crate::history::Event;
+use crate::ledger::Epoch;
+use fencesim_model::{Job, RefundRow};
+
+#[derive(Clone, Debug)]
+pub struct RunRecord {
+    pub seed: u64,
+    pub events: Vec<Event>,
+    pub final_rows: Vec<RefundRow>,
+    pub ledger: Vec<LedgerEntry>,
+    pub epochs: Vec<Epoch>,
+    /// Every job was acked and every worker was idle when the run ended.
+    pub settled: bool,
+    pub ended_at_ms: u64,
+    /// When the last fault fired, if any did.
+    pub last_fault_ms: Option<u64>,
+    /// Jobs still open at the end, with their delivery counts.
+    pub open_jobs: Vec<(Job, u32)>,
+    /// Tasks still alive in the runtime once the run was wound down (should be none).
+    pub leaked_tasks: usize,
+}

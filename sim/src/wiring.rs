@@ -1,0 +1,77 @@
+//! How a worker's ports are put together. The plain wiring is the model as written: the
+//! lease and token clients the mechanism asks for, over the world's adapters. A harness may
+//! wire a worker differently (wrap a port to plant a bug, say) without the model or the
+//! world knowing: it gets the same connections and hands back the ports the worker uses.
+
+use crate::port::{ClockClient, GatewayClient, RedisClient, StoreClient};
+use fencesim_model::{
+    Gateway, LeaseClient, LeaseStore, Mechanism, RefundStore, Statements, TokenClient, TokenSource, WorkerId,
+};
+
+/// A worker's connections to the world, before any wiring.
+pub struct Connections {
+    pub mechanism: Mechanism,
+    pub worker: WorkerId,
+    /// One connection per Redis instance the mechanism's lease lives on.
+    pub redis: Vec<RedisClient>,
+    pub store: StoreClient,
+    pub gateway: GatewayClient,
+    pub clock: ClockClient,
+}
+
+impl Connections {
+    /// The lease client the mechanism uses, over these instances.
+    pub fn lease_over<I>(&self, instances: Vec<I>) -> LeaseClient<I, ClockClient> {
+        LeaseClient::new(self.mechanism, instances, self.clock.clone())
+    }
+
+    /// The token source the mechanism uses, over these connections.
+    pub fn tokens_over<I, S>(&self, redis: I, store: S) -> TokenClient<I, S> {
+        TokenClient::new(self.mechanism, redis, store)
+    }
+}
+
+/// The ports a wiring hands to a worker (the queue, the probe and the clock are always
+/// the world's own).
+pub struct Wired<L, T, S, G> {
+    pub lease: L,
+    pub tokens: T,
+    pub store: S,
+    pub gateway: G,
+}
+
+pub trait Wiring: Send + Sync + 'static {
+    type Lease: LeaseStore + Send + Sync + 'static;
+    type Tokens: TokenSource + Send + Sync + 'static;
+    type Store: RefundStore + Send + Sync + 'static;
+    type Gateway: Gateway + Send + Sync + 'static;
+
+    /// The ports of one worker process (called again for each new process after a crash).
+    fn wire(&self, connections: Connections) -> Wired<Self::Lease, Self::Tokens, Self::Store, Self::Gateway>;
+
+    /// The SQL text the refund store writes with.
+    fn statements(&self) -> Statements {
+        Statements::SQLITE
+    }
+
+    /// Whether a restarted Redis runs the deployment's start-up routine.
+    fn start_routine(&self) -> bool {
+        true
+    }
+}
+
+/// The model as written.
+pub struct Plain;
+
+impl Wiring for Plain {
+    type Lease = LeaseClient<RedisClient, ClockClient>;
+    type Tokens = TokenClient<RedisClient, StoreClient>;
+    type Store = StoreClient;
+    type Gateway = GatewayClient;
+
+    fn wire(&self, connections: Connections) -> Wired<Self::Lease, Self::Tokens, Self::Store, Self::Gateway> {
+        let lease = connections.lease_over(connections.redis.clone());
+        let tokens = connections.tokens_over(connections.redis[0].clone(), connections.store.clone());
+        Wired { lease, tokens, store: connections.store, gateway: connections.gateway }
+    }
+}
