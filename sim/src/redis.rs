@@ -236,24 +236,7 @@ impl RedisCore {
                 Some(Entry { value: Value::Int(n), .. }) => Reply::Bulk(n.to_string()),
             },
             Command::Del { key } => Reply::Int(i64::from(self.keys.remove(key).is_some())),
-            Command::Incr { key } => {
-                let entry = self
-                    .keys
-                    .entry(key.to_owned())
-                    .or_insert(Entry { value: Value::Int(0), expires_at_ms: None });
-                let current = match &entry.value {
-                    Value::Int(n) => *n,
-                    Value::Str(s) => match s.parse::<i64>() {
-                        Ok(n) => n,
-                        Err(_) => return Reply::Error("ERR value is not an integer or out of range"),
-                    },
-                };
-                let Some(next) = current.checked_add(1) else {
-                    return Reply::Error("ERR increment or decrement would overflow");
-                };
-                entry.value = Value::Int(next);
-                Reply::Int(next)
-            }
+            Command::Incr { key } => self.incr(key),
             Command::PExpire { key, ttl_ms } => match self.keys.get_mut(key) {
                 None => Reply::Int(0),
                 Some(entry) => {
@@ -279,6 +262,24 @@ impl RedisCore {
                 }
             }
         }
+    }
+
+    /// `INCR`: a missing key counts from 0; a value that is not an integer is an error.
+    fn incr(&mut self, key: &str) -> Reply {
+        let entry =
+            self.keys.entry(key.to_owned()).or_insert(Entry { value: Value::Int(0), expires_at_ms: None });
+        let current = match &entry.value {
+            Value::Int(n) => *n,
+            Value::Str(s) => match s.parse::<i64>() {
+                Ok(n) => n,
+                Err(_) => return Reply::Error("ERR value is not an integer or out of range"),
+            },
+        };
+        let Some(next) = current.checked_add(1) else {
+            return Reply::Error("ERR increment or decrement would overflow");
+        };
+        entry.value = Value::Int(next);
+        Reply::Int(next)
     }
 
     fn holds(&self, key: &str, value: &str) -> bool {
