@@ -29,7 +29,7 @@ pub use deploy::CounterAdmin;
 pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
 pub use job::{Delivery, Job};
 pub use lease::{counter_key, LeaseClient, TokenClient};
-pub use mechanism::Mechanism;
+pub use mechanism::{Mechanism, Safety};
 pub use ports::{
     BackendError, Clock, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseStore, Probe, RedisInstance,
     RefundStore, TokenSource,

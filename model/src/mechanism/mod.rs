@@ -52,11 +52,25 @@ pub enum ReleasePolicy {
     PlainDel,
 }
 
+/// What a mechanism promises about the rows and the money, which the suite holds it to:
+/// a safe mechanism must keep every invariant over the random suite, an unsafe one must be
+/// caught breaking one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Safety {
+    /// Nothing stops a holder whose lease ended from writing.
+    Unsafe,
+    /// Safe as long as Redis keeps the token counter; a counter lost with a restart is not.
+    UnlessCounterLost,
+    /// Safe under every fault the suite injects.
+    Safe,
+}
+
 /// What a mechanism is, in data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     pub name: &'static str,
     pub promise: &'static str,
+    pub safety: Safety,
     pub tokens: TokenPolicy,
     pub on_rejected_write: OnRejectedWrite,
     pub lease: LeaseKind,
@@ -74,6 +88,7 @@ impl Policy {
     pub const BASE: Policy = Policy {
         name: "",
         promise: "",
+        safety: Safety::Unsafe,
         tokens: TokenPolicy::None,
         on_rejected_write: OnRejectedWrite::Skip,
         lease: LeaseKind::Single,

@@ -1,11 +1,12 @@
 //! Fenced writes, but the lease is released with a plain `DEL`: a holder whose lease
 //! expired deletes its successor's lease on the way out.
 
-use super::{OnRejectedWrite, Policy, ReleasePolicy, TokenPolicy};
+use super::{OnRejectedWrite, Policy, ReleasePolicy, Safety, TokenPolicy};
 
 pub const POLICY: Policy = Policy {
     name: "plain-del-release",
     promise: "rows stay fenced, but an expired holder's DEL frees the lock under its successor",
+    safety: Safety::Unsafe,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
     release: ReleasePolicy::PlainDel,
