@@ -5,15 +5,6 @@
 use crate::ids::Token;
 use crate::refund::WriteGuard;
 
-pub mod check_before_write;
-pub mod fenced;
-pub mod fenced_db_sequence;
-pub mod fenced_seeded;
-pub mod plain_del_release;
-pub mod redlock;
-pub mod ttl_only;
-pub mod ttl_renewal;
-
 /// Where a holder's token comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenPolicy {
@@ -99,43 +90,42 @@ impl Policy {
     };
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mechanism {
-    TtlOnly,
-    TtlRenewal,
-    CheckBeforeWrite,
-    Fenced,
-    FencedSeeded,
-    FencedDbSequence,
-    Redlock,
-    PlainDelRelease,
+/// The registry: one line per mechanism, `Variant => module`. The module holds the
+/// mechanism's `POLICY`; this line declares the module, the variant, its place in
+/// `Mechanism::ALL` and its policy, so adding a mechanism is a new file and one line here.
+macro_rules! mechanisms {
+    ($($variant:ident => $module:ident,)+) => {
+        $(pub mod $module;)+
+
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Mechanism {
+            $($variant,)+
+        }
+
+        impl Mechanism {
+            pub const ALL: [Mechanism; [$(Mechanism::$variant,)+].len()] = [$(Mechanism::$variant,)+];
+
+            pub fn policy(self) -> &'static Policy {
+                match self {
+                    $(Mechanism::$variant => &$module::POLICY,)+
+                }
+            }
+        }
+    };
+}
+
+mechanisms! {
+    TtlOnly => ttl_only,
+    TtlRenewal => ttl_renewal,
+    CheckBeforeWrite => check_before_write,
+    Fenced => fenced,
+    FencedSeeded => fenced_seeded,
+    FencedDbSequence => fenced_db_sequence,
+    Redlock => redlock,
+    PlainDelRelease => plain_del_release,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 8] = [
-        Mechanism::TtlOnly,
-        Mechanism::TtlRenewal,
-        Mechanism::CheckBeforeWrite,
-        Mechanism::Fenced,
-        Mechanism::FencedSeeded,
-        Mechanism::FencedDbSequence,
-        Mechanism::Redlock,
-        Mechanism::PlainDelRelease,
-    ];
-
-    pub fn policy(self) -> &'static Policy {
-        match self {
-            Mechanism::TtlOnly => &ttl_only::POLICY,
-            Mechanism::TtlRenewal => &ttl_renewal::POLICY,
-            Mechanism::CheckBeforeWrite => &check_before_write::POLICY,
-            Mechanism::Fenced => &fenced::POLICY,
-            Mechanism::FencedSeeded => &fenced_seeded::POLICY,
-            Mechanism::FencedDbSequence => &fenced_db_sequence::POLICY,
-            Mechanism::Redlock => &redlock::POLICY,
-            Mechanism::PlainDelRelease => &plain_del_release::POLICY,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         self.policy().name
     }
