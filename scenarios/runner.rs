@@ -131,7 +131,9 @@ impl Outcome {
     /// how often, the first time, and what happened then.
     pub fn breach_lines(&self, prefix: &str, diagnostics: bool) -> String {
         let mut out = String::new();
-        for check in self.checks.iter().filter(|check| check.is_violation() || (diagnostics && !check.holds())) {
+        for check in
+            self.checks.iter().filter(|check| check.is_violation() || (diagnostics && !check.holds()))
+        {
             let breach = &check.breaches[0];
             out.push_str(&format!(
                 "{prefix}{} ({} time(s)), first at {}: {}\n",

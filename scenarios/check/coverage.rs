@@ -78,8 +78,12 @@ impl Touched {
                         }
                     }
                 }
-                EventKind::LeaseExpired { epoch: Some(_), .. } => touched.reached(Sometimes::LeaseExpiredWhileHeld),
-                EventKind::Write { rows: 0, token: Some(_), .. } => touched.reached(Sometimes::StaleWriteRejected),
+                EventKind::LeaseExpired { epoch: Some(_), .. } => {
+                    touched.reached(Sometimes::LeaseExpiredWhileHeld)
+                }
+                EventKind::Write { rows: 0, token: Some(_), .. } => {
+                    touched.reached(Sometimes::StaleWriteRejected)
+                }
                 EventKind::JobDelivered { delivery, .. } if *delivery > 1 => {
                     touched.reached(Sometimes::JobDeliveredAgain)
                 }

@@ -33,7 +33,9 @@ impl Facts<'_> {
         match self.epoch(epoch) {
             None => format!("{worker} (holding no lease)"),
             Some(epoch) => match epoch.expired_at_ms {
-                Some(at) => format!("{worker} (epoch {}, whose lease expired at {})", epoch.number, self.at(at)),
+                Some(at) => {
+                    format!("{worker} (epoch {}, whose lease expired at {})", epoch.number, self.at(at))
+                }
                 None => format!("{worker} (epoch {})", epoch.number),
             },
         }

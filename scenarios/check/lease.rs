@@ -20,7 +20,9 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
             EventKind::LeaseSet { worker, instance, key, value, .. } => {
                 breaches.push(Breach {
                     at_ms: event.at_ms,
-                    detail: format!("{worker} set {key} to {value} without NX: a lease was taken without asking"),
+                    detail: format!(
+                        "{worker} set {key} to {value} without NX: a lease was taken without asking"
+                    ),
                 });
                 holder.insert((*instance, key.as_str()), (*worker, value.as_str()));
             }
@@ -60,7 +62,8 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
         };
         match step {
             Step::LeaseAcquired { merchant, .. } => {
-                let other = believers.iter().find(|(believer, (held, _))| *believer != worker && held == merchant);
+                let other =
+                    believers.iter().find(|(believer, (held, _))| *believer != worker && held == merchant);
                 if let Some((other, _)) = other {
                     breaches.push(Breach {
                         at_ms: event.at_ms,

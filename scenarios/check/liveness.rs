@@ -33,8 +33,12 @@ fn stall_cause(facts: &Facts<'_>) -> String {
     });
     match last_violation {
         Some((at, worker, violation)) => {
-            let stored =
-                facts.record.final_rows.iter().find(|row| row.id == violation.refund).map_or(0, |row| row.fence);
+            let stored = facts
+                .record
+                .final_rows
+                .iter()
+                .find(|row| row.id == violation.refund)
+                .map_or(0, |row| row.fence);
             format!(
                 "cause: every attempt is turned away, last at {} when {worker}'s {} of {} with token {} updated 0 rows (stored fence {stored})",
                 facts.at(at),

@@ -16,7 +16,13 @@ pub fn no_double_refund(facts: &Facts<'_>) -> Vec<Breach> {
     let mut paid: PerRow<Option<(u32, WorkerId, u64)>> = PerRow::new(facts.world);
     for event in &facts.record.events {
         let EventKind::RefundCalled {
-            worker, epoch, refund, amount, outcome: CallOutcome::Created, gateway_ref, ..
+            worker,
+            epoch,
+            refund,
+            amount,
+            outcome: CallOutcome::Created,
+            gateway_ref,
+            ..
         } = &event.kind
         else {
             continue;

@@ -89,3 +89,24 @@ pub fn check_all(facts: &Facts<'_>) -> Vec<Check> {
 pub fn violations(checks: &[Check]) -> impl Iterator<Item = (&Check, &Breach)> {
     checks.iter().filter(|check| check.is_violation()).map(|check| (check, &check.breaches[0]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_invariant_has_a_name_of_its_own_and_only_the_diagnostic_never_fails_a_run() {
+        let names: std::collections::BTreeSet<&str> =
+            INVARIANTS.iter().map(|invariant| invariant.name).collect();
+        assert_eq!(names.len(), INVARIANTS.len());
+        assert!(INVARIANTS
+            .iter()
+            .all(|entry| invariant(entry.name).is_some_and(|found| found.name == entry.name)));
+        let shown: Vec<&str> = INVARIANTS
+            .iter()
+            .filter(|invariant| !invariant.fails_runs())
+            .map(|invariant| invariant.name)
+            .collect();
+        assert_eq!(shown, ["single-holder"]);
+    }
+}

@@ -43,7 +43,8 @@ pub fn default_jobs() -> usize {
 }
 
 pub fn parse_seed(text: &str) -> Result<u64, String> {
-    text.parse::<u64>().map_err(|_| format!("the seed must be a whole number from 0 to {}, got '{text}'", u64::MAX))
+    text.parse::<u64>()
+        .map_err(|_| format!("the seed must be a whole number from 0 to {}, got '{text}'", u64::MAX))
 }
 
 pub fn parse_ttl(text: &str) -> Result<u64, String> {

@@ -36,7 +36,10 @@ fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
         explore.jobs2_speedup,
         explore.peak_rss_mb_after_1000,
         if explore.memory_seeds > 0 {
-            format!(", {:.1} MiB after {} seeds", explore.peak_rss_mb_after_memory_seeds, explore.memory_seeds)
+            format!(
+                ", {:.1} MiB after {} seeds",
+                explore.peak_rss_mb_after_memory_seeds, explore.memory_seeds
+            )
         } else {
             String::new()
         }
@@ -56,7 +59,8 @@ fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
-    let measured = bench(args.runs).and_then(|worked| Ok((worked, bench_explore(args.explore_seeds, args.memory_seeds)?)));
+    let measured = bench(args.runs)
+        .and_then(|worked| Ok((worked, bench_explore(args.explore_seeds, args.memory_seeds)?)));
     let (worked, explore) = match measured {
         Ok(figures) => figures,
         Err(error) => return bad_input(error),

@@ -1,7 +1,9 @@
 //! `fencesim explore`: many seeds in parallel, a progress bar, every failure kept as a
 //! replay file; Ctrl-C stops it and it still reports what it ran.
 
-use crate::cli::args::{default_jobs, parse_count, parse_gateway, parse_jobs, parse_mechanism, parse_scenario, parse_seed};
+use crate::cli::args::{
+    default_jobs, parse_count, parse_gateway, parse_jobs, parse_mechanism, parse_scenario, parse_seed,
+};
 use crate::cli::bad_input;
 use fencesim::model::Mechanism;
 use fencesim::scenario::FaultMask;

@@ -74,10 +74,11 @@ fn keep(outcome: &Outcome, trace: Option<PathBuf>, save_replay: Option<PathBuf>)
 }
 
 pub fn run_command(args: RunArgs) -> ExitCode {
-    let mut chosen = match scenario::build(&args.scenario, args.seed, args.mechanism, args.gateway, FaultMask::ALL) {
-        Ok(chosen) => chosen,
-        Err(error) => return bad_input(error),
-    };
+    let mut chosen =
+        match scenario::build(&args.scenario, args.seed, args.mechanism, args.gateway, FaultMask::ALL) {
+            Ok(chosen) => chosen,
+            Err(error) => return bad_input(error),
+        };
     if let Some(ttl) = args.ttl_ms {
         chosen.world.ttl_ms = ttl;
     }

@@ -1,6 +1,8 @@
 //! A world described the way the article tells it, one builder call per fact.
 
-use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId};
+use fencesim_model::{
+    Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
+};
 use fencesim_sim::{FaultKind, FaultPlan, GatewayMode, Latency, Trigger, WallMs, WorldConfig};
 
 /// A named world placed at a wall-clock time.

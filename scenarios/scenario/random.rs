@@ -3,8 +3,12 @@
 //! many faults of them). Every choice comes from the seed, through its own stream.
 
 use crate::scenario::builder::Scenario;
-use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId};
-use fencesim_sim::{Fault, FaultKind, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig};
+use fencesim_model::{
+    Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
+};
+use fencesim_sim::{
+    Fault, FaultKind, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
+};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -101,7 +105,9 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
     let redis_latency_ms = shape.gen_range(0..=2);
     let drawn = merchants(merchant_count, &mut shape, &mut stream(seed, AMOUNTS));
     let per_refund_ms: Vec<u64> = std::iter::once(0)
-        .chain((0..drawn.rows.len()).map(|_| shape.gen_range(base_latency / 2 + 1..=base_latency * 3 / 2 + 1)))
+        .chain(
+            (0..drawn.rows.len()).map(|_| shape.gen_range(base_latency / 2 + 1..=base_latency * 3 / 2 + 1)),
+        )
         .collect();
     let work_ms = u64::from(drawn.most_rows)
         * (base_latency * 2 + 2 * db_latency_ms + lookup_latency_ms + 6 * redis_latency_ms);
@@ -150,7 +156,10 @@ const SWARM_KINDS: [fn(&mut Aim<'_>) -> FaultKind; FaultKind::NAMES.len()] = [
     |aim| FaultKind::Pause { worker: aim.worker, duration_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 3) },
     |aim| FaultKind::Crash { worker: aim.worker, restart_after_ms: aim.rng.gen_range(0..=aim.ttl * 2) },
     |aim| FaultKind::ExpireLease { instance: aim.instance, merchant: aim.merchant },
-    |aim| FaultKind::RedisClockJump { instance: aim.instance, by_ms: aim.rng.gen_range(aim.ttl / 2..=aim.ttl * 2) },
+    |aim| FaultKind::RedisClockJump {
+        instance: aim.instance,
+        by_ms: aim.rng.gen_range(aim.ttl / 2..=aim.ttl * 2),
+    },
     |aim| {
         let persistence = *[Persistence::None, Persistence::AofEverySec, Persistence::AofAlways]
             .choose(aim.rng)
@@ -160,7 +169,10 @@ const SWARM_KINDS: [fn(&mut Aim<'_>) -> FaultKind; FaultKind::NAMES.len()] = [
     |aim| FaultKind::Redeliver { worker: aim.worker },
     |aim| FaultKind::DuplicateDelivery { worker: aim.worker },
     |aim| FaultKind::DbDelay { worker: aim.worker, delay_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 2) },
-    |aim| FaultKind::GatewayLatency { worker: aim.worker, extra_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 2) },
+    |aim| FaultKind::GatewayLatency {
+        worker: aim.worker,
+        extra_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 2),
+    },
     |aim| FaultKind::LostResponse { worker: aim.worker },
     |aim| FaultKind::GatewayConflicts { for_ms: aim.rng.gen_range(aim.ttl..=aim.ttl * 3) },
 ];
@@ -169,9 +181,10 @@ const SWARM_KINDS: [fn(&mut Aim<'_>) -> FaultKind; FaultKind::NAMES.len()] = [
 /// row may fire late in a batch, the others once or twice per run.
 fn nth_arrival(step: StepKind, rng: &mut ChaCha8Rng) -> u32 {
     match step {
-        StepKind::AfterClaim | StepKind::AfterGatewayCall | StepKind::AfterConfirm | StepKind::LeaseChecked => {
-            rng.gen_range(1..=20)
-        }
+        StepKind::AfterClaim
+        | StepKind::AfterGatewayCall
+        | StepKind::AfterConfirm
+        | StepKind::LeaseChecked => rng.gen_range(1..=20),
         StepKind::JobReceived
         | StepKind::LeaseAcquired
         | StepKind::LeaseBusy
@@ -224,7 +237,12 @@ pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPl
 }
 
 /// The random scenario for a seed, with its swarm plan.
-pub fn random_scenario(seed: u64, mechanism: Mechanism, gateway: GatewayMode, allowed: FaultMask) -> Scenario {
+pub fn random_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
     let mut world = random_world(seed, mechanism, gateway);
     world.faults = swarm_plan(seed, &world, allowed);
     Scenario { name: "random", base: WallMs::hms(12, 0, 0), world }
@@ -266,7 +284,8 @@ mod tests {
     fn each_swarm_kind_draws_the_kind_of_its_place() {
         let mut rng = stream(1, FAULTS);
         for (index, draw) in SWARM_KINDS.iter().enumerate() {
-            let mut aim = Aim { rng: &mut rng, ttl: 1_000, worker: WorkerId(0), merchant: MerchantId(1), instance: 0 };
+            let mut aim =
+                Aim { rng: &mut rng, ttl: 1_000, worker: WorkerId(0), merchant: MerchantId(1), instance: 0 };
             assert_eq!(draw(&mut aim).index(), index);
         }
     }
@@ -276,12 +295,10 @@ mod tests {
         let mask = FaultMask::ALL.without_names("redis-restart, crash").unwrap();
         for seed in 0..300 {
             let scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, mask);
-            assert!(scenario
-                .world
-                .faults
-                .faults
-                .iter()
-                .all(|fault| !matches!(fault.kind, FaultKind::RedisRestart { .. } | FaultKind::Crash { .. })));
+            assert!(scenario.world.faults.faults.iter().all(|fault| !matches!(
+                fault.kind,
+                FaultKind::RedisRestart { .. } | FaultKind::Crash { .. }
+            )));
         }
         assert!(FaultMask::ALL.without_names("meteor").unwrap_err().contains("unknown fault kind 'meteor'"));
     }

@@ -6,7 +6,9 @@
 use crate::scenario::builder::Scenario;
 use crate::scenario::random::TRIGGER_STEPS;
 use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, WorkerId};
-use fencesim_sim::{Fault, FaultKind, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig};
+use fencesim_sim::{
+    Fault, FaultKind, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
+};
 use proptest::prelude::*;
 
 /// A small world: one merchant, a few workers and rows, and a plan of faults.
@@ -55,7 +57,8 @@ impl SmallWorld {
 fn fault(workers: u32, rows: u32, ttl: u64) -> impl Strategy<Value = Fault> {
     let worker = (0..workers).prop_map(WorkerId);
     let kind = prop_oneof![
-        (worker.clone(), 0..=3 * ttl).prop_map(|(worker, duration_ms)| FaultKind::Pause { worker, duration_ms }),
+        (worker.clone(), 0..=3 * ttl)
+            .prop_map(|(worker, duration_ms)| FaultKind::Pause { worker, duration_ms }),
         (worker.clone(), 0..=ttl)
             .prop_map(|(worker, restart_after_ms)| FaultKind::Crash { worker, restart_after_ms }),
         worker.clone().prop_map(|worker| FaultKind::Redeliver { worker }),

@@ -16,12 +16,16 @@ pub const ROWS: u32 = 3;
 pub fn trigger_points() -> Vec<Trigger> {
     let mut points = Vec::new();
     for worker in [WorkerId(0), WorkerId(1)] {
-        for step in [StepKind::JobReceived, StepKind::LeaseAcquired, StepKind::TokenTaken, StepKind::RowsSelected] {
+        for step in
+            [StepKind::JobReceived, StepKind::LeaseAcquired, StepKind::TokenTaken, StepKind::RowsSelected]
+        {
             points.push(Trigger::Step { worker, step, nth: 1 });
         }
         // a lease check happens right after the token, and before each write under
         // check-before-write: the gap between a check and its write is a place too
-        for step in [StepKind::LeaseChecked, StepKind::AfterClaim, StepKind::AfterGatewayCall, StepKind::AfterConfirm] {
+        for step in
+            [StepKind::LeaseChecked, StepKind::AfterClaim, StepKind::AfterGatewayCall, StepKind::AfterConfirm]
+        {
             for nth in 1..=ROWS {
                 points.push(Trigger::Step { worker, step, nth });
             }
@@ -65,7 +69,11 @@ pub fn world(faults: Vec<Fault>) -> SmallWorld {
 }
 
 /// How many of `plans` break some invariant under a mechanism, and the first that does.
-pub fn failing(mechanism: Mechanism, plans: &[Vec<Fault>], jobs: usize) -> Result<(u64, Option<Vec<Fault>>), String> {
+pub fn failing(
+    mechanism: Mechanism,
+    plans: &[Vec<Fault>],
+    jobs: usize,
+) -> Result<(u64, Option<Vec<Fault>>), String> {
     let never = AtomicBool::new(false);
     let mut count = 0u64;
     let mut first = None;

@@ -74,7 +74,11 @@ pub fn sweep_scenario(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Scenario 
             },
             Fault {
                 kind: FaultKind::Pause { worker: paused, duration_ms: pause_ms },
-                trigger: Trigger::Step { worker: paused, step: StepKind::AfterClaim, nth: rng.gen_range(1..=5) },
+                trigger: Trigger::Step {
+                    worker: paused,
+                    step: StepKind::AfterClaim,
+                    nth: rng.gen_range(1..=5),
+                },
             },
         ],
     };
@@ -84,11 +88,13 @@ pub fn sweep_scenario(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Scenario 
 /// How long the crashed worker's merchant waited for its next lease, in milliseconds.
 pub fn blocked_after_crash_ms(outcome: &Outcome) -> Option<u64> {
     let events = &outcome.record.events;
-    let crash = events
-        .iter()
-        .position(|event| matches!(event.kind, EventKind::FaultFired { fault: FaultKind::Crash { .. }, .. }))?;
+    let crash = events.iter().position(|event| {
+        matches!(event.kind, EventKind::FaultFired { fault: FaultKind::Crash { .. }, .. })
+    })?;
     let merchant = events[..crash].iter().rev().find_map(|event| match &event.kind {
-        EventKind::Step { worker: WorkerId(0), step: Step::LeaseAcquired { merchant, .. } } => Some(*merchant),
+        EventKind::Step { worker: WorkerId(0), step: Step::LeaseAcquired { merchant, .. } } => {
+            Some(*merchant)
+        }
         _ => None,
     })?;
     let key = format!("lock:settle:{merchant}");

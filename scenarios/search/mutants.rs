@@ -23,13 +23,20 @@ fn broken(outcome: &Outcome) -> Vec<&'static str> {
 }
 
 /// The invariant the bug breaks on this scenario that the correct code does not, if any.
-pub fn catches(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<Option<(&'static str, u64)>, String> {
+pub fn catches(
+    scenario: &Scenario,
+    seed: u64,
+    mutant: Mutant,
+) -> Result<Option<(&'static str, u64)>, String> {
     let right = run(scenario, seed)?;
     let mut buggy = scenario.clone();
     buggy.world.mutant = Some(mutant);
     let wrong = run(&buggy, seed)?;
     let before = broken(&right);
-    Ok(broken(&wrong).into_iter().find(|invariant| !before.contains(invariant)).map(|invariant| (invariant, wrong.trace_hash)))
+    Ok(broken(&wrong)
+        .into_iter()
+        .find(|invariant| !before.contains(invariant))
+        .map(|invariant| (invariant, wrong.trace_hash)))
 }
 
 /// The gateway a mutant is searched with. A claim whose row count is ignored lets a stale
@@ -112,7 +119,9 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         }
     }
     let shrunk_faults = match first {
-        Some((seed, invariant, _)) => Some(shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?.faults.len()),
+        Some((seed, invariant, _)) => {
+            Some(shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?.faults.len())
+        }
         None => None,
     };
     let mut sorted = seeds_to_detect.clone();

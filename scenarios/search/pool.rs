@@ -48,7 +48,13 @@ struct InOrder<T> {
 }
 
 impl<T> InOrder<T> {
-    fn deliver(&mut self, item: u64, result: T, stops: &impl Fn(&T) -> bool, in_order: &mut impl FnMut(u64, T)) {
+    fn deliver(
+        &mut self,
+        item: u64,
+        result: T,
+        stops: &impl Fn(&T) -> bool,
+        in_order: &mut impl FnMut(u64, T),
+    ) {
         self.waiting.insert(item, result);
         while !self.done {
             let Some(result) = self.waiting.remove(&self.expected) else { break };
@@ -146,7 +152,11 @@ mod tests {
                 assert_eq!(squares(jobs, stop_at), one);
             }
             assert_eq!(one.0, stop_at.map_or(200, |at| at + 1));
-            assert!(one.1.iter().enumerate().all(|(i, (item, square))| *item == i as u64 && *square == item * item));
+            assert!(one
+                .1
+                .iter()
+                .enumerate()
+                .all(|(i, (item, square))| *item == i as u64 && *square == item * item));
         }
     }
 

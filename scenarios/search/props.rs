@@ -27,7 +27,8 @@ pub struct Counterexample {
 impl Counterexample {
     /// What a failing property prints: why, the shrunk plan, and the command to replay it.
     pub fn report(&self) -> String {
-        let plan = serde_json::to_string_pretty(&self.outcome.scenario.world.faults).expect("a plan serializes");
+        let plan =
+            serde_json::to_string_pretty(&self.outcome.scenario.world.faults).expect("a plan serializes");
         format!(
             "{}\nshrunk to {} worker(s), {} row(s), TTL {} ms, {} fault(s):\n{plan}\nreplay with: {}",
             self.reason,
@@ -50,7 +51,9 @@ fn config(name: &'static str, cases: u32) -> Config {
     Config {
         cases,
         rng_seed,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/properties.txt"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/properties.txt",
+        ))),
         source_file: Some(file!()),
         test_name: Some(name),
         ..defaults

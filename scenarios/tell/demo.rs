@@ -47,7 +47,8 @@ fn with_the_fence(out: &mut String, fenced: &Outcome) {
 
 /// Part 2: the TTL alone, from A's wake-up, and what the checkers found.
 fn without_the_fence(out: &mut String, ttl_only: &Outcome) {
-    let _ = writeln!(out, "\n2. The same faults, TTL lease alone (mechanism ttl-only, non-idempotent gateway)\n");
+    let _ =
+        writeln!(out, "\n2. The same faults, TTL lease alone (mechanism ttl-only, non-idempotent gateway)\n");
     let lines = story(ttl_only);
     let wake = lines.iter().position(|line| line.text.contains("resumes")).unwrap_or(0);
     out.push_str(&render_story(ttl_only, &lines[wake..], 14));

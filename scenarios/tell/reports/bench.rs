@@ -11,7 +11,8 @@ pub const BENCH_METRICS: [&str; 5] =
 
 /// Today's date in UTC, `YYYY-MM-DD`, from the real clock (a bench runs outside any simulation).
 fn today_utc() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    let secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
     // days since 1970-01-01 to a civil date (proleptic Gregorian calendar)
     let days = (secs / 86_400) as i64 + 719_468;
     let era = days.div_euclid(146_097);

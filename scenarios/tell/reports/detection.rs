@@ -1,7 +1,7 @@
 //! `reports/detection.md`: how fast the suite catches each planted bug, and the exhaustive
 //! small scope: how many placements of up to two faults each mechanism fails.
 
-use crate::search::exhaustive::{SmallScope, TTL_MS, ROWS};
+use crate::search::exhaustive::{SmallScope, ROWS, TTL_MS};
 use crate::search::mutants::{MutantReport, START_STRIDE};
 use fencesim_model::Mutant;
 use fencesim_sim::Trigger;
@@ -110,7 +110,8 @@ pub fn parse_detections(report: &str) -> Vec<Detection> {
             header = cells;
             continue;
         }
-        let column = |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
+        let column =
+            |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
         let row = (|| {
             Some(Detection {
                 mutant: column("mutant")?.parse().ok()?,

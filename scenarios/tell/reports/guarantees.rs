@@ -32,8 +32,11 @@ fn matrix_table(out: &mut String, cells: &[Cell], seeds: u64) {
          the share of seeds that broke the invariant, and the first such seed.\n"
     );
     // a diagnostic is shown in runs, not counted as a guarantee
-    let names: Vec<&str> =
-        INVARIANTS.iter().filter(|invariant| invariant.fails_runs()).map(|invariant| invariant.name).collect();
+    let names: Vec<&str> = INVARIANTS
+        .iter()
+        .filter(|invariant| invariant.fails_runs())
+        .map(|invariant| invariant.name)
+        .collect();
     let _ = writeln!(out, "| mechanism | gateway | {} |", names.join(" | "));
     let _ = writeln!(out, "|---|---|{}", "---|".repeat(names.len()));
     for cell in cells {
@@ -52,7 +55,9 @@ fn first_failing_seeds(out: &mut String, cells: &[Cell]) {
     out.push_str(
         "\n## First failing seeds\n\nEach reproduces with its command; the trace hash is what the run gives today.\n\n",
     );
-    out.push_str("| mechanism | gateway | invariant | seed | trace hash | command |\n|---|---|---|---:|---|---|\n");
+    out.push_str(
+        "| mechanism | gateway | invariant | seed | trace hash | command |\n|---|---|---|---:|---|---|\n",
+    );
     for cell in cells {
         for (name, (_, seed, hash)) in &cell.broken {
             let _ = writeln!(
@@ -158,14 +163,17 @@ pub fn parse_first_failures(report: &str) -> Vec<FirstFailure> {
     let mut rows = Vec::new();
     for line in report.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if line.starts_with("| mechanism | gateway | invariant |") || line.starts_with("| strategy | gateway | invariant |") {
+        if line.starts_with("| mechanism | gateway | invariant |")
+            || line.starts_with("| strategy | gateway | invariant |")
+        {
             header = cells;
             continue;
         }
         if !line.contains("`fencesim run --scenario random") {
             continue;
         }
-        let column = |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
+        let column =
+            |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
         let row = (|| {
             Some(FirstFailure {
                 mechanism: column("mechanism").or_else(|| column("strategy"))?.parse().ok()?,

@@ -26,7 +26,9 @@ impl Narrator<'_> {
     }
 
     fn refund_called(&mut self, at: u64, kind: &EventKind) {
-        let EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, response_lost, .. } = kind else {
+        let EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, response_lost, .. } =
+            kind
+        else {
             return;
         };
         if self.plain.contains(refund) {

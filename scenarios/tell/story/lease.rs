@@ -18,7 +18,8 @@ impl Narrator<'_> {
             None => format!("{redis} grants {key} to {worker} (value {value}, TTL {} ms)", fmt_ms(ttl_ms)),
         };
         let reply = epoch.map_or("OK".to_owned(), |number| format!("OK, epoch {number}"));
-        let diagram = vec![format!("{worker}->>R: SET {key} NX PX {ttl_ms}"), format!("R-->>{worker}: {reply}")];
+        let diagram =
+            vec![format!("{worker}->>R: SET {key} NX PX {ttl_ms}"), format!("R-->>{worker}: {reply}")];
         self.push(at, redis, text, diagram)
     }
 

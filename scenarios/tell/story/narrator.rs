@@ -108,7 +108,14 @@ impl<'a> Narrator<'a> {
     }
 
     /// Folds a routine row event into the worker's current run, or starts a new run.
-    pub(super) fn fold(&mut self, at_ms: u64, worker: WorkerId, kind: RunKind, refund: RefundId, new_row: bool) {
+    pub(super) fn fold(
+        &mut self,
+        at_ms: u64,
+        worker: WorkerId,
+        kind: RunKind,
+        refund: RefundId,
+        new_row: bool,
+    ) {
         if let Some(fold) = &mut self.fold {
             if fold.worker == worker && fold.kind == kind {
                 fold.to_ms = at_ms;
@@ -124,6 +131,7 @@ impl<'a> Narrator<'a> {
             return;
         }
         self.close_fold();
-        self.fold = Some(Fold { worker, kind, first: refund, last: refund, rows: 1, from_ms: at_ms, to_ms: at_ms });
+        self.fold =
+            Some(Fold { worker, kind, first: refund, last: refund, rows: 1, from_ms: at_ms, to_ms: at_ms });
     }
 }

@@ -18,7 +18,9 @@ impl Narrator<'_> {
                 (text, vec![format!("Q->>{worker}: {job}")])
             }
             EventKind::VisibilityExpired { job, worker, .. } => (
-                format!("{worker} has not acked {job} within the visibility timeout: the job is visible again"),
+                format!(
+                    "{worker} has not acked {job} within the visibility timeout: the job is visible again"
+                ),
                 vec![format!("Note over Q: {worker}'s delivery timed out")],
             ),
             EventKind::JobAcked { job, worker, accepted, .. } => {

@@ -25,7 +25,9 @@ pub(super) fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
             EventKind::Write { write, refund, rows, epoch, after, .. } => {
                 let now = rhythm.get(refund).copied();
                 let next = match (write, now, after) {
-                    (WriteKind::Claim, None, Some(image)) if *rows == 1 && image.state == RefundState::Sending => {
+                    (WriteKind::Claim, None, Some(image))
+                        if *rows == 1 && image.state == RefundState::Sending =>
+                    {
                         Rhythm::Claimed(*epoch)
                     }
                     (WriteKind::Confirm, Some(Rhythm::Paid(by)), Some(_)) if *rows == 1 && by == *epoch => {

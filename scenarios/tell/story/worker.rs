@@ -11,9 +11,10 @@ impl Narrator<'_> {
                 format!("selects {} open refunds, {sending} of them in sending", fmt_ms(u64::from(*open))),
                 vec![format!("{worker}->>D: select open rows"), format!("D-->>{worker}: {open} rows")],
             ),
-            Step::LeaseBusy { merchant } => {
-                (format!("cannot take the lease of {merchant}: stops and leaves the job to the queue"), vec![])
-            }
+            Step::LeaseBusy { merchant } => (
+                format!("cannot take the lease of {merchant}: stops and leaves the job to the queue"),
+                vec![],
+            ),
             Step::FenceViolation { violation } => (
                 format!(
                     "FenceViolation: its {} of {} with token {} was turned away by the row",
