@@ -146,8 +146,9 @@ pub struct ExploreBench {
 pub fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
+        .and_then(|status| {
+            status
+                .lines()
                 .find(|line| line.starts_with("VmHWM:"))
                 .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
