@@ -1,6 +1,9 @@
 //! fencesim: a deterministic simulation that shows why a lock with a TTL needs a fencing
-//! token checked by the database. This crate holds the scenarios, the runner, the
-//! checkers, the stories and reports, and the command line's pieces.
+//! token checked by the database. This crate holds the package's rooms: `scenario` (the
+//! worlds a run starts from), `runner` (a scenario and a seed in, verdicts out), `check`
+//! (the table of invariants, coverage), `search` (one parallel pool and what runs on it), `mutant` (the planted bugs),
+//! `tell` (stories, diagrams, reports, replay files) and `bench`. The command line lives
+//! with the binary, in `cli/`.
 
 #[cfg(not(madsim))]
 compile_error!(
@@ -9,21 +12,12 @@ compile_error!(
 );
 
 pub mod bench;
-pub mod checkers;
-pub mod coverage;
-pub mod demo;
-pub mod exhaustive;
-pub mod explore;
-pub mod matrix;
+pub mod check;
 pub mod mutant;
-pub mod mutants;
-pub mod narrate;
-pub mod props;
-pub mod random;
-pub mod replay;
-pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod search;
+pub mod tell;
 
 pub use fencesim_model as model;
 pub use fencesim_sim as sim;

@@ -1,6 +1,7 @@
-//! The runner composes: a scenario, a strategy and a seed in, a run and its verdicts out.
+//! The runner composes: a scenario (its world names the mechanism) and a seed in, a run and
+//! its verdicts out.
 
-use crate::checkers::{check_all, violations, Check, Facts};
+use crate::check::{check_all, violations, Check, Facts};
 use crate::mutant::{Mutant, Planted};
 use crate::scenario::Scenario;
 use fencesim_model::{Cents, RefundId, RefundState, Step, WorkerId, WriteKind};
@@ -60,17 +61,17 @@ impl Outcome {
     }
 
     pub fn check(&self, invariant: &str) -> &Check {
-        self.checks.iter().find(|c| c.invariant == invariant).expect("every invariant is checked")
+        self.checks.iter().find(|check| check.invariant == invariant).expect("every invariant is checked")
     }
 
     pub fn tally(&self) -> Tally {
-        let r = &self.record;
+        let record = &self.record;
         let mut calls: BTreeMap<RefundId, u32> = BTreeMap::new();
         let mut created: BTreeMap<RefundId, u32> = BTreeMap::new();
         let mut claimers: BTreeMap<RefundId, BTreeSet<Option<u32>>> = BTreeMap::new();
         let mut fence_rejections = 0;
-        for e in &r.events {
-            match &e.kind {
+        for event in &record.events {
+            match &event.kind {
                 EventKind::RefundCalled { refund, outcome, .. } => {
                     *calls.entry(*refund).or_default() += 1;
                     if *outcome == CallOutcome::Created {
@@ -85,44 +86,44 @@ impl Outcome {
             }
         }
         Tally {
-            refunds_total: r.final_rows.len(),
-            refunds_sent: r.final_rows.iter().filter(|row| row.state == RefundState::Sent).count(),
-            gateway_refunds: r.ledger.len(),
-            refunded_cents: r.ledger.iter().map(|e| e.amount).sum::<Cents>().0,
+            refunds_total: record.final_rows.len(),
+            refunds_sent: record.final_rows.iter().filter(|row| row.state == RefundState::Sent).count(),
+            gateway_refunds: record.ledger.len(),
+            refunded_cents: record.ledger.iter().map(|entry| entry.amount).sum::<Cents>().0,
             fence_rejections,
-            double_refunds: created.values().map(|&n| n as usize - 1).sum(),
+            double_refunds: created.values().map(|&times| times as usize - 1).sum(),
             stale_confirms: self.check("no-stale-confirm").breaches.len(),
-            rows_claimed_by_two: claimers.values().filter(|s| s.len() > 1).count(),
-            repeated_gateway_calls: calls.values().filter(|&&n| n > 1).count(),
+            rows_claimed_by_two: claimers.values().filter(|epochs| epochs.len() > 1).count(),
+            repeated_gateway_calls: calls.values().filter(|&&times| times > 1).count(),
         }
     }
 
     /// The run as one JSON object (`fencesim run --json`).
     pub fn to_json(&self) -> serde_json::Value {
-        let t = self.tally();
+        let tally = self.tally();
         let violations: Vec<_> = violations(&self.checks)
-            .map(|(c, b)| {
+            .map(|(check, breach)| {
                 serde_json::json!({
-                    "invariant": c.invariant,
-                    "at": self.scenario.base.plus(b.at_ms).to_string(),
-                    "detail": b.detail,
-                    "count": c.breaches.len(),
+                    "invariant": check.invariant,
+                    "at": self.scenario.base.plus(breach.at_ms).to_string(),
+                    "detail": breach.detail,
+                    "count": check.breaches.len(),
                 })
             })
             .collect();
         serde_json::json!({
             "scenario": self.scenario.name,
-            "strategy": self.scenario.world.mechanism.name(),
+            "mechanism": self.scenario.world.mechanism.name(),
             "gateway": self.scenario.world.gateway_mode.name(),
             "seed": self.record.seed,
             "trace_hash": format!("{:016x}", self.trace_hash),
-            "refunds_total": t.refunds_total,
-            "refunds_sent": t.refunds_sent,
-            "gateway_refunds": t.gateway_refunds,
-            "refunded_cents": t.refunded_cents,
-            "fence_rejections": t.fence_rejections,
-            "double_refunds": t.double_refunds,
-            "stale_confirms": t.stale_confirms,
+            "refunds_total": tally.refunds_total,
+            "refunds_sent": tally.refunds_sent,
+            "gateway_refunds": tally.gateway_refunds,
+            "refunded_cents": tally.refunded_cents,
+            "fence_rejections": tally.fence_rejections,
+            "double_refunds": tally.double_refunds,
+            "stale_confirms": tally.stale_confirms,
             "violations": violations,
         })
     }
@@ -139,14 +140,16 @@ impl Outcome {
     /// how often, the first time, and what happened then.
     pub fn breach_lines(&self, prefix: &str, diagnostics: bool) -> String {
         let mut out = String::new();
-        for check in self.checks.iter().filter(|c| c.is_violation() || (diagnostics && !c.holds())) {
-            let b = &check.breaches[0];
+        for check in
+            self.checks.iter().filter(|check| check.is_violation() || (diagnostics && !check.holds()))
+        {
+            let breach = &check.breaches[0];
             out.push_str(&format!(
                 "{prefix}{} ({} time(s)), first at {}: {}\n",
                 check.invariant,
                 check.breaches.len(),
-                self.scenario.base.plus(b.at_ms),
-                b.detail
+                self.scenario.base.plus(breach.at_ms),
+                breach.detail
             ));
         }
         out
@@ -155,7 +158,7 @@ impl Outcome {
     /// The command that reproduces this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "fencesim run --scenario {} --strategy {} --gateway {} --seed {}",
+            "fencesim run --scenario {} --mechanism {} --gateway {} --seed {}",
             self.scenario.name,
             self.scenario.world.mechanism.name(),
             self.scenario.world.gateway_mode.name(),
@@ -165,6 +168,6 @@ impl Outcome {
 
     /// Which worker was the first to hold an epoch, for stories told about it.
     pub fn epoch_holder(&self, epoch: u32) -> Option<WorkerId> {
-        self.record.epochs.get(epoch as usize - 1).map(|e| e.worker)
+        self.record.epochs.get(epoch as usize - 1).map(|held| held.worker)
     }
 }

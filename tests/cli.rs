@@ -10,58 +10,59 @@ fn fencesim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("the binary runs")
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {}", stdout(output)))
 }
 
 #[test]
 fn run_fenced_json_shows_a_clean_worked_example() {
-    let o = fencesim(&["run", "--scenario", "worked-example", "--strategy", "fenced", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v = json(&o);
-    assert_eq!(v["scenario"], "worked-example");
-    assert_eq!(v["strategy"], "fenced");
-    assert_eq!(v["gateway"], "idempotent");
-    assert_eq!(v["seed"], 1);
-    assert_eq!(v["refunds_total"], 1200);
-    assert_eq!(v["refunds_sent"], 1200);
-    assert_eq!(v["gateway_refunds"], 1200);
-    assert_eq!(v["refunded_cents"], 8_430_000);
-    assert_eq!(v["fence_rejections"], 1);
-    assert_eq!(v["violations"], serde_json::json!([]));
-    assert_eq!(v["trace_hash"].as_str().unwrap().len(), 16);
+    let output = fencesim(&["run", "--scenario", "worked-example", "--mechanism", "fenced", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let value = json(&output);
+    assert_eq!(value["scenario"], "worked-example");
+    assert_eq!(value["mechanism"], "fenced");
+    assert_eq!(value["gateway"], "idempotent");
+    assert_eq!(value["seed"], 1);
+    assert_eq!(value["refunds_total"], 1200);
+    assert_eq!(value["refunds_sent"], 1200);
+    assert_eq!(value["gateway_refunds"], 1200);
+    assert_eq!(value["refunded_cents"], 8_430_000);
+    assert_eq!(value["fence_rejections"], 1);
+    assert_eq!(value["violations"], serde_json::json!([]));
+    assert_eq!(value["trace_hash"].as_str().unwrap().len(), 16);
 }
 
 #[test]
 fn run_ttl_only_with_a_non_idempotent_gateway_exits_1_and_names_the_violations() {
-    let o = fencesim(&["run", "--strategy", "ttl-only", "--gateway", "non-idempotent", "--json"]);
-    assert_eq!(o.status.code(), Some(1));
-    let v = json(&o);
-    let violations = v["violations"].as_array().unwrap();
+    let output = fencesim(&["run", "--mechanism", "ttl-only", "--gateway", "non-idempotent", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let value = json(&output);
+    let violations = value["violations"].as_array().unwrap();
     let names: Vec<&str> = violations.iter().map(|x| x["invariant"].as_str().unwrap()).collect();
     assert!(names.contains(&"no-double-refund") && names.contains(&"no-stale-confirm"), "{names:?}");
     let double = violations.iter().find(|x| x["invariant"] == "no-double-refund").unwrap();
     assert_eq!(double["at"], "10:00:34.000");
     assert!(double["detail"].as_str().unwrap().contains("r_815 was refunded twice"));
-    assert!(v["double_refunds"].as_u64().unwrap() > 0);
+    assert!(value["double_refunds"].as_u64().unwrap() > 0);
 }
 
 #[test]
 fn the_story_ends_a_failing_run_with_the_command_that_reproduces_it() {
-    let o = fencesim(&["run", "--strategy", "ttl-only", "--gateway", "non-idempotent", "--seed", "5"]);
-    assert_eq!(o.status.code(), Some(1));
-    let out = stdout(&o);
+    let output = fencesim(&["run", "--mechanism", "ttl-only", "--gateway", "non-idempotent", "--seed", "5"]);
+    assert_eq!(output.status.code(), Some(1));
+    let out = stdout(&output);
     assert!(out.contains("VIOLATION no-double-refund"), "{out}");
     assert!(out.trim_end().ends_with(
-        "reproduce with: fencesim run --scenario worked-example --strategy ttl-only --gateway non-idempotent --seed 5"
+        "reproduce with: fencesim run --scenario worked-example --mechanism ttl-only --gateway non-idempotent --seed 5"
     ));
 }
 
@@ -70,8 +71,8 @@ fn the_trace_file_shows_the_times_of_the_timeline() {
     let dir = std::env::temp_dir().join(format!("fencesim-cli-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("trace.jsonl");
-    let o = fencesim(&["run", "--strategy", "fenced", "--trace", path.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0));
+    let output = fencesim(&["run", "--mechanism", "fenced", "--trace", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0));
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(lines.len() > 3600);
@@ -94,9 +95,9 @@ fn the_trace_file_shows_the_times_of_the_timeline() {
 
 #[test]
 fn the_demo_tells_both_stories_and_the_outcomes() {
-    let o = fencesim(&["demo"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let output = fencesim(&["demo"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
     for needle in [
         "10:00:26.000  store    A claims r_815 with token 33: 1 row, now sending with fence 33",
         "10:00:30.000  redis    lock:settle:m_4471 expires",
@@ -112,28 +113,28 @@ fn the_demo_tells_both_stories_and_the_outcomes() {
 #[test]
 fn bad_arguments_exit_2_with_a_message_that_names_the_problem() {
     let cases: &[(&[&str], &str)] = &[
-        (&["run", "--strategy", "fencing"], "unknown strategy 'fencing'"),
-        (&["run", "--strategy", "fenced", "--gateway", "maybe"], "unknown gateway mode 'maybe'"),
-        (&["run", "--strategy", "fenced", "--scenario", "nope"], "unknown scenario 'nope'"),
+        (&["run", "--mechanism", "fencing"], "unknown mechanism 'fencing'"),
+        (&["run", "--mechanism", "fenced", "--gateway", "maybe"], "unknown gateway mode 'maybe'"),
+        (&["run", "--mechanism", "fenced", "--scenario", "nope"], "unknown scenario 'nope'"),
         (
-            &["run", "--strategy", "fenced", "--seed", "-3"],
+            &["run", "--mechanism", "fenced", "--seed", "-3"],
             "the seed must be a whole number from 0 to 18446744073709551615, got '-3'",
         ),
-        (&["run", "--strategy", "fenced", "--seed", "twelve"], "got 'twelve'"),
+        (&["run", "--mechanism", "fenced", "--seed", "twelve"], "got 'twelve'"),
         (&["demo", "--seed", "1.5"], "got '1.5'"),
         (
-            &["run", "--strategy", "fenced", "--ttl-ms", "-5"],
+            &["run", "--mechanism", "fenced", "--ttl-ms", "-5"],
             "the TTL must be a positive number of milliseconds, got -5",
         ),
-        (&["run", "--strategy", "fenced", "--ttl-ms", "0"], "got 0"),
-        (&["run", "--strategy", "fenced", "--ttl-ms", "soon"], "whole number of milliseconds, got 'soon'"),
-        (&["run"], "--strategy"),
+        (&["run", "--mechanism", "fenced", "--ttl-ms", "0"], "got 0"),
+        (&["run", "--mechanism", "fenced", "--ttl-ms", "soon"], "whole number of milliseconds, got 'soon'"),
+        (&["run"], "--mechanism"),
         (&["explode"], "unrecognized subcommand 'explode'"),
     ];
     for (args, needle) in cases {
-        let o = fencesim(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
-        let err = stderr(&o);
+        let output = fencesim(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let err = stderr(&output);
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
@@ -141,17 +142,21 @@ fn bad_arguments_exit_2_with_a_message_that_names_the_problem() {
 
 #[test]
 fn an_unwritable_trace_path_exits_2_and_says_where() {
-    let o = fencesim(&["run", "--strategy", "fenced", "--trace", "/nonexistent-dir/trace.jsonl"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("cannot write the trace to /nonexistent-dir/trace.jsonl"), "{}", stderr(&o));
+    let output = fencesim(&["run", "--mechanism", "fenced", "--trace", "/nonexistent-dir/trace.jsonl"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("cannot write the trace to /nonexistent-dir/trace.jsonl"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
 fn a_longer_ttl_turns_the_race_into_a_wait() {
     // With a 5-minute TTL, A's lease outlives the pause: B is refused the lease, A finishes.
-    let o = fencesim(&[
+    let output = fencesim(&[
         "run",
-        "--strategy",
+        "--mechanism",
         "ttl-only",
         "--gateway",
         "non-idempotent",
@@ -159,8 +164,8 @@ fn a_longer_ttl_turns_the_race_into_a_wait() {
         "300000",
         "--json",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert_eq!(json(&o)["double_refunds"], 0);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert_eq!(json(&output)["double_refunds"], 0);
 }
 
 /// Regression, found while writing the determinism tests: the first run of a process
@@ -171,10 +176,25 @@ fn a_longer_ttl_turns_the_race_into_a_wait() {
 /// any run starts. A fresh process (the first run there) must agree with this process.
 #[test]
 fn the_first_run_of_a_process_matches_every_later_run() {
-    let scenario = worked_example().with_strategy(Mechanism::TtlOnly, GatewayMode::Idempotent);
+    let scenario = worked_example().with_mechanism(Mechanism::TtlOnly, GatewayMode::Idempotent);
     let here = run(&scenario, 7).unwrap();
     let here_again = run(&scenario, 7).unwrap();
     assert_eq!(here.trace_hash, here_again.trace_hash);
-    let fresh = fencesim(&["run", "--strategy", "ttl-only", "--seed", "7", "--json"]);
+    let fresh = fencesim(&["run", "--mechanism", "ttl-only", "--seed", "7", "--json"]);
     assert_eq!(json(&fresh)["trace_hash"], format!("{:016x}", here.trace_hash));
+}
+
+/// Commands written before the concept had one name still work: `--strategy` is an alias of
+/// `--mechanism`, `strategies` of `mechanisms`.
+#[test]
+fn the_old_names_still_work() {
+    let old = fencesim(&["run", "--strategy", "fenced", "--json"]);
+    let new = fencesim(&["run", "--mechanism", "fenced", "--json"]);
+    assert_eq!(old.status.code(), Some(0), "{}", stderr(&old));
+    assert_eq!(json(&old), json(&new));
+    let listed = fencesim(&["strategies"]);
+    assert_eq!(listed.status.code(), Some(0));
+    assert_eq!(stdout(&listed), stdout(&fencesim(&["mechanisms"])));
+    let help = stdout(&fencesim(&["--help"]));
+    assert!(help.contains("mechanisms") && help.contains("strategies"), "{help}");
 }

@@ -6,8 +6,8 @@ use fencesim::scenario::worked_example;
 use fencesim::sim::{trace_hash, GatewayMode};
 
 fn trace(mechanism: Mechanism, gateway: GatewayMode, seed: u64) -> (u64, Vec<u8>) {
-    let o = run(&worked_example().with_strategy(mechanism, gateway), seed).unwrap();
-    (o.trace_hash, o.trace_bytes())
+    let outcome = run(&worked_example().with_mechanism(mechanism, gateway), seed).unwrap();
+    (outcome.trace_hash, outcome.trace_bytes())
 }
 
 #[test]
@@ -27,7 +27,7 @@ fn the_same_seed_in_two_fresh_runtimes_gives_the_same_hash_and_the_same_bytes() 
 #[test]
 fn the_hash_tells_different_histories_apart() {
     let fenced = run(&worked_example(), 1).unwrap();
-    let ttl = run(&worked_example().with_strategy(Mechanism::TtlOnly, GatewayMode::Idempotent), 1).unwrap();
+    let ttl = run(&worked_example().with_mechanism(Mechanism::TtlOnly, GatewayMode::Idempotent), 1).unwrap();
     assert_ne!(fenced.trace_hash, ttl.trace_hash);
     // one event changed is a different hash
     let mut events = fenced.record.events.clone();

@@ -1,14 +1,14 @@
 //! Exploration, replay files and the matrix: the search finds what it should, keeps it,
 //! and gives the same answer however many threads ran it.
 
-use fencesim::explore::{explore, ExploreConfig, ExploreReport};
-use fencesim::matrix::{parse_first_failures, sweep_scenario, GUARANTEES_REPORT, SWEEP_TTLS_MS};
 use fencesim::model::Mechanism;
-use fencesim::random::FaultMask;
-use fencesim::replay::ReplayFile;
 use fencesim::runner::run;
-use fencesim::scenario;
+use fencesim::scenario::{self, FaultMask};
+use fencesim::search::explore::{explore, ExploreConfig, ExploreReport};
+use fencesim::search::matrix::{sweep_scenario, SWEEP_TTLS_MS};
 use fencesim::sim::GatewayMode;
+use fencesim::tell::replay_file::ReplayFile;
+use fencesim::tell::reports::guarantees::{parse_first_failures, FirstFailure, GUARANTEES_REPORT};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -20,7 +20,7 @@ fn out_dir(name: &str) -> PathBuf {
 }
 
 fn explore_with(mechanism: Mechanism, seeds: u64, jobs: usize, out: &std::path::Path) -> ExploreReport {
-    let cfg = ExploreConfig {
+    let config = ExploreConfig {
         scenario: "random".into(),
         mechanism,
         gateway: GatewayMode::Idempotent,
@@ -32,7 +32,7 @@ fn explore_with(mechanism: Mechanism, seeds: u64, jobs: usize, out: &std::path::
         allowed: FaultMask::ALL,
         progress: false,
     };
-    explore(&cfg, &AtomicBool::new(false)).unwrap()
+    explore(&config, &AtomicBool::new(false)).unwrap()
 }
 
 #[test]
@@ -53,11 +53,11 @@ fn every_mechanism_expected_to_fail_fails_within_2000_seeds_and_its_replay_file_
         assert_eq!(report.seeds_run, seed, "{mechanism}: stops at the first failing seed");
         let path = report.replay_file.clone().expect("a replay file was written");
         let file = ReplayFile::load(&path).unwrap();
-        assert_eq!((file.strategy, file.seed), (mechanism, seed));
+        assert_eq!((file.mechanism, file.seed), (mechanism, seed));
         let again = run(&file.scenario().unwrap(), file.seed).unwrap();
         assert_eq!(format!("{:016x}", again.trace_hash), file.expected_trace_hash, "{mechanism}");
         assert!(!again.passed());
-        assert!(file.violations.iter().all(|v| again.check(v).is_violation()));
+        assert!(file.violations.iter().all(|invariant| again.check(invariant).is_violation()));
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
@@ -71,7 +71,7 @@ fn the_results_do_not_depend_on_the_number_of_threads() {
     assert_eq!(one.first_failing_seed, three.first_failing_seed);
     assert_eq!(one.violations, three.violations);
     assert_eq!(one.coverage, three.coverage);
-    let read = |p: &Option<PathBuf>| std::fs::read_to_string(p.as_ref().unwrap()).unwrap();
+    let read = |path: &Option<PathBuf>| std::fs::read_to_string(path.as_ref().unwrap()).unwrap();
     assert_eq!(read(&one.replay_file), read(&three.replay_file));
     let _ = (std::fs::remove_dir_all(a), std::fs::remove_dir_all(b));
 }
@@ -79,7 +79,7 @@ fn the_results_do_not_depend_on_the_number_of_threads() {
 #[test]
 fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_every_fault_kind_fires() {
     let out = out_dir("safe");
-    let cfg = ExploreConfig {
+    let config = ExploreConfig {
         scenario: "random".into(),
         mechanism: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
@@ -91,7 +91,7 @@ fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_ever
         allowed: FaultMask::ALL,
         progress: false,
     };
-    let report = explore(&cfg, &AtomicBool::new(false)).unwrap();
+    let report = explore(&config, &AtomicBool::new(false)).unwrap();
     assert_eq!(report.seeds_run, 400);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     assert!(
@@ -109,7 +109,7 @@ fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_ever
     assert!(!out.exists(), "no failure, no file");
 
     // The same suite under a Redis counter does see a counter go back (a restart lost it).
-    let redis = ExploreConfig { mechanism: Mechanism::Fenced, seeds: 200, ..cfg };
+    let redis = ExploreConfig { mechanism: Mechanism::Fenced, seeds: 200, ..config };
     let report = explore(&redis, &AtomicBool::new(false)).unwrap();
     assert!(report.coverage.sometimes["a counter went backwards"] > 0);
     let _ = std::fs::remove_dir_all(&out);
@@ -118,7 +118,7 @@ fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_ever
 #[test]
 fn fenced_keeps_every_invariant_when_redis_keeps_its_counter() {
     let out = out_dir("fenced");
-    let cfg = ExploreConfig {
+    let config = ExploreConfig {
         scenario: "random".into(),
         mechanism: Mechanism::Fenced,
         gateway: GatewayMode::Idempotent,
@@ -130,7 +130,7 @@ fn fenced_keeps_every_invariant_when_redis_keeps_its_counter() {
         allowed: FaultMask::ALL.without_names("redis-restart").unwrap(),
         progress: false,
     };
-    let report = explore(&cfg, &AtomicBool::new(false)).unwrap();
+    let report = explore(&config, &AtomicBool::new(false)).unwrap();
     assert!(report.violations.is_empty(), "{:?}", report.violations);
 }
 
@@ -144,12 +144,16 @@ fn the_guarantees_report_is_fresh() {
     let rows = parse_first_failures(&text);
     assert!(rows.len() > 20, "{stale}");
     let mut checked = std::collections::BTreeSet::new();
-    for (mechanism, gateway, invariant, seed, hash) in rows {
-        let sc = scenario::build("random", seed, mechanism, gateway, FaultMask::ALL).unwrap();
-        let o = run(&sc, seed).unwrap();
-        assert_eq!(format!("{:016x}", o.trace_hash), hash, "{stale} ({mechanism} {gateway} seed {seed})");
+    for FirstFailure { mechanism, gateway, invariant, seed, trace_hash } in rows {
+        let chosen = scenario::build("random", seed, mechanism, gateway, FaultMask::ALL).unwrap();
+        let outcome = run(&chosen, seed).unwrap();
+        assert_eq!(
+            format!("{:016x}", outcome.trace_hash),
+            trace_hash,
+            "{stale} ({mechanism} {gateway} seed {seed})"
+        );
         assert!(
-            o.check(&invariant).is_violation(),
+            outcome.check(&invariant).is_violation(),
             "{stale} ({mechanism} {gateway} seed {seed} {invariant})"
         );
         checked.insert((mechanism, gateway));
@@ -157,8 +161,11 @@ fn the_guarantees_report_is_fresh() {
     // every cell of the sweep names seed 1's trace
     for mechanism in [Mechanism::TtlOnly, Mechanism::Fenced] {
         for ttl in SWEEP_TTLS_MS {
-            let o = run(&sweep_scenario(1, mechanism, ttl), 1).unwrap();
-            assert!(text.contains(&format!("{:016x}", o.trace_hash)), "{stale} (sweep {mechanism} {ttl} ms)");
+            let outcome = run(&sweep_scenario(1, mechanism, ttl), 1).unwrap();
+            assert!(
+                text.contains(&format!("{:016x}", outcome.trace_hash)),
+                "{stale} (sweep {mechanism} {ttl} ms)"
+            );
         }
     }
     assert!(checked.len() >= 12, "{stale}");
@@ -171,9 +178,9 @@ fn fencesim(args: &[&str]) -> std::process::Output {
 #[test]
 fn explore_json_and_replay_from_the_command_line() {
     let out = out_dir("cli");
-    let o = fencesim(&[
+    let output = fencesim(&[
         "explore",
-        "--strategy",
+        "--mechanism",
         "ttl-only",
         "--seeds",
         "50",
@@ -181,15 +188,15 @@ fn explore_json_and_replay_from_the_command_line() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     for key in ["seeds_run", "violations", "first_failing_seed", "replay_file", "seeds_per_second"] {
-        assert!(v.get(key).is_some(), "missing {key}");
+        assert!(value.get(key).is_some(), "missing {key}");
     }
-    let file = v["replay_file"].as_str().unwrap();
-    let r = fencesim(&["replay", file, "--check-determinism"]);
-    assert_eq!(r.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&r.stdout);
+    let file = value["replay_file"].as_str().unwrap();
+    let replayed = fencesim(&["replay", file, "--check-determinism"]);
+    assert_eq!(replayed.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&replayed.stdout);
     assert!(text.contains(": matches the file"), "{text}");
     assert!(text.contains("VIOLATION "), "{text}");
     assert!(text.contains("determinism: two fresh runs gave the same"), "{text}");
@@ -199,22 +206,27 @@ fn explore_json_and_replay_from_the_command_line() {
 #[test]
 fn explore_text_ends_with_the_replay_command() {
     let out = out_dir("text");
-    let o = fencesim(&["explore", "--strategy", "redlock", "--seeds", "20", "--out", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let output =
+        fencesim(&["explore", "--mechanism", "redlock", "--seeds", "20", "--out", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("coverage over"), "{text}");
     assert!(text.trim_end().lines().last().unwrap().starts_with("replay with: fencesim replay "), "{text}");
     std::fs::remove_dir_all(&out).unwrap();
 }
 
 #[test]
-fn strategies_lists_every_mechanism_with_its_promise() {
-    let o = fencesim(&["strategies"]);
-    assert_eq!(o.status.code(), Some(0));
-    let text = String::from_utf8_lossy(&o.stdout);
+fn mechanisms_lists_every_mechanism_with_its_promise() {
+    let output = fencesim(&["mechanisms"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(text.lines().count(), Mechanism::ALL.len());
-    for m in Mechanism::ALL {
-        assert!(text.lines().any(|l| l.starts_with(m.name()) && l.len() > m.name().len() + 20), "{m}");
+    for mechanism in Mechanism::ALL {
+        let name = mechanism.name();
+        assert!(
+            text.lines().any(|line| line.starts_with(name) && line.len() > name.len() + 20),
+            "{mechanism}"
+        );
     }
 }
 
@@ -223,22 +235,27 @@ fn bad_replay_files_and_bad_explore_arguments_exit_2_with_a_reason() {
     let dir = out_dir("bad");
     std::fs::create_dir_all(&dir).unwrap();
     let good = {
-        let o = run(
+        let outcome = run(
             &scenario::build("random", 2, Mechanism::TtlOnly, GatewayMode::Idempotent, FaultMask::ALL)
                 .unwrap(),
             2,
         )
         .unwrap();
-        serde_json::to_string_pretty(&ReplayFile::from_outcome(&o)).unwrap()
+        serde_json::to_string_pretty(&ReplayFile::from_outcome(&outcome)).unwrap()
     };
     let cases: Vec<(&str, String, &str)> = vec![
         ("truncated", good[..good.len() / 2].to_owned(), "truncated or malformed JSON"),
         ("future", good.replace("\"format_version\": 1", "\"format_version\": 9"), "format version 9"),
         ("alien", "{\"hello\": 1}".to_owned(), "not a replay file"),
         (
-            "strategy",
-            good.replace("\"strategy\": \"ttl-only\"", "\"strategy\": \"hope\""),
-            "unknown strategy 'hope'",
+            "mechanism",
+            good.replace("\"mechanism\": \"ttl-only\"", "\"mechanism\": \"hope\""),
+            "unknown mechanism 'hope'",
+        ),
+        (
+            "old-key",
+            good.replace("\"mechanism\": \"ttl-only\"", "\"strategy\": \"hope\""),
+            "unknown mechanism 'hope'",
         ),
         ("ttl", good.replace("\"ttl_ms\": ", "\"ttl_ms\": -"), "parameters"),
         ("worker", good.replacen("\"worker\": \"", "\"worker\": \"Z", 1), "worker"),
@@ -246,25 +263,25 @@ fn bad_replay_files_and_bad_explore_arguments_exit_2_with_a_reason() {
     for (name, text, needle) in cases {
         let path = dir.join(format!("{name}.json"));
         std::fs::write(&path, text).unwrap();
-        let o = fencesim(&["replay", path.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        let output = fencesim(&["replay", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {err}");
         assert!(err.contains(needle) && err.contains(path.to_str().unwrap()), "{name}: {err}");
         assert!(!err.contains("panicked"), "{name}: {err}");
     }
     let args: &[(&[&str], &str)] = &[
         (&["replay", "/nonexistent/file.json"], "cannot read"),
-        (&["explore", "--strategy", "fenced", "--jobs", "0"], "from 1 to 256"),
-        (&["explore", "--strategy", "fenced", "--seeds", "0"], "positive whole number of seeds"),
-        (&["explore", "--strategy", "fenced", "--without", "meteor"], "unknown fault kind 'meteor'"),
-        (&["explore", "--strategy", "luck"], "unknown strategy 'luck'"),
+        (&["explore", "--mechanism", "fenced", "--jobs", "0"], "from 1 to 256"),
+        (&["explore", "--mechanism", "fenced", "--seeds", "0"], "positive whole number of seeds"),
+        (&["explore", "--mechanism", "fenced", "--without", "meteor"], "unknown fault kind 'meteor'"),
+        (&["explore", "--mechanism", "luck"], "unknown mechanism 'luck'"),
         (&["matrix", "--seeds", "-4"], "positive whole number"),
     ];
-    for (a, needle) in args {
-        let o = fencesim(a);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{a:?}: {err}");
-        assert!(err.contains(needle), "{a:?}: {err}");
+    for (arguments, needle) in args {
+        let output = fencesim(arguments);
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}: {err}");
+        assert!(err.contains(needle), "{arguments:?}: {err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -275,7 +292,7 @@ fn an_interrupted_explore_still_reports_what_it_ran() {
     let child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
         .args([
             "explore",
-            "--strategy",
+            "--mechanism",
             "fenced-db-sequence",
             "--seeds",
             "100000000",
@@ -290,18 +307,18 @@ fn an_interrupted_explore_still_reports_what_it_ran() {
     std::thread::sleep(std::time::Duration::from_millis(1_500));
     let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(killed.success());
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "no violation, interrupted cleanly");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["interrupted"], true);
-    assert!(v["seeds_run"].as_u64().unwrap() > 0);
-    assert!(v["seeds_run"].as_u64().unwrap() < 100_000_000);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "no violation, interrupted cleanly");
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(value["interrupted"], true);
+    assert!(value["seeds_run"].as_u64().unwrap() > 0);
+    assert!(value["seeds_run"].as_u64().unwrap() < 100_000_000);
 }
 
 #[test]
 fn matrix_writes_the_guarantees_report_under_its_root() {
     let root = out_dir("matrix");
-    let o = fencesim(&[
+    let output = fencesim(&[
         "matrix",
         "--seeds",
         "3",
@@ -312,11 +329,11 @@ fn matrix_writes_the_guarantees_report_under_its_root() {
         "--root",
         root.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let text = std::fs::read_to_string(root.join(GUARANTEES_REPORT)).unwrap();
     assert!(text.contains("over the same 3 seeds"));
     assert!(text.contains("| fenced-db-sequence | idempotent |"));
     assert!(text.contains("## A longer TTL turns a race into an outage"));
-    assert!(text.contains("coverage over 48 runs"), "16 strategies and modes, 3 seeds each");
+    assert!(text.contains("coverage over 48 runs"), "16 mechanisms and modes, 3 seeds each");
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -2,22 +2,14 @@
 //! is what the project's command gives today.
 
 use fencesim::mutant::Mutant;
-use fencesim::mutants::{catches, gateway_for, DETECTION_REPORT};
-use fencesim::random::FaultMask;
-use fencesim::scenario;
+use fencesim::search::mutants::{catches, scenario_for};
+use fencesim::tell::reports::detection::{parse_detections, Detection, DETECTION_REPORT};
 use std::process::Command;
 
-/// (mutant, invariant, first seed, trace hash) rows of the committed report.
-fn committed() -> Vec<(Mutant, String, u64, String)> {
+/// The mutant rows of the committed report.
+fn committed() -> Vec<Detection> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DETECTION_REPORT);
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let c: Vec<&str> = l.split('|').map(str::trim).collect();
-            let mutant = c.get(1)?.parse().ok()?;
-            Some((mutant, c[4].to_owned(), c[8].parse().ok()?, c[9].to_owned()))
-        })
-        .collect()
+    parse_detections(&std::fs::read_to_string(path).unwrap_or_default())
 }
 
 #[test]
@@ -25,20 +17,18 @@ fn every_mutant_is_caught_by_the_seed_the_detection_report_names() {
     let rows = committed();
     let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants`");
     assert_eq!(rows.len(), Mutant::ALL.len(), "{stale}");
-    for (mutant, invariant, seed, hash) in rows {
-        let sc =
-            scenario::build("random", seed, mutant.baseline(), gateway_for(mutant), FaultMask::ALL).unwrap();
-        let caught = catches(&sc, seed, mutant).unwrap();
+    for Detection { mutant, invariant, first_seed: seed, trace_hash } in rows {
+        let caught = catches(&scenario_for(mutant, seed).unwrap(), seed, mutant).unwrap();
         let (by, trace) = caught.unwrap_or_else(|| panic!("{mutant} is not caught by seed {seed}: {stale}"));
         assert_eq!(by, invariant, "{mutant}: {stale}");
-        assert_eq!(format!("{trace:016x}"), hash, "{mutant}: {stale}");
+        assert_eq!(format!("{trace:016x}"), trace_hash, "{mutant}: {stale}");
     }
 }
 
 #[test]
 fn the_mutants_command_reports_json_and_names_bad_input() {
     let root = std::env::temp_dir().join(format!("fencesim-mutants-{}", std::process::id()));
-    let o = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+    let output = Command::new(env!("CARGO_BIN_EXE_fencesim"))
         .args([
             "mutants",
             "--starts",
@@ -53,18 +43,21 @@ fn the_mutants_command_reports_json_and_names_bad_input() {
         ])
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let list = v["mutants"].as_array().unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let list = value["mutants"].as_array().unwrap();
     assert_eq!(list.len(), Mutant::ALL.len());
-    for m in list {
+    for mutant in list {
         for key in ["name", "caught", "invariant", "seeds_to_detect_median", "shrunk_faults"] {
-            assert!(m.get(key).is_some(), "{key} missing in {m}");
+            assert!(mutant.get(key).is_some(), "{key} missing in {mutant}");
         }
     }
     // with only 30 seeds the nearly equivalent mutant escapes, and the command says so
-    let escaped: Vec<&str> =
-        list.iter().filter(|m| m["caught"] == false).map(|m| m["name"].as_str().unwrap()).collect();
-    assert_eq!(o.status.code(), Some(if escaped.is_empty() { 0 } else { 1 }), "{escaped:?}");
+    let escaped: Vec<&str> = list
+        .iter()
+        .filter(|mutant| mutant["caught"] == false)
+        .map(|mutant| mutant["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(output.status.code(), Some(if escaped.is_empty() { 0 } else { 1 }), "{escaped:?}");
     assert!(root.join(DETECTION_REPORT).exists());
     std::fs::remove_dir_all(&root).unwrap();
 
@@ -76,8 +69,8 @@ fn the_mutants_command_reports_json_and_names_bad_input() {
 
 #[test]
 fn exhaustively_the_database_sequence_survives_every_placement_and_the_ttl_alone_does_not() {
-    use fencesim::exhaustive::{failing, plans, single_faults};
     use fencesim::model::Mechanism;
+    use fencesim::search::exhaustive::{failing, plans, single_faults};
     let all = plans();
     assert_eq!(all.len(), 1 + 128 + 128 * 127 / 2, "the small scope's plans");
     assert_eq!(single_faults().len(), 128);

@@ -1,10 +1,10 @@
 //! The property suite CI runs. `PROPTEST_CASES` deepens it without a code change.
 
 use fencesim::model::Mechanism;
-use fencesim::props::{cases, check, every_invariant_holds, no_double_refund};
-use fencesim::replay::ReplayFile;
 use fencesim::runner::run;
+use fencesim::search::props::{cases, check, every_invariant_holds, no_double_refund};
 use fencesim::sim::{FaultKind, GatewayMode};
+use fencesim::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 
 fn out() -> PathBuf {
@@ -14,8 +14,8 @@ fn out() -> PathBuf {
 /// A property that must hold: on failure, the shrunk plan, its replay file and the
 /// command that replays it are what the test prints.
 fn must_hold(name: &'static str, mechanism: Mechanism, gateway: GatewayMode, n: u32) {
-    if let Some(c) = check(name, mechanism, gateway, cases(n), &out(), every_invariant_holds).unwrap() {
-        panic!("{}", c.report());
+    if let Some(found) = check(name, mechanism, gateway, cases(n), &out(), every_invariant_holds).unwrap() {
+        panic!("{}", found.report());
     }
 }
 
@@ -28,19 +28,19 @@ fn tokens_from_the_database_keep_every_invariant() {
 fn fenced_keeps_every_invariant_with_a_counter_that_survives() {
     // Redis restarts are in the small worlds' plans; the property is kept only where the
     // counter survives, which the plan says.
-    let config = |o: &fencesim::runner::Outcome| {
-        let restarts =
-            o.scenario.world.faults.faults.iter().any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
+    let config = |outcome: &fencesim::runner::Outcome| {
+        let faults = &outcome.scenario.world.faults.faults;
+        let restarts = faults.iter().any(|fault| matches!(fault.kind, FaultKind::RedisRestart { .. }));
         if restarts {
             Ok(())
         } else {
-            every_invariant_holds(o)
+            every_invariant_holds(outcome)
         }
     };
-    if let Some(c) =
+    if let Some(found) =
         check("fenced", Mechanism::Fenced, GatewayMode::Idempotent, cases(200), &out(), config).unwrap()
     {
-        panic!("{}", c.report());
+        panic!("{}", found.report());
     }
 }
 
@@ -57,15 +57,15 @@ fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_row_or_two_and_one_stal
     )
     .unwrap()
     .expect("a counterexample within 500 cases");
-    let w = &found.world;
-    assert_eq!(w.workers, 2, "{}", found.report());
-    assert!(w.rows <= 3, "{}", found.report());
-    assert_eq!(w.faults.len(), 1, "{}", found.report());
+    let world = &found.world;
+    assert_eq!(world.workers, 2, "{}", found.report());
+    assert!(world.rows <= 3, "{}", found.report());
+    assert_eq!(world.faults.len(), 1, "{}", found.report());
     // One stall longer than the TTL: a stop-the-world pause, or a request held up on its
     // way to the database (the article names both).
-    match w.faults[0].kind {
+    match world.faults[0].kind {
         FaultKind::Pause { duration_ms, .. } | FaultKind::DbDelay { delay_ms: duration_ms, .. } => {
-            assert!(duration_ms > w.ttl_ms, "{}", found.report())
+            assert!(duration_ms > world.ttl_ms, "{}", found.report())
         }
         other => panic!("shrunk to {other:?}, not to a stall: {}", found.report()),
     }

@@ -1,9 +1,9 @@
 //! Bugs found once stay found: each is a named test with a short post-mortem.
 
 use fencesim::model::{Step, WorkerId};
-use fencesim::replay::ReplayFile;
 use fencesim::runner::run;
 use fencesim::sim::EventKind;
+use fencesim::tell::replay_file::ReplayFile;
 
 fn replay(name: &str) -> fencesim::runner::Outcome {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions").join(name);
@@ -11,7 +11,7 @@ fn replay(name: &str) -> fencesim::runner::Outcome {
     run(&file.scenario().unwrap(), file.seed).unwrap()
 }
 
-/// Post-mortem. Found by `explore --strategy fenced-db-sequence` at seed 38. Worker E's
+/// Post-mortem. Found by `explore --mechanism fenced-db-sequence` at seed 38. Worker E's
 /// request for its token was held up on its way to the database (a db-delay fault) for
 /// longer than its lease lived. Meanwhile the lease expired and C took it with token 61;
 /// then E's request landed and drew 62. E, whose lease was gone, now held the newest
@@ -23,16 +23,21 @@ fn replay(name: &str) -> fencesim::runner::Outcome {
 /// keeps its meaning when the generator changes.
 #[test]
 fn a_token_drawn_after_the_lease_expired_is_never_used() {
-    let o = replay("token-drawn-after-the-lease-expired.json");
+    let outcome = replay("token-drawn-after-the-lease-expired.json");
     assert!(
-        o.passed(),
+        outcome.passed(),
         "{:?}",
-        o.checks.iter().filter(|c| c.is_violation()).map(|c| &c.breaches[0]).collect::<Vec<_>>()
+        outcome
+            .checks
+            .iter()
+            .filter(|check| check.is_violation())
+            .map(|check| &check.breaches[0])
+            .collect::<Vec<_>>()
     );
     // the stale holder noticed, right after its token, and stopped
-    let noticed = o.record.events.iter().any(|e| {
+    let noticed = outcome.record.events.iter().any(|event| {
         matches!(
-            e.kind,
+            event.kind,
             EventKind::Step { worker: WorkerId(4), step: Step::LeaseChecked { refund: None, held: false } }
         )
     });

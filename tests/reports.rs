@@ -1,9 +1,10 @@
 //! The committed reports are what the project's own command produces today.
 
-use fencesim::narrate::{render_story, sequence_diagram, story};
-use fencesim::report::{worked_example_report, WORKED_EXAMPLE_REPORT};
 use fencesim::runner::{run, DEFAULT_SEED};
 use fencesim::scenario::worked_example;
+use fencesim::tell::diagram::sequence_diagram;
+use fencesim::tell::reports::worked_example::{worked_example_report, WORKED_EXAMPLE_REPORT};
+use fencesim::tell::story::{render_story, story};
 
 #[test]
 fn the_worked_example_report_is_fresh() {
@@ -18,12 +19,12 @@ fn the_worked_example_report_is_fresh() {
 
 #[test]
 fn the_bench_report_shows_every_metric_the_bench_measures() {
-    use fencesim::bench::{BENCH_METRICS, BENCH_REPORT};
+    use fencesim::tell::reports::bench::{BENCH_METRICS, BENCH_REPORT};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(BENCH_REPORT);
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     for metric in BENCH_METRICS {
         assert!(
-            text.lines().any(|l| l.starts_with(&format!("| {metric} |"))),
+            text.lines().any(|line| line.starts_with(&format!("| {metric} |"))),
             "{BENCH_REPORT} lacks {metric}: record it again with `cargo run --release -- bench --record`"
         );
     }
@@ -32,14 +33,14 @@ fn the_bench_report_shows_every_metric_the_bench_measures() {
 
 #[test]
 fn the_timeline_of_the_worked_example() {
-    let o = run(&worked_example(), DEFAULT_SEED).unwrap();
-    insta::assert_snapshot!("worked_example_timeline", render_story(&o, &story(&o), usize::MAX));
+    let outcome = run(&worked_example(), DEFAULT_SEED).unwrap();
+    insta::assert_snapshot!("worked_example_timeline", render_story(&outcome, &story(&outcome), usize::MAX));
 }
 
 #[test]
 fn the_sequence_diagram_comes_from_the_history() {
-    let o = run(&worked_example(), DEFAULT_SEED).unwrap();
-    let diagram = sequence_diagram(&o, &story(&o));
+    let outcome = run(&worked_example(), DEFAULT_SEED).unwrap();
+    let diagram = sequence_diagram(&outcome, &story(&outcome));
     assert!(diagram.starts_with("sequenceDiagram\n"));
     for step in [
         "A->>R: SET lock:settle:m_4471 NX PX 30000",

@@ -7,7 +7,7 @@ use fencesim::sim::{CallOutcome, Event, EventKind, FaultKind, GatewayMode, WallM
 use std::sync::OnceLock;
 
 fn outcome(mechanism: Mechanism, gateway: GatewayMode) -> Outcome {
-    run(&worked_example().with_strategy(mechanism, gateway), DEFAULT_SEED).expect("the worked example runs")
+    run(&worked_example().with_mechanism(mechanism, gateway), DEFAULT_SEED).expect("the worked example runs")
 }
 
 fn fenced() -> &'static Outcome {
@@ -25,24 +25,24 @@ fn at(h: u64, m: u64, s: u64) -> u64 {
     WallMs::hms(h, m, s).0 - WallMs::hms(10, 0, 0).0
 }
 
-fn events(o: &Outcome) -> &[Event] {
-    &o.record.events
+fn events(outcome: &Outcome) -> &[Event] {
+    &outcome.record.events
 }
 
-fn find(o: &Outcome, what: impl Fn(&EventKind) -> bool) -> Vec<&Event> {
-    events(o).iter().filter(|e| what(&e.kind)).collect()
+fn find(outcome: &Outcome, what: impl Fn(&EventKind) -> bool) -> Vec<&Event> {
+    events(outcome).iter().filter(|event| what(&event.kind)).collect()
 }
 
 #[test]
 fn a_takes_the_lease_at_10_00_00_and_token_33_from_a_counter_at_32() {
-    let o = fenced();
-    let granted = find(o, |k| matches!(k, EventKind::LeaseGranted { .. }));
+    let outcome = fenced();
+    let granted = find(outcome, |kind| matches!(kind, EventKind::LeaseGranted { .. }));
     assert!(
         matches!(&granted[0].kind, EventKind::LeaseGranted { worker, key, ttl_ms: 30_000, epoch: Some(1), .. }
         if *worker == A && key == "lock:settle:m_4471")
     );
     assert_eq!(granted[0].at_ms, at(10, 0, 0));
-    let tokens = find(o, |k| matches!(k, EventKind::TokenIssued { .. }));
+    let tokens = find(outcome, |kind| matches!(kind, EventKind::TokenIssued { .. }));
     assert!(matches!(&tokens[0].kind, EventKind::TokenIssued { worker, key, token: Token(33) }
         if *worker == A && key == "fence:settle:m_4471"));
     assert_eq!(tokens[0].at_ms, at(10, 0, 0));
@@ -50,31 +50,31 @@ fn a_takes_the_lease_at_10_00_00_and_token_33_from_a_counter_at_32() {
 
 #[test]
 fn a_claims_pays_and_confirms_r_001_to_r_814_before_the_stall() {
-    let o = fenced();
-    let confirmed: Vec<RefundId> = find(o, |k| {
-        matches!(k, EventKind::Write { worker, write: WriteKind::Confirm, rows: 1, token: Some(Token(33)), .. } if *worker == A)
+    let outcome = fenced();
+    let confirmed: Vec<RefundId> = find(outcome, |kind| {
+        matches!(kind, EventKind::Write { worker, write: WriteKind::Confirm, rows: 1, token: Some(Token(33)), .. } if *worker == A)
     })
     .iter()
-    .map(|e| match e.kind {
+    .map(|event| match event.kind {
         EventKind::Write { refund, .. } => refund,
         _ => unreachable!(),
     })
     .collect();
     assert_eq!(confirmed, (1..=814).map(RefundId).collect::<Vec<_>>());
     assert!(find(
-        o,
-        |k| matches!(k, EventKind::Write { worker, write: WriteKind::Confirm, .. } if *worker == A)
+        outcome,
+        |kind| matches!(kind, EventKind::Write { worker, write: WriteKind::Confirm, .. } if *worker == A)
     )
     .iter()
-    .all(|e| e.at_ms <= at(10, 0, 26) || e.at_ms >= at(10, 0, 34)));
+    .all(|event| event.at_ms <= at(10, 0, 26) || event.at_ms >= at(10, 0, 34)));
 }
 
 #[test]
 fn at_10_00_26_a_claims_r_815_with_fence_33_and_freezes_before_the_gateway_call() {
-    let o = fenced();
+    let outcome = fenced();
     let claim = find(
-        o,
-        |k| matches!(k, EventKind::Write { worker, refund, write: WriteKind::Claim, .. } if *worker == A && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::Write { worker, refund, write: WriteKind::Claim, .. } if *worker == A && *refund == R_815),
     );
     assert_eq!(claim.len(), 1);
     assert_eq!(claim[0].at_ms, at(10, 0, 26));
@@ -84,75 +84,84 @@ fn at_10_00_26_a_claims_r_815_with_fence_33_and_freezes_before_the_gateway_call(
     assert_eq!((image.state, image.fence), (RefundState::Sending, 33));
 
     let paused = find(
-        o,
-        |k| matches!(k, EventKind::FaultFired { fault: FaultKind::Pause { worker, duration_ms: 8_000 }, .. } if *worker == A),
+        outcome,
+        |kind| matches!(kind, EventKind::FaultFired { fault: FaultKind::Pause { worker, duration_ms: 8_000 }, .. } if *worker == A),
     );
     assert_eq!(paused.len(), 1);
     assert_eq!(paused[0].at_ms, at(10, 0, 26));
     // nothing reached the gateway from A for r_815 before it woke
     let a_calls = find(
-        o,
-        |k| matches!(k, EventKind::RefundCalled { worker, refund, .. } if *worker == A && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::RefundCalled { worker, refund, .. } if *worker == A && *refund == R_815),
     );
-    assert!(a_calls.iter().all(|e| e.at_ms >= at(10, 0, 34)));
+    assert!(a_calls.iter().all(|event| event.at_ms >= at(10, 0, 34)));
 }
 
 #[test]
 fn the_lease_key_expires_at_10_00_30_by_redis_own_clock() {
-    let o = fenced();
-    let expired = find(o, |k| matches!(k, EventKind::LeaseExpired { .. }));
+    let outcome = fenced();
+    let expired = find(outcome, |kind| matches!(kind, EventKind::LeaseExpired { .. }));
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].at_ms, at(10, 0, 30));
     assert!(
         matches!(&expired[0].kind, EventKind::LeaseExpired { epoch: Some(1), value, .. } if value == "A#1")
     );
-    assert_eq!(o.record.epochs[0].expired_at_ms, Some(at(10, 0, 30)));
+    assert_eq!(outcome.record.epochs[0].expired_at_ms, Some(at(10, 0, 30)));
 }
 
 #[test]
 fn at_10_00_31_the_queue_hands_the_job_to_b_which_takes_the_lease_and_token_34() {
-    let o = fenced();
-    let expiry = find(o, |k| matches!(k, EventKind::VisibilityExpired { worker, .. } if *worker == A));
+    let outcome = fenced();
+    let expiry =
+        find(outcome, |kind| matches!(kind, EventKind::VisibilityExpired { worker, .. } if *worker == A));
     assert_eq!(expiry[0].at_ms, at(10, 0, 31));
-    let delivered =
-        find(o, |k| matches!(k, EventKind::JobDelivered { worker, delivery: 2, .. } if *worker == B));
+    let delivered = find(
+        outcome,
+        |kind| matches!(kind, EventKind::JobDelivered { worker, delivery: 2, .. } if *worker == B),
+    );
     assert_eq!(delivered[0].at_ms, at(10, 0, 31));
-    let granted =
-        find(o, |k| matches!(k, EventKind::LeaseGranted { worker, epoch: Some(2), .. } if *worker == B));
+    let granted = find(
+        outcome,
+        |kind| matches!(kind, EventKind::LeaseGranted { worker, epoch: Some(2), .. } if *worker == B),
+    );
     assert_eq!(granted[0].at_ms, at(10, 0, 31));
-    let token =
-        find(o, |k| matches!(k, EventKind::TokenIssued { worker, token: Token(34), .. } if *worker == B));
+    let token = find(
+        outcome,
+        |kind| matches!(kind, EventKind::TokenIssued { worker, token: Token(34), .. } if *worker == B),
+    );
     assert_eq!(token[0].at_ms, at(10, 0, 31));
 }
 
 #[test]
 fn b_finds_r_815_sending_with_fence_33_asks_the_gateway_first_then_claims_it_with_34() {
-    let o = fenced();
-    let selected =
-        find(o, |k| matches!(k, EventKind::Step { worker, step: Step::RowsSelected { .. } } if *worker == B));
+    let outcome = fenced();
+    let selected = find(
+        outcome,
+        |kind| matches!(kind, EventKind::Step { worker, step: Step::RowsSelected { .. } } if *worker == B),
+    );
     assert!(matches!(
         selected[0].kind,
         EventKind::Step { step: Step::RowsSelected { open: 386, sending: 1 }, .. }
     ));
     let lookup = find(
-        o,
-        |k| matches!(k, EventKind::Lookup { worker, refund, .. } if *worker == B && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::Lookup { worker, refund, .. } if *worker == B && *refund == R_815),
     );
     assert!(
         matches!(lookup[0].kind, EventKind::Lookup { found: None, .. }),
         "the gateway has no refund for r_815 yet"
     );
     let claims = find(
-        o,
-        |k| matches!(k, EventKind::Write { worker, refund, write: WriteKind::Claim, .. } if *worker == B && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::Write { worker, refund, write: WriteKind::Claim, .. } if *worker == B && *refund == R_815),
     );
     let EventKind::Write { token, after, .. } = &claims[0].kind else { unreachable!() };
     assert_eq!(*token, Some(Token(34)));
     assert_eq!(after.map(|i| (i.state, i.fence)), Some((RefundState::Sending, 34)));
     assert!(lookup[0].at_ms <= claims[0].at_ms && claims[0].at_ms < at(10, 0, 32));
     let confirm = find(
-        o,
-        |k| matches!(k, EventKind::Write { worker, refund, write: WriteKind::Confirm, rows: 1, .. } if *worker == B && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::Write { worker, refund, write: WriteKind::Confirm, rows: 1, .. } if *worker == B && *refund == R_815),
     );
     assert_eq!(confirm.len(), 1);
     assert!(confirm[0].at_ms < at(10, 0, 34));
@@ -160,18 +169,18 @@ fn b_finds_r_815_sending_with_fence_33_asks_the_gateway_first_then_claims_it_wit
 
 #[test]
 fn at_10_00_34_a_gets_b_s_refund_back_and_its_confirm_with_33_is_a_fence_violation() {
-    let o = fenced();
-    let resumed = find(o, |k| matches!(k, EventKind::Resumed { worker } if *worker == A));
+    let outcome = fenced();
+    let resumed = find(outcome, |kind| matches!(kind, EventKind::Resumed { worker } if *worker == A));
     assert_eq!(resumed[0].at_ms, at(10, 0, 34));
 
     let b_paid = find(
-        o,
-        |k| matches!(k, EventKind::RefundCalled { worker, refund, outcome: CallOutcome::Created, .. } if *worker == B && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::RefundCalled { worker, refund, outcome: CallOutcome::Created, .. } if *worker == B && *refund == R_815),
     );
     let EventKind::RefundCalled { gateway_ref: b_ref, .. } = b_paid[0].kind else { unreachable!() };
     let a_paid = find(
-        o,
-        |k| matches!(k, EventKind::RefundCalled { worker, refund, .. } if *worker == A && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::RefundCalled { worker, refund, .. } if *worker == A && *refund == R_815),
     );
     assert_eq!(a_paid.len(), 1);
     assert!(
@@ -179,14 +188,15 @@ fn at_10_00_34_a_gets_b_s_refund_back_and_its_confirm_with_33_is_a_fence_violati
     );
 
     let confirm = find(
-        o,
-        |k| matches!(k, EventKind::Write { worker, refund, write: WriteKind::Confirm, .. } if *worker == A && *refund == R_815),
+        outcome,
+        |kind| matches!(kind, EventKind::Write { worker, refund, write: WriteKind::Confirm, .. } if *worker == A && *refund == R_815),
     );
     assert_eq!(confirm.len(), 1);
     assert_eq!(confirm[0].at_ms, at(10, 0, 34));
     assert!(matches!(confirm[0].kind, EventKind::Write { token: Some(Token(33)), rows: 0, after: None, .. }));
 
-    let violation = find(o, |k| matches!(k, EventKind::Step { step: Step::FenceViolation { .. }, .. }));
+    let violation =
+        find(outcome, |kind| matches!(kind, EventKind::Step { step: Step::FenceViolation { .. }, .. }));
     assert_eq!(violation.len(), 1, "exactly one fence rejection");
     assert_eq!(violation[0].at_ms, at(10, 0, 34));
     let EventKind::Step { worker, step: Step::FenceViolation { violation: v } } = violation[0].kind else {
@@ -197,13 +207,15 @@ fn at_10_00_34_a_gets_b_s_refund_back_and_its_confirm_with_33_is_a_fence_violati
 
 #[test]
 fn a_abandons_the_batch_without_claiming_r_816() {
-    let o = fenced();
-    let a_writes_after_stall =
-        find(o, |k| matches!(k, EventKind::Write { worker, refund, .. } if *worker == A && refund.0 > 815));
+    let outcome = fenced();
+    let a_writes_after_stall = find(
+        outcome,
+        |kind| matches!(kind, EventKind::Write { worker, refund, .. } if *worker == A && refund.0 > 815),
+    );
     assert!(a_writes_after_stall.is_empty());
     let abandoned = find(
-        o,
-        |k| matches!(k, EventKind::Step { worker, step: Step::BatchAbandoned { .. } } if *worker == A),
+        outcome,
+        |kind| matches!(kind, EventKind::Step { worker, step: Step::BatchAbandoned { .. } } if *worker == A),
     );
     assert_eq!(abandoned.len(), 1);
     assert_eq!(abandoned[0].at_ms, at(10, 0, 34));
@@ -211,32 +223,32 @@ fn a_abandons_the_batch_without_claiming_r_816() {
 
 #[test]
 fn b_finishes_and_the_ledger_holds_1200_refunds_r_815_once_84_300_eur_in_all() {
-    let o = fenced();
-    assert!(o.record.settled);
-    assert_eq!(o.record.ledger.len(), 1200);
-    let r815: Vec<_> = o.record.ledger.iter().filter(|e| e.refund == R_815).collect();
+    let outcome = fenced();
+    assert!(outcome.record.settled);
+    assert_eq!(outcome.record.ledger.len(), 1200);
+    let r815: Vec<_> = outcome.record.ledger.iter().filter(|entry| entry.refund == R_815).collect();
     assert_eq!(r815.len(), 1);
     assert_eq!(r815[0].amount.0, 7025);
-    assert_eq!(o.record.ledger.iter().map(|e| e.amount.0).sum::<i64>(), 8_430_000);
-    assert!(o.record.final_rows.iter().all(|r| r.state == RefundState::Sent));
-    let final_815 = o.record.final_rows.iter().find(|r| r.id == R_815).unwrap();
+    assert_eq!(outcome.record.ledger.iter().map(|entry| entry.amount.0).sum::<i64>(), 8_430_000);
+    assert!(outcome.record.final_rows.iter().all(|r| r.state == RefundState::Sent));
+    let final_815 = outcome.record.final_rows.iter().find(|r| r.id == R_815).unwrap();
     assert_eq!(final_815.fence, 34);
-    let t = o.tally();
+    let tally = outcome.tally();
     assert_eq!(
-        (t.refunds_sent, t.gateway_refunds, t.refunded_cents, t.fence_rejections),
+        (tally.refunds_sent, tally.gateway_refunds, tally.refunded_cents, tally.fence_rejections),
         (1200, 1200, 8_430_000, 1)
     );
 }
 
 #[test]
 fn under_the_fence_no_invariant_breaks_and_the_single_holder_diagnostic_shows_the_overlap() {
-    let o = fenced();
-    for check in &o.checks {
+    let outcome = fenced();
+    for check in &outcome.checks {
         assert!(!check.is_violation(), "{}: {:?}", check.invariant, check.breaches.first());
     }
-    assert!(o.passed());
-    assert_eq!(o.record.leaked_tasks, 0, "the run ends with no task left behind");
-    let holders = o.check("single-holder");
+    assert!(outcome.passed());
+    assert_eq!(outcome.record.leaked_tasks, 0, "the run ends with no task left behind");
+    let holders = outcome.check("single-holder");
     assert_eq!(holders.breaches.len(), 1, "B takes the lease while A still believes it holds it");
     assert_eq!(holders.breaches[0].at_ms, at(10, 0, 31));
 }
@@ -244,9 +256,9 @@ fn under_the_fence_no_invariant_breaks_and_the_single_holder_diagnostic_shows_th
 #[test]
 fn with_the_ttl_alone_and_a_non_idempotent_gateway_r_815_is_paid_twice_and_rows_are_confirmed_by_the_wrong_lease(
 ) {
-    let o = ttl_only_non_idempotent();
-    assert!(!o.passed());
-    let double = o.check("no-double-refund");
+    let outcome = ttl_only_non_idempotent();
+    assert!(!outcome.passed());
+    let double = outcome.check("no-double-refund");
     assert!(double.is_violation());
     assert_eq!(double.breaches[0].at_ms, at(10, 0, 34));
     assert!(
@@ -254,47 +266,50 @@ fn with_the_ttl_alone_and_a_non_idempotent_gateway_r_815_is_paid_twice_and_rows_
         "{}",
         double.breaches[0].detail
     );
-    let stale = o.check("no-stale-confirm");
+    let stale = outcome.check("no-stale-confirm");
     assert!(stale.is_violation());
     assert!(
         stale.breaches[0].detail.contains("last accepted claim was made by"),
         "{}",
         stale.breaches[0].detail
     );
-    assert!(o.check("monotonic-fences").is_violation());
-    assert!(o.check("ledger-matches-rows").is_violation());
-    let t = o.tally();
-    assert!(t.double_refunds > 1 && t.stale_confirms > 0 && t.rows_claimed_by_two > 1, "{t:?}");
-    assert_eq!(t.gateway_refunds, 1200 + t.double_refunds);
-    assert!(t.refunded_cents > 8_430_000);
-    assert_eq!(t.fence_rejections, 0, "nothing turns A away");
+    assert!(outcome.check("monotonic-fences").is_violation());
+    assert!(outcome.check("ledger-matches-rows").is_violation());
+    let tally = outcome.tally();
+    assert!(
+        tally.double_refunds > 1 && tally.stale_confirms > 0 && tally.rows_claimed_by_two > 1,
+        "{tally:?}"
+    );
+    assert_eq!(tally.gateway_refunds, 1200 + tally.double_refunds);
+    assert!(tally.refunded_cents > 8_430_000);
+    assert_eq!(tally.fence_rejections, 0, "nothing turns A away");
     // A woke up and went on writing beside B
     assert!(!find(
-        o,
-        |k| matches!(k, EventKind::Write { worker, refund, rows: 1, .. } if *worker == A && refund.0 > 815)
+        outcome,
+        |kind| matches!(kind, EventKind::Write { worker, refund, rows: 1, .. } if *worker == A && refund.0 > 815)
     )
     .is_empty());
 }
 
 #[test]
 fn with_the_ttl_alone_an_idempotent_gateway_saves_the_money_but_not_the_rows() {
-    let o = outcome(Mechanism::TtlOnly, GatewayMode::Idempotent);
-    let t = o.tally();
-    assert_eq!((t.double_refunds, t.gateway_refunds, t.refunded_cents), (0, 1200, 8_430_000));
-    assert!(!o.check("no-double-refund").is_violation());
-    assert!(o.check("monotonic-fences").is_violation());
-    assert!(o.check("no-stale-confirm").is_violation());
+    let outcome = outcome(Mechanism::TtlOnly, GatewayMode::Idempotent);
+    let tally = outcome.tally();
+    assert_eq!((tally.double_refunds, tally.gateway_refunds, tally.refunded_cents), (0, 1200, 8_430_000));
+    assert!(!outcome.check("no-double-refund").is_violation());
+    assert!(outcome.check("monotonic-fences").is_violation());
+    assert!(outcome.check("no-stale-confirm").is_violation());
 }
 
 #[test]
 fn the_fence_keeps_a_non_idempotent_gateway_from_paying_r_815_twice_only_if_a_never_calls_it() {
     // A's call for r_815 is the one write the fence cannot see: with a gateway that pays
     // every call, the money leaves twice even though every row stays safe.
-    let o = outcome(Mechanism::Fenced, GatewayMode::NonIdempotent);
-    assert!(o.check("no-double-refund").is_violation());
-    assert_eq!(o.check("no-double-refund").breaches.len(), 1);
+    let outcome = outcome(Mechanism::Fenced, GatewayMode::NonIdempotent);
+    assert!(outcome.check("no-double-refund").is_violation());
+    assert_eq!(outcome.check("no-double-refund").breaches.len(), 1);
     for name in ["no-stale-confirm", "monotonic-fences", "state-machine"] {
-        assert!(!o.check(name).is_violation(), "{name}");
+        assert!(!outcome.check(name).is_violation(), "{name}");
     }
 }
 
@@ -302,7 +317,7 @@ fn the_fence_keeps_a_non_idempotent_gateway_from_paying_r_815_twice_only_if_a_ne
 fn the_fenced_worked_example_is_the_same_story_whatever_the_seed() {
     let first = fenced().trace_hash;
     for seed in [2, 3, 17, 4471, u64::MAX] {
-        let o = run(&worked_example(), seed).unwrap();
-        assert_eq!(o.trace_hash, first, "seed {seed}");
+        let outcome = run(&worked_example(), seed).unwrap();
+        assert_eq!(outcome.trace_hash, first, "seed {seed}");
     }
 }

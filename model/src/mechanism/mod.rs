@@ -147,7 +147,7 @@ impl Mechanism {
     }
 }
 
-crate::named_enum!(Mechanism, "strategy");
+crate::named_enum!(Mechanism, "mechanism");
 
 #[cfg(test)]
 mod tests {
@@ -160,7 +160,7 @@ mod tests {
             assert!(!m.policy().promise.is_empty());
         }
         let err = "fencing".parse::<Mechanism>().unwrap_err();
-        assert!(err.contains("unknown strategy 'fencing'"), "{err}");
+        assert!(err.contains("unknown mechanism 'fencing'"), "{err}");
         assert!(err.contains("ttl-only") && err.contains("fenced-db-sequence"), "{err}");
     }
 

@@ -1,0 +1,180 @@
+//! Coverage: what a set of runs exercised. Which fault kinds fired, at which protocol
+//! steps faults were triggered, and the `sometimes` checks that show a suite reached the
+//! situations it claims to test.
+
+use crate::scenario::random::TRIGGER_STEPS;
+use fencesim_sim::{EventKind, FaultName, RunRecord, Trigger};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Situations a suite should reach at least sometimes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sometimes {
+    LeaseExpiredWhileHeld,
+    StaleWriteRejected,
+    JobDeliveredAgain,
+    CounterWentBackwards,
+}
+
+impl Sometimes {
+    pub const ALL: [Sometimes; 4] = [
+        Sometimes::LeaseExpiredWhileHeld,
+        Sometimes::StaleWriteRejected,
+        Sometimes::JobDeliveredAgain,
+        Sometimes::CounterWentBackwards,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Sometimes::LeaseExpiredWhileHeld => "a lease expired while held",
+            Sometimes::StaleWriteRejected => "a stale write was rejected",
+            Sometimes::JobDeliveredAgain => "a job was delivered again",
+            Sometimes::CounterWentBackwards => "a counter went backwards",
+        }
+    }
+}
+
+/// A small set of indices, one bit each: an exploration keeps one per seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bits(u16);
+
+impl Bits {
+    pub fn insert(&mut self, index: usize) {
+        self.0 |= 1 << index;
+    }
+
+    pub fn contains(self, index: usize) -> bool {
+        self.0 & (1 << index) != 0
+    }
+}
+
+/// What one run exercised, in a few bytes: an exploration keeps one per seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// The fault kinds that fired, by `FaultKind::index`.
+    pub fault_kinds: Bits,
+    /// Faults fired by a step trigger, per step of `TRIGGER_STEPS`.
+    pub step_triggers: [u16; TRIGGER_STEPS.len()],
+    /// The `Sometimes` situations reached, by their place in `Sometimes::ALL`.
+    pub sometimes: Bits,
+}
+
+impl Touched {
+    fn reached(&mut self, situation: Sometimes) {
+        self.sometimes.insert(situation as usize);
+    }
+
+    pub fn of(record: &RunRecord) -> Touched {
+        let mut touched = Touched::default();
+        let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
+        for event in &record.events {
+            match &event.kind {
+                EventKind::FaultFired { fault, trigger } => {
+                    touched.fault_kinds.insert(fault.kind() as usize);
+                    if let Trigger::Step { step, .. } = trigger {
+                        if let Some(i) = TRIGGER_STEPS.iter().position(|known| known == step) {
+                            touched.step_triggers[i] = touched.step_triggers[i].saturating_add(1);
+                        }
+                    }
+                }
+                EventKind::LeaseExpired { epoch: Some(_), .. } => {
+                    touched.reached(Sometimes::LeaseExpiredWhileHeld)
+                }
+                EventKind::Write { rows: 0, token: Some(_), .. } => {
+                    touched.reached(Sometimes::StaleWriteRejected)
+                }
+                EventKind::JobDelivered { delivery, .. } if *delivery > 1 => {
+                    touched.reached(Sometimes::JobDeliveredAgain)
+                }
+                EventKind::TokenIssued { key, token, .. } => {
+                    let previous = last_token.insert(key.as_str(), token.0);
+                    if previous.is_some_and(|previous| token.0 <= previous) {
+                        touched.reached(Sometimes::CounterWentBackwards);
+                    }
+                }
+                _ => {}
+            }
+        }
+        touched
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    pub runs: u64,
+    /// Runs in which each fault kind fired, by kind name.
+    pub fault_kinds: BTreeMap<&'static str, u64>,
+    /// Faults fired by a step trigger, by step name.
+    pub step_triggers: BTreeMap<&'static str, u64>,
+    /// Runs in which each `sometimes` situation happened.
+    pub sometimes: BTreeMap<&'static str, u64>,
+}
+
+impl Coverage {
+    pub fn new() -> Coverage {
+        Coverage {
+            runs: 0,
+            fault_kinds: FaultName::all().map(|kind| (kind.name(), 0)).collect(),
+            step_triggers: TRIGGER_STEPS.iter().map(|step| (step.name(), 0)).collect(),
+            sometimes: Sometimes::ALL.iter().map(|situation| (situation.name(), 0)).collect(),
+        }
+    }
+
+    /// Adds what one run exercised.
+    pub fn add(&mut self, touched: &Touched) {
+        self.runs += 1;
+        for (index, name) in FaultName::all().map(FaultName::name).enumerate() {
+            if touched.fault_kinds.contains(index) {
+                *self.fault_kinds.entry(name).or_default() += 1;
+            }
+        }
+        for (index, step) in TRIGGER_STEPS.iter().enumerate() {
+            *self.step_triggers.entry(step.name()).or_default() += u64::from(touched.step_triggers[index]);
+        }
+        for situation in Sometimes::ALL {
+            if touched.sometimes.contains(situation as usize) {
+                *self.sometimes.entry(situation.name()).or_default() += 1;
+            }
+        }
+    }
+
+    /// The fault kinds that never fired.
+    pub fn silent_fault_kinds(&self) -> Vec<&'static str> {
+        self.fault_kinds.iter().filter(|(_, runs)| **runs == 0).map(|(kind, _)| *kind).collect()
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = format!("coverage over {} runs\n  fault kinds fired (runs):", self.runs);
+        for (kind, runs) in &self.fault_kinds {
+            let _ = write!(out, " {kind} {runs},");
+        }
+        out.pop();
+        out.push_str("\n  faults triggered at steps:");
+        for (step, faults) in &self.step_triggers {
+            let _ = write!(out, " {step} {faults},");
+        }
+        out.pop();
+        out.push_str("\n  sometimes (runs):");
+        for (situation, runs) in &self.sometimes {
+            let _ = write!(out, " {situation}: {runs};");
+        }
+        out.pop();
+        out.push('\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::EnumCount;
+
+    #[test]
+    fn every_situation_and_fault_kind_has_a_bit_of_its_own() {
+        assert!(FaultName::COUNT <= 16 && Sometimes::ALL.len() <= 16);
+        for (index, situation) in Sometimes::ALL.iter().enumerate() {
+            assert_eq!(*situation as usize, index);
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Leases: nobody takes, frees or overwrites another worker's live lease; and, as a
+//! diagnostic, how often two workers believed they held the same lease.
+
+use crate::check::facts::{Breach, Facts};
+use fencesim_model::{MerchantId, Step, WorkerId};
+use fencesim_sim::EventKind;
+use std::collections::BTreeMap;
+
+/// lease-integrity: a lease key is taken only by `SET NX` and removed only by its own
+/// holder or by expiry: nobody frees or overwrites another worker's live lease.
+pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
+    let mut breaches = Vec::new();
+    // who holds each (instance, key) now, as Redis granted it
+    let mut holder: BTreeMap<(u8, &str), (WorkerId, &str)> = BTreeMap::new();
+    for event in &facts.record.events {
+        match &event.kind {
+            EventKind::LeaseGranted { worker, instance, key, value, .. } => {
+                holder.insert((*instance, key.as_str()), (*worker, value.as_str()));
+            }
+            EventKind::LeaseSet { worker, instance, key, value, .. } => {
+                breaches.push(Breach {
+                    at_ms: event.at_ms,
+                    detail: format!(
+                        "{worker} set {key} to {value} without NX: a lease was taken without asking"
+                    ),
+                });
+                holder.insert((*instance, key.as_str()), (*worker, value.as_str()));
+            }
+            EventKind::LeaseExpired { instance, key, .. } => {
+                holder.remove(&(*instance, key.as_str()));
+            }
+            EventKind::RedisRestarted { instance, .. } => {
+                holder.retain(|(held_on, _), _| held_on != instance)
+            }
+            EventKind::LeaseReleased { worker, instance, key, deleted: true, .. }
+            | EventKind::LeaseDeleted { worker, instance, key, holder: Some(_) } => {
+                if let Some((owner, value)) = holder.remove(&(*instance, key.as_str())) {
+                    if owner != *worker {
+                        breaches.push(Breach {
+                            at_ms: event.at_ms,
+                            detail: format!(
+                                "{worker} deleted {key} while it held {owner}'s lease (value {value}): the lock was freed under its holder"
+                            ),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    breaches
+}
+
+/// single-holder, a diagnostic: at most one worker believes it holds a merchant's lease at
+/// a time. It breaks by design under pauses: shown, never failed.
+pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
+    let mut breaches = Vec::new();
+    let mut believers: BTreeMap<WorkerId, (MerchantId, u64)> = BTreeMap::new();
+    for event in &facts.record.events {
+        let EventKind::Step { worker, step } = &event.kind else {
+            continue;
+        };
+        match step {
+            Step::LeaseAcquired { merchant, .. } => {
+                let other =
+                    believers.iter().find(|(believer, (held, _))| *believer != worker && held == merchant);
+                if let Some((other, _)) = other {
+                    breaches.push(Breach {
+                        at_ms: event.at_ms,
+                        detail: format!("{worker} and {other} both believe they hold lock:settle:{merchant}"),
+                    });
+                }
+                believers.insert(*worker, (*merchant, event.at_ms));
+            }
+            Step::Released { .. } | Step::BatchAbandoned { .. } => {
+                believers.remove(worker);
+            }
+            Step::JobReceived { .. }
+            | Step::LeaseBusy { .. }
+            | Step::TokenTaken { .. }
+            | Step::RowsSelected { .. }
+            | Step::LeaseChecked { .. }
+            | Step::LeaseRenewed { .. }
+            | Step::AfterLookup { .. }
+            | Step::AfterClaim { .. }
+            | Step::AfterGatewayCall { .. }
+            | Step::AfterConfirm { .. }
+            | Step::WriteSkipped { .. }
+            | Step::FenceViolation { .. }
+            | Step::BatchCompleted { .. } => {}
+        }
+    }
+    breaches
+}

@@ -1,0 +1,150 @@
+//! Rows: a row is confirmed only by the lease that claimed it last, accepted writes never
+//! go back to an older lease, and rows move only forward through their states.
+
+use crate::check::facts::{Breach, Facts, PerRow};
+use fencesim_model::{RefundState, Token, WorkerId, WriteKind};
+use fencesim_sim::EventKind;
+use std::collections::BTreeMap;
+
+/// no-stale-confirm: a row reaches `sent` only by the epoch that made its last accepted claim.
+pub fn no_stale_confirm(facts: &Facts<'_>) -> Vec<Breach> {
+    let mut breaches = Vec::new();
+    let mut last_claim: PerRow<Option<(Option<u32>, WorkerId)>> = PerRow::new(facts.world);
+    for event in &facts.record.events {
+        let EventKind::Write { worker, epoch, write, refund, rows, .. } = &event.kind else {
+            continue;
+        };
+        if *rows == 0 {
+            continue;
+        }
+        match write {
+            WriteKind::Claim => *last_claim.slot(*refund) = Some((*epoch, *worker)),
+            WriteKind::Confirm => match last_claim.get(*refund) {
+                Some((claim_epoch, _)) if claim_epoch == *epoch => {}
+                Some((claim_epoch, claimer)) => breaches.push(Breach {
+                    at_ms: event.at_ms,
+                    detail: format!(
+                        "{refund} was confirmed as sent by {}, but its last accepted claim was made by {}",
+                        facts.who(*worker, *epoch),
+                        facts.who(claimer, claim_epoch)
+                    ),
+                }),
+                None => breaches.push(Breach {
+                    at_ms: event.at_ms,
+                    detail: format!(
+                        "{refund} was confirmed as sent by {} without any accepted claim",
+                        facts.who(*worker, *epoch)
+                    ),
+                }),
+            },
+        }
+    }
+    breaches
+}
+
+/// monotonic-fences: per row, accepted writes never go back to an older epoch and the
+/// stored fence never goes down; per counter, tokens are issued strictly increasing.
+pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
+    let mut breaches = Vec::new();
+    let mut last_writer: PerRow<Option<(u32, WorkerId)>> = PerRow::new(facts.world);
+    let mut fence: PerRow<i64> = PerRow::new(facts.world);
+    for row in &facts.world.rows {
+        *fence.slot(row.id) = row.fence;
+    }
+    let mut tokens: BTreeMap<&str, Token> = BTreeMap::new();
+    for event in &facts.record.events {
+        match &event.kind {
+            EventKind::Write { worker, epoch, write, refund, rows, after, .. } if *rows > 0 => {
+                if let Some(epoch) = epoch {
+                    let last = last_writer.get(*refund);
+                    if let Some((newest, newest_worker)) = last {
+                        if *epoch < newest {
+                            breaches.push(Breach {
+                                at_ms: event.at_ms,
+                                detail: format!(
+                                    "{refund} accepted a {write} from {} after {} had written it: the row went back to an older lease",
+                                    facts.who(*worker, Some(*epoch)),
+                                    facts.who(newest_worker, Some(newest))
+                                ),
+                            });
+                        }
+                    }
+                    if *epoch >= last.map_or(0, |writer| writer.0) {
+                        *last_writer.slot(*refund) = Some((*epoch, *worker));
+                    }
+                }
+                if let Some(image) = after {
+                    let before = fence.replace(*refund, image.fence);
+                    if image.fence < before {
+                        breaches.push(Breach {
+                            at_ms: event.at_ms,
+                            detail: format!("{refund}'s stored fence went down from {before} to {} on a {write} by {worker}", image.fence),
+                        });
+                    }
+                }
+            }
+            EventKind::TokenIssued { worker, key, token } => {
+                if let Some(previous) = tokens.insert(key.as_str(), *token) {
+                    if *token <= previous {
+                        breaches.push(Breach {
+                            at_ms: event.at_ms,
+                            detail: format!("{key} issued token {token} to {worker} after token {previous}: tokens must only rise"),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    breaches
+}
+
+/// state-machine: rows move only `pending -> sending -> sent`; `sent` is final; the table
+/// at the end is what the writes left.
+pub fn state_machine(facts: &Facts<'_>) -> Vec<Breach> {
+    let mut breaches = Vec::new();
+    let mut state: PerRow<Option<RefundState>> = PerRow::new(facts.world);
+    for row in &facts.world.rows {
+        *state.slot(row.id) = Some(row.state);
+    }
+    for event in &facts.record.events {
+        let EventKind::Write { worker, write, refund, rows, after, .. } = &event.kind else {
+            continue;
+        };
+        if *rows == 0 {
+            continue;
+        }
+        let Some(image) = after else {
+            breaches.push(Breach {
+                at_ms: event.at_ms,
+                detail: format!("a {write} of {refund} by {worker} changed a row the store did not return"),
+            });
+            continue;
+        };
+        let before = state.replace(*refund, Some(image.state)).unwrap_or(RefundState::Pending);
+        let allowed = matches!(
+            (write, before, image.state),
+            (WriteKind::Claim, RefundState::Pending | RefundState::Sending, RefundState::Sending)
+                | (WriteKind::Confirm, RefundState::Sending, RefundState::Sent)
+        );
+        if !allowed {
+            breaches.push(Breach {
+                at_ms: event.at_ms,
+                detail: format!("{refund} moved {before} -> {} on a {write} by {worker}", image.state),
+            });
+        }
+    }
+    for row in &facts.record.final_rows {
+        let expected = state.get(row.id);
+        if expected != Some(row.state) {
+            breaches.push(Breach {
+                at_ms: facts.record.ended_at_ms,
+                detail: format!(
+                    "{} is {} in the table at the end, but its recorded writes left it {:?}",
+                    row.id, row.state, expected
+                ),
+            });
+        }
+    }
+    breaches
+}

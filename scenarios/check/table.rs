@@ -1,0 +1,112 @@
+//! The one table of invariants. A name and a kind live here and nowhere else: reports,
+//! explorations and the matrix list the invariants from this table, in its order.
+
+use crate::check::facts::{Breach, Facts};
+use crate::check::{lease, liveness, money, rows};
+use serde::Serialize;
+
+/// When an invariant must hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckKind {
+    Always,
+    AtRest,
+    OnceHealed,
+    /// Shown, never failed: it breaks by design under pauses.
+    Diagnostic,
+}
+
+/// One invariant: its name, when it must hold, and the checker that finds its breaches.
+pub struct Invariant {
+    pub name: &'static str,
+    pub kind: CheckKind,
+    pub check: fn(&Facts<'_>) -> Vec<Breach>,
+}
+
+/// Every invariant of the design, in the order reports list them.
+pub const INVARIANTS: [Invariant; 8] = [
+    Invariant { name: "no-double-refund", kind: CheckKind::Always, check: money::no_double_refund },
+    Invariant { name: "no-stale-confirm", kind: CheckKind::Always, check: rows::no_stale_confirm },
+    Invariant { name: "monotonic-fences", kind: CheckKind::Always, check: rows::monotonic_fences },
+    Invariant { name: "state-machine", kind: CheckKind::Always, check: rows::state_machine },
+    Invariant { name: "lease-integrity", kind: CheckKind::Always, check: lease::lease_integrity },
+    Invariant { name: "ledger-matches-rows", kind: CheckKind::AtRest, check: money::ledger_matches_rows },
+    Invariant { name: "progress", kind: CheckKind::OnceHealed, check: liveness::progress },
+    Invariant { name: "single-holder", kind: CheckKind::Diagnostic, check: lease::single_holder },
+];
+
+impl Invariant {
+    /// This invariant's verdict over one run.
+    pub fn judge(&self, facts: &Facts<'_>) -> Check {
+        Check { invariant: self.name, kind: self.kind, breaches: (self.check)(facts) }
+    }
+
+    /// Whether a breach fails a run.
+    pub fn fails_runs(&self) -> bool {
+        self.kind.fails_runs()
+    }
+}
+
+impl CheckKind {
+    pub fn fails_runs(self) -> bool {
+        match self {
+            CheckKind::Always | CheckKind::AtRest | CheckKind::OnceHealed => true,
+            CheckKind::Diagnostic => false,
+        }
+    }
+}
+
+/// The invariant of this name, from the table.
+pub fn invariant(name: &str) -> Option<&'static Invariant> {
+    INVARIANTS.iter().find(|invariant| invariant.name == name)
+}
+
+/// The verdict of one invariant over one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    pub invariant: &'static str,
+    pub kind: CheckKind,
+    pub breaches: Vec<Breach>,
+}
+
+impl Check {
+    pub fn holds(&self) -> bool {
+        self.breaches.is_empty()
+    }
+
+    /// A violation fails the run; a diagnostic does not.
+    pub fn is_violation(&self) -> bool {
+        !self.holds() && self.kind.fails_runs()
+    }
+}
+
+/// Every invariant's verdict, in the table's order.
+pub fn check_all(facts: &Facts<'_>) -> Vec<Check> {
+    INVARIANTS.iter().map(|invariant| invariant.judge(facts)).collect()
+}
+
+/// The first breach of every invariant that does not hold, as the run's violations.
+pub fn violations(checks: &[Check]) -> impl Iterator<Item = (&Check, &Breach)> {
+    checks.iter().filter(|check| check.is_violation()).map(|check| (check, &check.breaches[0]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_invariant_has_a_name_of_its_own_and_only_the_diagnostic_never_fails_a_run() {
+        let names: std::collections::BTreeSet<&str> =
+            INVARIANTS.iter().map(|invariant| invariant.name).collect();
+        assert_eq!(names.len(), INVARIANTS.len());
+        assert!(INVARIANTS
+            .iter()
+            .all(|entry| invariant(entry.name).is_some_and(|found| found.name == entry.name)));
+        let shown: Vec<&str> = INVARIANTS
+            .iter()
+            .filter(|invariant| !invariant.fails_runs())
+            .map(|invariant| invariant.name)
+            .collect();
+        assert_eq!(shown, ["single-holder"]);
+    }
+}

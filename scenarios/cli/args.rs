@@ -1,0 +1,56 @@
+//! The parsers the subcommands share: each refuses a bad value with a message that says
+//! what was expected and what it got.
+
+use fencesim::model::Mechanism;
+use fencesim::scenario;
+use fencesim::sim::GatewayMode;
+
+pub fn parse_scenario(text: &str) -> Result<String, String> {
+    scenario::known(text).map(str::to_owned)
+}
+
+pub fn parse_mechanism(text: &str) -> Result<Mechanism, String> {
+    scenario::mechanism_named(text)
+}
+
+pub fn parse_gateway(text: &str) -> Result<GatewayMode, String> {
+    text.parse()
+}
+
+pub fn parse_count(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(count) if count > 0 => Ok(count),
+        _ => Err(format!("expected a positive whole number of seeds, got '{text}'")),
+    }
+}
+
+pub fn parse_runs(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(runs) if runs > 0 => Ok(runs),
+        _ => Err(format!("expected a positive number of runs, got '{text}'")),
+    }
+}
+
+pub fn parse_jobs(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(jobs) if (1..=256).contains(&jobs) => Ok(jobs),
+        _ => Err(format!("expected a number of threads from 1 to 256, got '{text}'")),
+    }
+}
+
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get())
+}
+
+pub fn parse_seed(text: &str) -> Result<u64, String> {
+    text.parse::<u64>()
+        .map_err(|_| format!("the seed must be a whole number from 0 to {}, got '{text}'", u64::MAX))
+}
+
+pub fn parse_ttl(text: &str) -> Result<u64, String> {
+    match text.parse::<i64>() {
+        Ok(ms) if ms > 0 => Ok(ms as u64),
+        Ok(ms) => Err(format!("the TTL must be a positive number of milliseconds, got {ms}")),
+        Err(_) => Err(format!("the TTL must be a whole number of milliseconds, got '{text}'")),
+    }
+}

@@ -1,0 +1,81 @@
+//! `fencesim bench`: the worked example against its SQL floor, and exploration's cost;
+//! with `--record`, writes `reports/bench.md`.
+
+use crate::cli::args::{parse_count, parse_runs};
+use crate::cli::bad_input;
+use fencesim::bench::{bench, bench_explore, BenchResult, ExploreBench};
+use fencesim::tell::reports::bench::{bench_report, BENCH_REPORT};
+use fencesim::tell::write::write_report;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    #[arg(long, default_value_t = 21, value_parser = parse_runs)]
+    runs: usize,
+    /// Seeds of the random scenario for the exploration figures
+    #[arg(long, default_value_t = 1000, value_parser = parse_count, allow_hyphen_values = true)]
+    explore_seeds: u64,
+    /// Also run this many seeds to see whether memory stays flat (0: skip)
+    #[arg(long, default_value_t = 0)]
+    memory_seeds: u64,
+    #[arg(long)]
+    json: bool,
+    /// Also write the figures to reports/bench.md under this project root
+    #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = ".")]
+    record: Option<PathBuf>,
+}
+
+fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
+    println!(
+        "explore: {:.0} seeds/s per core over {} seeds; against the SQL floor of the same seeds {:.2} \
+         (target <= 1.5); --jobs 2 speed-up {:.2} (target >= 1.8); peak RSS {:.1} MiB after 1,000 seeds{}",
+        explore.seeds_per_second_per_core,
+        explore.seeds,
+        explore.floor_ratio,
+        explore.jobs2_speedup,
+        explore.peak_rss_mb_after_1000,
+        if explore.memory_seeds > 0 {
+            format!(
+                ", {:.1} MiB after {} seeds",
+                explore.peak_rss_mb_after_memory_seeds, explore.memory_seeds
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "worked example: median {:.2} ms over {} runs (world {:.2} ms, checkers and hash {:.2} ms)\n\
+         SQL floor, the same {} statements on a bare database: median {:.2} ms\n\
+         ratio {:.2} (target <= 1.25)",
+        worked.worked_example_ms_median,
+        worked.runs,
+        worked.world_ms_median,
+        worked.checks_ms_median,
+        worked.statements,
+        worked.sql_floor_ms_median,
+        worked.ratio
+    );
+}
+
+pub fn run(args: BenchArgs) -> ExitCode {
+    let measured = bench(args.runs)
+        .and_then(|worked| Ok((worked, bench_explore(args.explore_seeds, args.memory_seeds)?)));
+    let (worked, explore) = match measured {
+        Ok(figures) => figures,
+        Err(error) => return bad_input(error),
+    };
+    if let Some(root) = args.record {
+        if let Err(error) = write_report(&root, BENCH_REPORT, &bench_report(&worked, &explore)) {
+            return bad_input(error);
+        }
+    }
+    if args.json {
+        let mut value = serde_json::to_value(&worked).expect("a bench result serializes");
+        value["explore"] = serde_json::to_value(&explore).expect("a bench result serializes");
+        println!("{value}");
+    } else {
+        print_figures(&worked, &explore);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,108 @@
+//! `fencesim explore`: many seeds in parallel, a progress bar, every failure kept as a
+//! replay file; Ctrl-C stops it and it still reports what it ran.
+
+use crate::cli::args::{
+    default_jobs, parse_count, parse_gateway, parse_jobs, parse_mechanism, parse_scenario, parse_seed,
+};
+use crate::cli::bad_input;
+use fencesim::model::Mechanism;
+use fencesim::scenario::FaultMask;
+use fencesim::search::explore::{explore, ExploreConfig, ExploreReport};
+use fencesim::sim::GatewayMode;
+use fencesim::tell::replay_file::ReplayFile;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+#[derive(clap::Args)]
+pub struct ExploreArgs {
+    #[arg(long, alias = "strategy", value_parser = parse_mechanism)]
+    mechanism: Mechanism,
+    #[arg(long, default_value = "random", value_parser = parse_scenario)]
+    scenario: String,
+    #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
+    gateway: GatewayMode,
+    /// How many seeds to run
+    #[arg(long, default_value_t = 1000, value_parser = parse_count, allow_hyphen_values = true)]
+    seeds: u64,
+    /// The first seed
+    #[arg(long, default_value_t = 1, value_parser = parse_seed, allow_hyphen_values = true)]
+    from: u64,
+    /// Threads to run seeds on (the results do not depend on it)
+    #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
+    jobs: usize,
+    /// Go on after the first violation
+    #[arg(long)]
+    keep_going: bool,
+    /// Switch fault kinds off, e.g. --without redis-restart,crash
+    #[arg(long, default_value = "")]
+    without: String,
+    /// Where replay files go
+    #[arg(long, default_value = "fencesim-failures")]
+    out: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+fn print_report(config: &ExploreConfig, report: &ExploreReport) {
+    println!(
+        "explored {} seed(s) of {} under {} ({} gateway) from seed {}: {:.0} seeds/s{}",
+        report.seeds_run,
+        config.scenario,
+        config.mechanism,
+        config.gateway,
+        config.from,
+        report.seeds_per_second,
+        if report.interrupted { ", interrupted" } else { "" }
+    );
+    if report.violations.is_empty() {
+        println!("no violation");
+    }
+    for (name, seeds) in &report.violations {
+        println!("  {name}: broken in {seeds} seed(s)");
+    }
+    print!("{}", report.coverage.render());
+    if let Some(seed) = report.first_failing_seed {
+        println!("first failing seed: {seed}");
+    }
+    for path in &report.replay_files {
+        println!("replay with: {}", ReplayFile::command(path));
+    }
+}
+
+pub fn run(args: ExploreArgs) -> ExitCode {
+    let allowed = match FaultMask::ALL.without_names(&args.without) {
+        Ok(mask) => mask,
+        Err(error) => return bad_input(error),
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    let config = ExploreConfig {
+        scenario: args.scenario,
+        mechanism: args.mechanism,
+        gateway: args.gateway,
+        from: args.from,
+        seeds: args.seeds,
+        jobs: args.jobs,
+        keep_going: args.keep_going,
+        out: args.out,
+        allowed,
+        progress: !args.json,
+    };
+    let report = match explore(&config, &interrupted) {
+        Ok(report) => report,
+        Err(error) => return bad_input(error),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report).expect("a report serializes"));
+    } else {
+        print_report(&config, &report);
+    }
+    if report.first_failing_seed.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

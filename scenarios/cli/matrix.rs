@@ -1,0 +1,47 @@
+//! `fencesim matrix`: every mechanism with both gateway modes over the same seeds, and the
+//! TTL sweep; writes `reports/guarantees.md`.
+
+use crate::cli::args::{default_jobs, parse_count, parse_jobs};
+use crate::cli::bad_input;
+use fencesim::check::coverage::Coverage;
+use fencesim::search::matrix::{matrix, sweep, REPORT_SEEDS, SWEEP_SEEDS};
+use fencesim::tell::reports::guarantees::{guarantees_report, GUARANTEES_REPORT};
+use fencesim::tell::write::write_report;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct MatrixArgs {
+    /// Seeds per mechanism and gateway mode
+    #[arg(long, default_value_t = REPORT_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+    seeds: u64,
+    /// Seeds per TTL in the sweep
+    #[arg(long, default_value_t = SWEEP_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+    sweep_seeds: u64,
+    #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
+    jobs: usize,
+    /// The project root to write under
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+}
+
+/// Runs the matrix and the sweep and writes the report under `root`.
+pub fn write_guarantees(root: &Path, seeds: u64, sweep_seeds: u64, jobs: usize) -> Result<String, String> {
+    let mut coverage = Coverage::new();
+    let cells = matrix(seeds, jobs, &mut coverage)?;
+    let rows = sweep(sweep_seeds)?;
+    let text = guarantees_report(&cells, &rows, &coverage);
+    write_report(root, GUARANTEES_REPORT, &text)?;
+    Ok(text)
+}
+
+pub fn run(args: MatrixArgs) -> ExitCode {
+    match write_guarantees(&args.root, args.seeds, args.sweep_seeds, args.jobs) {
+        Ok(text) => {
+            print!("{text}");
+            println!("\nwrote {GUARANTEES_REPORT}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => bad_input(error),
+    }
+}

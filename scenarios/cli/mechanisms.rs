@@ -1,0 +1,11 @@
+//! `fencesim mechanisms` (also `strategies`): each mechanism and what it promises.
+
+use fencesim::model::Mechanism;
+use std::process::ExitCode;
+
+pub fn run() -> ExitCode {
+    for mechanism in Mechanism::ALL {
+        println!("{:<20} {}", mechanism.name(), mechanism.policy().promise);
+    }
+    ExitCode::SUCCESS
+}

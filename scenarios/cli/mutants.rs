@@ -1,0 +1,56 @@
+//! `fencesim mutants`: every planted bug searched for, shrunk and timed, then the
+//! exhaustive small scope; writes `reports/detection.md`.
+
+use crate::cli::args::{default_jobs, parse_count, parse_jobs};
+use crate::cli::{bad_input, verdict};
+use fencesim::search::exhaustive::small_scope;
+use fencesim::search::mutants::evaluate_all;
+use fencesim::tell::reports::detection::{detection_report, exhaustive_section, DETECTION_REPORT};
+use fencesim::tell::write::write_report;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct MutantsArgs {
+    /// Independent searches per mutant
+    #[arg(long, default_value_t = 5, value_parser = parse_count, allow_hyphen_values = true)]
+    starts: u64,
+    /// Seeds per search at most
+    #[arg(long, default_value_t = 2_000, value_parser = parse_count, allow_hyphen_values = true)]
+    budget: u64,
+    #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
+    jobs: usize,
+    #[arg(long)]
+    json: bool,
+    /// Leave out the exhaustive small-scope section
+    #[arg(long)]
+    no_exhaustive: bool,
+    /// The project root to write under
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+}
+
+pub fn run(args: MutantsArgs) -> ExitCode {
+    let reports = match evaluate_all(args.starts, args.budget, args.jobs) {
+        Ok(reports) => reports,
+        Err(error) => return bad_input(error),
+    };
+    let exhaustive = match args.no_exhaustive {
+        true => Ok(String::new()),
+        false => small_scope(args.jobs).map(|scope| exhaustive_section(&scope)),
+    };
+    let exhaustive = match exhaustive {
+        Ok(section) => section,
+        Err(error) => return bad_input(error),
+    };
+    let text = detection_report(&reports, args.starts, args.budget) + &exhaustive;
+    if let Err(error) = write_report(&args.root, DETECTION_REPORT, &text) {
+        return bad_input(error);
+    }
+    if args.json {
+        println!("{}", serde_json::json!({ "mutants": reports }));
+    } else {
+        print!("{text}");
+    }
+    verdict(reports.iter().all(|report| report.caught))
+}

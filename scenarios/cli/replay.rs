@@ -1,0 +1,81 @@
+//! `fencesim replay FILE`: the file's own fault plan run again, its hash compared with the
+//! file's, the failure told as a story; with `--check-determinism`, run twice.
+
+use crate::cli::{bad_input, verdict};
+use fencesim::runner::{run, Outcome};
+use fencesim::scenario::Scenario;
+use fencesim::tell::failure::{first_difference, tell_failure};
+use fencesim::tell::replay_file::ReplayFile;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct ReplayArgs {
+    file: PathBuf,
+    /// Run it twice in fresh runtimes and name the first event that differs
+    #[arg(long)]
+    check_determinism: bool,
+}
+
+fn compare_hash(outcome: &Outcome, replay: &ReplayFile) {
+    let hash = format!("{:016x}", outcome.trace_hash);
+    if hash == replay.expected_trace_hash {
+        println!("trace hash {hash}: matches the file");
+    } else {
+        println!(
+            "trace hash {hash}: DIFFERS from the file's {} (this build behaves differently)",
+            replay.expected_trace_hash
+        );
+    }
+}
+
+/// Runs the plan again in a fresh runtime on another thread; `Ok(false)` when it differs.
+fn check_determinism(outcome: &Outcome, scenario: Scenario, seed: u64) -> Result<bool, String> {
+    match std::thread::spawn(move || run(&scenario, seed)).join() {
+        Ok(Ok(second)) => match first_difference(outcome, &second) {
+            None => {
+                println!("determinism: two fresh runs gave the same {} events", outcome.record.events.len());
+                Ok(true)
+            }
+            Some(difference) => {
+                println!("determinism: NOT deterministic; {difference}");
+                Ok(false)
+            }
+        },
+        Ok(Err(_)) | Err(_) => Err("the second run failed".to_owned()),
+    }
+}
+
+pub fn run_command(args: ReplayArgs) -> ExitCode {
+    let replay = match ReplayFile::load(&args.file) {
+        Ok(replay) => replay,
+        Err(error) => return bad_input(error),
+    };
+    let scenario = match replay.scenario() {
+        Ok(scenario) => scenario,
+        Err(error) => return bad_input(format!("{}: {error}", args.file.display())),
+    };
+    println!(
+        "replaying {}: scenario {}, mechanism {}, gateway {}, seed {}, {} fault(s)",
+        args.file.display(),
+        replay.scenario,
+        replay.mechanism,
+        replay.gateway,
+        replay.seed,
+        replay.fault_plan.faults.len()
+    );
+    let outcome = match run(&scenario, replay.seed) {
+        Ok(outcome) => outcome,
+        Err(error) => return bad_input(error),
+    };
+    compare_hash(&outcome, &replay);
+    print!("{}", tell_failure(&outcome, 25));
+    if args.check_determinism {
+        match check_determinism(&outcome, scenario, replay.seed) {
+            Ok(true) => {}
+            Ok(false) => return ExitCode::from(1),
+            Err(error) => return bad_input(error),
+        }
+    }
+    verdict(outcome.passed())
+}

@@ -1,0 +1,98 @@
+//! `fencesim run`: one scenario under one mechanism, every invariant checked, told as a
+//! story or printed as one JSON object.
+
+use crate::cli::args::{parse_gateway, parse_mechanism, parse_scenario, parse_seed, parse_ttl};
+use crate::cli::{bad_input, verdict};
+use fencesim::model::Mechanism;
+use fencesim::runner::{run, Outcome, DEFAULT_SEED};
+use fencesim::scenario::{self, FaultMask};
+use fencesim::sim::GatewayMode;
+use fencesim::tell::replay_file::ReplayFile;
+use fencesim::tell::story::{render_story, story};
+use fencesim::tell::write::write_whole;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[arg(long, default_value = "worked-example", value_parser = parse_scenario)]
+    scenario: String,
+    /// The mechanism (`fencesim mechanisms` lists them), e.g. ttl-only or fenced
+    #[arg(long, alias = "strategy", value_parser = parse_mechanism)]
+    mechanism: Mechanism,
+    /// idempotent or non-idempotent
+    #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
+    gateway: GatewayMode,
+    #[arg(long, default_value_t = DEFAULT_SEED, value_parser = parse_seed, allow_hyphen_values = true)]
+    seed: u64,
+    /// Override the lease TTL, in milliseconds (a positive whole number)
+    #[arg(long, value_parser = parse_ttl, allow_hyphen_values = true)]
+    ttl_ms: Option<u64>,
+    /// Print one JSON object instead of the story
+    #[arg(long)]
+    json: bool,
+    /// Write the history as JSON Lines to this file
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Save the run as a replay file (into this directory), failing or not
+    #[arg(long)]
+    save_replay: Option<PathBuf>,
+}
+
+/// The story, the counts, the broken invariants and, on failure, the command to reproduce.
+fn tell(outcome: &Outcome, seed: u64) {
+    let lines = story(outcome);
+    print!("{}", render_story(outcome, &lines, usize::MAX));
+    let tally = outcome.tally();
+    println!(
+        "\nseed {} trace {:016x}: {} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
+        seed,
+        outcome.trace_hash,
+        tally.refunds_sent,
+        tally.refunds_total,
+        tally.gateway_refunds,
+        tally.refunded_cents,
+        tally.fence_rejections
+    );
+    print!("{}", outcome.breach_lines("VIOLATION ", false));
+    if !outcome.passed() {
+        println!("reproduce with: {}", outcome.replay_command());
+    }
+}
+
+/// The trace and the replay file the run was asked to keep.
+fn keep(outcome: &Outcome, trace: Option<PathBuf>, save_replay: Option<PathBuf>) -> Result<(), String> {
+    if let Some(path) = trace {
+        write_whole(&path, &outcome.trace_bytes())
+            .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
+    }
+    if let Some(dir) = save_replay {
+        let path = ReplayFile::from_outcome(outcome).write_into(&dir)?;
+        eprintln!("saved {}", path.display());
+    }
+    Ok(())
+}
+
+pub fn run_command(args: RunArgs) -> ExitCode {
+    let mut chosen =
+        match scenario::build(&args.scenario, args.seed, args.mechanism, args.gateway, FaultMask::ALL) {
+            Ok(chosen) => chosen,
+            Err(error) => return bad_input(error),
+        };
+    if let Some(ttl) = args.ttl_ms {
+        chosen.world.ttl_ms = ttl;
+    }
+    let outcome = match run(&chosen, args.seed) {
+        Ok(outcome) => outcome,
+        Err(error) => return bad_input(error),
+    };
+    if let Err(error) = keep(&outcome, args.trace, args.save_replay) {
+        return bad_input(error);
+    }
+    if args.json {
+        println!("{}", outcome.to_json());
+    } else {
+        tell(&outcome, args.seed);
+    }
+    verdict(outcome.passed())
+}

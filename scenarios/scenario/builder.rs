@@ -1,0 +1,110 @@
+//! A world described the way the article tells it, one builder call per fact.
+
+use fencesim_model::{
+    Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
+};
+use fencesim_sim::{FaultKind, GatewayMode, Latency, Trigger, WallMs, WorldConfig};
+
+/// A named world placed at a wall-clock time.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub base: WallMs,
+    pub world: WorldConfig,
+}
+
+/// Builds a scenario in the article's order: the data, the lease, the workers, the faults.
+pub struct ScenarioBuilder {
+    scenario: Scenario,
+}
+
+impl Scenario {
+    pub fn named(name: &'static str) -> ScenarioBuilder {
+        ScenarioBuilder { scenario: Scenario { name, base: WallMs(0), world: WorldConfig::default() } }
+    }
+
+    /// The same world under another mechanism and gateway mode.
+    pub fn with_mechanism(mut self, mechanism: Mechanism, gateway: GatewayMode) -> Scenario {
+        self.world.mechanism = mechanism;
+        self.world.gateway_mode = gateway;
+        self
+    }
+}
+
+impl ScenarioBuilder {
+    pub fn starts_at(mut self, base: WallMs) -> Self {
+        self.scenario.base = base;
+        self
+    }
+
+    /// The merchant's refunds, `r_001` upwards, all pending with fence 0, and one job to settle them.
+    pub fn merchant_with_refunds(mut self, merchant: MerchantId, amounts: &[Cents]) -> Self {
+        let first = self.scenario.world.rows.len() as u32 + 1;
+        self.scenario.world.rows.extend(amounts.iter().enumerate().map(|(i, &amount)| RefundRow {
+            id: RefundId(first + i as u32),
+            merchant,
+            amount,
+            state: RefundState::Pending,
+            fence: 0,
+        }));
+        let id = JobId(self.scenario.world.jobs.len() as u32 + 1);
+        self.scenario.world.jobs.push(Job { id, merchant });
+        self
+    }
+
+    /// `fence:settle:<merchant>` already stands at `value`: the next token is `value + 1`.
+    pub fn fence_counter_stands_at(mut self, merchant: MerchantId, value: i64) -> Self {
+        self.scenario.world.counters.push((merchant, value));
+        self
+    }
+
+    pub fn lease_ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.scenario.world.ttl_ms = ttl_ms;
+        self
+    }
+
+    pub fn visibility_timeout_ms(mut self, ms: u64) -> Self {
+        self.scenario.world.visibility_timeout_ms = ms;
+        self
+    }
+
+    pub fn workers(mut self, count: u32) -> Self {
+        self.scenario.world.workers = count;
+        self
+    }
+
+    pub fn gateway_latency(mut self, latency: Latency) -> Self {
+        self.scenario.world.refund_latency = latency;
+        self
+    }
+
+    pub fn lookup_latency_ms(mut self, ms: u64) -> Self {
+        self.scenario.world.lookup_latency_ms = ms;
+        self
+    }
+
+    /// Freezes `worker`'s whole process for `duration_ms` the `nth` time it reaches `step`.
+    pub fn pause_at_step(mut self, worker: WorkerId, step: StepKind, nth: u32, duration_ms: u64) -> Self {
+        let plan = std::mem::take(&mut self.scenario.world.faults);
+        self.scenario.world.faults =
+            plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::Step { worker, step, nth });
+        self
+    }
+
+    /// Freezes `worker`'s whole process for `duration_ms` at `at_ms` after the start.
+    pub fn pause_at_time(mut self, worker: WorkerId, at_ms: u64, duration_ms: u64) -> Self {
+        let plan = std::mem::take(&mut self.scenario.world.faults);
+        self.scenario.world.faults =
+            plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::At { at_ms });
+        self
+    }
+
+    pub fn settles_within_ms(mut self, ms: u64) -> Self {
+        self.scenario.world.settle_ms = ms;
+        self
+    }
+
+    pub fn build(self) -> Scenario {
+        self.scenario
+    }
+}

@@ -1,0 +1,303 @@
+//! The random scenario: the seed chooses the world (workers, merchants, refunds, TTL,
+//! latencies) and a swarm fault plan (which kinds of fault are on for this seed, and how
+//! many faults of them). Every choice comes from the seed, through its own stream.
+
+use crate::scenario::builder::Scenario;
+use fencesim_model::{
+    Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
+};
+use fencesim_sim::{
+    Fault, FaultKind, FaultName, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
+};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use strum::EnumCount;
+
+/// A stream of the seed's randomness for one purpose, so that changing how one part is
+/// drawn leaves the others alone.
+fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(purpose);
+    rng
+}
+
+const SHAPE: u64 = 1;
+const AMOUNTS: u64 = 2;
+const FAULTS: u64 = 3;
+
+/// Which fault kinds the swarm may use: one bit per kind, by `FaultKind::index`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultMask(pub u16);
+
+impl FaultMask {
+    pub const ALL: FaultMask = FaultMask((1 << FaultName::COUNT) - 1);
+    pub const NONE: FaultMask = FaultMask(0);
+
+    pub fn allows(self, kind: usize) -> bool {
+        self.0 & (1 << kind) != 0
+    }
+
+    pub fn without(self, kind: usize) -> FaultMask {
+        FaultMask(self.0 & !(1 << kind))
+    }
+
+    /// Parses `redis-restart,crash`: the kinds to switch off.
+    pub fn without_names(self, names: &str) -> Result<FaultMask, String> {
+        let mut mask = self;
+        for name in names.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+            let index = FaultName::parse(name)? as usize;
+            mask = mask.without(index);
+        }
+        Ok(mask)
+    }
+}
+
+/// The steps a fault may be triggered at.
+pub const TRIGGER_STEPS: [StepKind; 9] = [
+    StepKind::JobReceived,
+    StepKind::LeaseAcquired,
+    StepKind::TokenTaken,
+    StepKind::RowsSelected,
+    StepKind::LeaseChecked,
+    StepKind::AfterLookup,
+    StepKind::AfterClaim,
+    StepKind::AfterGatewayCall,
+    StepKind::AfterConfirm,
+];
+
+/// The world's rows, jobs and counters: merchant after merchant, 5 to 80 refunds each.
+struct Merchants {
+    rows: Vec<RefundRow>,
+    jobs: Vec<Job>,
+    counters: Vec<(MerchantId, i64)>,
+    most_rows: u32,
+}
+
+fn merchants(count: u32, shape: &mut ChaCha8Rng, amounts: &mut ChaCha8Rng) -> Merchants {
+    let mut drawn = Merchants { rows: Vec::new(), jobs: Vec::new(), counters: Vec::new(), most_rows: 0 };
+    for number in 0..count {
+        let merchant = MerchantId(100 + number);
+        let refunds = shape.gen_range(5..=80u32);
+        drawn.most_rows = drawn.most_rows.max(refunds);
+        for _ in 0..refunds {
+            let id = RefundId(drawn.rows.len() as u32 + 1);
+            let amount = Cents(amounts.gen_range(100..=20_000));
+            drawn.rows.push(RefundRow { id, merchant, amount, state: RefundState::Pending, fence: 0 });
+        }
+        drawn.jobs.push(Job { id: JobId(number + 1), merchant });
+        drawn.counters.push((merchant, shape.gen_range(0..=50)));
+    }
+    drawn
+}
+
+/// The world the seed chooses, with no faults yet.
+pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> WorldConfig {
+    let mut shape = stream(seed, SHAPE);
+    let workers = shape.gen_range(2..=6);
+    let merchant_count = shape.gen_range(1..=3u32);
+    let ttl_ms = *[200u64, 500, 1_000, 2_000, 5_000].choose(&mut shape).expect("non-empty");
+    let visibility_timeout_ms = shape.gen_range(ttl_ms / 2..=ttl_ms * 2);
+    let base_latency = shape.gen_range(5..=60u64);
+    let lookup_latency_ms = shape.gen_range(1..=10);
+    let db_latency_ms = shape.gen_range(0..=3);
+    let redis_latency_ms = shape.gen_range(0..=2);
+    let drawn = merchants(merchant_count, &mut shape, &mut stream(seed, AMOUNTS));
+    let per_refund_ms: Vec<u64> = std::iter::once(0)
+        .chain(
+            (0..drawn.rows.len()).map(|_| shape.gen_range(base_latency / 2 + 1..=base_latency * 3 / 2 + 1)),
+        )
+        .collect();
+    let work_ms = u64::from(drawn.most_rows)
+        * (base_latency * 2 + 2 * db_latency_ms + lookup_latency_ms + 6 * redis_latency_ms);
+    WorldConfig {
+        workers,
+        mechanism,
+        ttl_ms,
+        gateway_mode: gateway,
+        refund_latency: Latency { default_ms: base_latency, per_refund_ms },
+        lookup_latency_ms,
+        db_latency_ms,
+        redis_latency_ms,
+        visibility_timeout_ms,
+        rows: drawn.rows,
+        jobs: drawn.jobs,
+        counters: drawn.counters,
+        faults: FaultPlan::none(),
+        settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
+    }
+}
+
+/// How long the run is busy without faults, roughly: when timed faults may land.
+fn horizon_ms(world: &WorldConfig) -> u64 {
+    let most = world
+        .jobs
+        .iter()
+        .map(|job| world.rows.iter().filter(|row| row.merchant == job.merchant).count())
+        .max()
+        .unwrap_or(1);
+    (most as u64 * (world.refund_latency.default_ms + world.db_latency_ms * 2)).max(world.ttl_ms)
+}
+
+/// What one fault of the swarm aims at, drawn before its kind.
+struct Aim<'a> {
+    rng: &'a mut ChaCha8Rng,
+    ttl: u64,
+    worker: WorkerId,
+    merchant: MerchantId,
+    instance: u8,
+}
+
+/// How the swarm draws a fault of each kind, in `FaultName` order: the array's
+/// length is the number of kinds, so a new kind does not build until it is drawn here.
+const SWARM_KINDS: [fn(&mut Aim<'_>) -> FaultKind; FaultName::COUNT] = [
+    |aim| FaultKind::Pause { worker: aim.worker, duration_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 3) },
+    |aim| FaultKind::Crash { worker: aim.worker, restart_after_ms: aim.rng.gen_range(0..=aim.ttl * 2) },
+    |aim| FaultKind::ExpireLease { instance: aim.instance, merchant: aim.merchant },
+    |aim| FaultKind::RedisClockJump {
+        instance: aim.instance,
+        by_ms: aim.rng.gen_range(aim.ttl / 2..=aim.ttl * 2),
+    },
+    |aim| {
+        let persistence = *[Persistence::None, Persistence::AofEverySec, Persistence::AofAlways]
+            .choose(aim.rng)
+            .expect("non-empty");
+        FaultKind::RedisRestart { instance: aim.instance, persistence }
+    },
+    |aim| FaultKind::Redeliver { worker: aim.worker },
+    |aim| FaultKind::DuplicateDelivery { worker: aim.worker },
+    |aim| FaultKind::DbDelay { worker: aim.worker, delay_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 2) },
+    |aim| FaultKind::GatewayLatency {
+        worker: aim.worker,
+        extra_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 2),
+    },
+    |aim| FaultKind::LostResponse { worker: aim.worker },
+    |aim| FaultKind::GatewayConflicts { for_ms: aim.rng.gen_range(aim.ttl..=aim.ttl * 3) },
+];
+
+/// How many arrivals at a step a trigger may wait for: the steps a worker reaches once per
+/// row may fire late in a batch, the others once or twice per run.
+fn nth_arrival(step: StepKind, rng: &mut ChaCha8Rng) -> u32 {
+    match step {
+        StepKind::AfterClaim
+        | StepKind::AfterGatewayCall
+        | StepKind::AfterConfirm
+        | StepKind::LeaseChecked => rng.gen_range(1..=20),
+        StepKind::JobReceived
+        | StepKind::LeaseAcquired
+        | StepKind::LeaseBusy
+        | StepKind::TokenTaken
+        | StepKind::RowsSelected
+        | StepKind::LeaseRenewed
+        | StepKind::AfterLookup
+        | StepKind::WriteSkipped
+        | StepKind::FenceViolation
+        | StepKind::BatchAbandoned
+        | StepKind::BatchCompleted
+        | StepKind::Released => rng.gen_range(1..=2),
+    }
+}
+
+fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigger {
+    if rng.gen_bool(0.5) {
+        Trigger::At { at_ms: rng.gen_range(0..=horizon) }
+    } else {
+        let step = TRIGGER_STEPS[rng.gen_range(0..TRIGGER_STEPS.len())];
+        let nth = nth_arrival(step, rng);
+        Trigger::Step { worker, step, nth }
+    }
+}
+
+/// A swarm fault plan: the seed switches each allowed kind on or off, then draws 1 to 6
+/// faults of the kinds that are on. Durations are scaled to the TTL, where races live.
+pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
+    let mut rng = stream(seed, FAULTS);
+    let on: Vec<usize> =
+        (0..FaultName::COUNT).filter(|&kind| allowed.allows(kind) && rng.gen_bool(0.5)).collect();
+    if on.is_empty() {
+        return FaultPlan::none();
+    }
+    let horizon = horizon_ms(world);
+    let instances = world.redis_instances() as u8;
+    let count = rng.gen_range(1..=6);
+    let mut faults = Vec::with_capacity(count);
+    for _ in 0..count {
+        let worker = WorkerId(rng.gen_range(0..world.workers));
+        let merchant = world.jobs[rng.gen_range(0..world.jobs.len())].merchant;
+        let instance = rng.gen_range(0..5u8) % instances;
+        let kind_index = on[rng.gen_range(0..on.len())];
+        let mut aim = Aim { rng: &mut rng, ttl: world.ttl_ms, worker, merchant, instance };
+        let kind = SWARM_KINDS[kind_index](&mut aim);
+        let trigger = swarm_trigger(&mut rng, worker, horizon);
+        faults.push(Fault { kind, trigger });
+    }
+    FaultPlan { faults }
+}
+
+/// The random scenario for a seed, with its swarm plan.
+pub fn random_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut world = random_world(seed, mechanism, gateway);
+    world.faults = swarm_plan(seed, &world, allowed);
+    Scenario { name: "random", base: WallMs::hms(12, 0, 0), world }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_chooses_within_the_stated_ranges_and_always_the_same() {
+        for seed in 0..200 {
+            let scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+            let world = &scenario.world;
+            assert!((2..=6).contains(&world.workers));
+            assert!((1..=3).contains(&world.jobs.len()));
+            for job in &world.jobs {
+                let rows = world.rows.iter().filter(|row| row.merchant == job.merchant).count();
+                assert!((5..=80).contains(&rows), "{rows}");
+            }
+            assert!(world.faults.faults.len() <= 6);
+            assert!(world.validate().is_ok(), "seed {seed}: {:?}", world.validate());
+            let again = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+            assert_eq!(again.world, scenario.world);
+        }
+    }
+
+    #[test]
+    fn the_mechanism_changes_only_which_instance_a_fault_names() {
+        for seed in 0..50 {
+            let one = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+            let five = random_scenario(seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL);
+            assert_eq!(one.world.rows, five.world.rows);
+            assert_eq!(one.world.faults.faults.len(), five.world.faults.faults.len());
+        }
+    }
+
+    #[test]
+    fn each_swarm_kind_draws_the_kind_of_its_place() {
+        let mut rng = stream(1, FAULTS);
+        for (index, draw) in SWARM_KINDS.iter().enumerate() {
+            let mut aim =
+                Aim { rng: &mut rng, ttl: 1_000, worker: WorkerId(0), merchant: MerchantId(1), instance: 0 };
+            assert_eq!(draw(&mut aim).kind() as usize, index);
+        }
+    }
+
+    #[test]
+    fn a_masked_kind_never_appears() {
+        let mask = FaultMask::ALL.without_names("redis-restart, crash").unwrap();
+        for seed in 0..300 {
+            let scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, mask);
+            assert!(scenario.world.faults.faults.iter().all(|fault| !matches!(
+                fault.kind,
+                FaultKind::RedisRestart { .. } | FaultKind::Crash { .. }
+            )));
+        }
+        assert!(FaultMask::ALL.without_names("meteor").unwrap_err().contains("unknown fault kind 'meteor'"));
+    }
+}

@@ -1,0 +1,83 @@
+//! What the command line and replay files choose by name: the scenarios and the mechanisms.
+
+use crate::scenario::builder::Scenario;
+use crate::scenario::random::{random_scenario, FaultMask};
+use crate::scenario::worked_example::worked_example;
+use fencesim_model::Mechanism;
+use fencesim_sim::GatewayMode;
+
+/// The scenarios the command line knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScenarioName {
+    /// The article's worked example: the same world for every seed.
+    WorkedExample,
+    /// The seed's own world and swarm fault plan.
+    Random,
+}
+
+impl ScenarioName {
+    pub const ALL: [ScenarioName; 2] = [ScenarioName::WorkedExample, ScenarioName::Random];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ScenarioName::WorkedExample => "worked-example",
+            ScenarioName::Random => "random",
+        }
+    }
+
+    /// Finds a scenario by name; an unknown name is refused with the choices.
+    pub fn lookup(name: &str) -> Result<ScenarioName, String> {
+        ScenarioName::ALL.into_iter().find(|known| known.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = ScenarioName::ALL.iter().map(|known| known.name()).collect();
+            format!("unknown scenario '{name}': expected one of {}", names.join(", "))
+        })
+    }
+}
+
+/// Checks a scenario name.
+pub fn known(name: &str) -> Result<&'static str, String> {
+    ScenarioName::lookup(name).map(ScenarioName::name)
+}
+
+/// A scenario by name, for a seed, a mechanism and a gateway mode. The worked example is
+/// the same world for every seed; the random scenario is the seed's own.
+pub fn build(
+    name: &str,
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Result<Scenario, String> {
+    Ok(match ScenarioName::lookup(name)? {
+        ScenarioName::WorkedExample => worked_example().with_mechanism(mechanism, gateway),
+        ScenarioName::Random => random_scenario(seed, mechanism, gateway, allowed),
+    })
+}
+
+/// A mechanism by name; an unknown name is refused with the choices.
+pub fn mechanism_named(name: &str) -> Result<Mechanism, String> {
+    Mechanism::ALL.into_iter().find(|mechanism| mechanism.name() == name).ok_or_else(|| {
+        let names: Vec<&str> = Mechanism::ALL.iter().map(|mechanism| mechanism.name()).collect();
+        format!("unknown mechanism '{name}': expected one of {}", names.join(", "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_scenario_is_named_with_the_choices() {
+        let err = known("chaos").unwrap_err();
+        assert!(err.contains("unknown scenario 'chaos'") && err.contains("worked-example, random"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_mechanism_is_named_with_the_choices() {
+        for mechanism in Mechanism::ALL {
+            assert_eq!(mechanism_named(mechanism.name()), Ok(mechanism));
+        }
+        let err = mechanism_named("fencing").unwrap_err();
+        assert!(err.contains("unknown mechanism 'fencing'") && err.contains("fenced-db-sequence"), "{err}");
+    }
+}

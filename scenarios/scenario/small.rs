@@ -1,0 +1,90 @@
+//! Small worlds for the property suite and the exhaustive scope: one merchant, a few
+//! workers and rows, and a plan of faults. The proptest strategies here generate them as
+//! values that shrink: a failing case loses faults, workers and rows, and its pauses get
+//! shorter, so what a failure reports is the smallest plan that still fails.
+
+use crate::scenario::builder::Scenario;
+use crate::scenario::random::TRIGGER_STEPS;
+use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, WorkerId};
+use fencesim_sim::{
+    Fault, FaultKind, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
+};
+use proptest::prelude::*;
+
+/// A small world: one merchant, a few workers and rows, and a plan of faults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmallWorld {
+    pub workers: u32,
+    pub rows: u32,
+    pub ttl_ms: u64,
+    pub latency_ms: u64,
+    pub faults: Vec<Fault>,
+}
+
+impl SmallWorld {
+    pub fn scenario(&self, mechanism: Mechanism, gateway: GatewayMode) -> Scenario {
+        let merchant = MerchantId(7);
+        let rows = (1..=self.rows)
+            .map(|i| RefundRow {
+                id: RefundId(i),
+                merchant,
+                amount: Cents(1_000 + i64::from(i)),
+                state: RefundState::Pending,
+                fence: 0,
+            })
+            .collect();
+        let world = WorldConfig {
+            workers: self.workers,
+            mechanism,
+            ttl_ms: self.ttl_ms,
+            gateway_mode: gateway,
+            refund_latency: Latency::flat(self.latency_ms),
+            lookup_latency_ms: 2,
+            db_latency_ms: 0,
+            redis_latency_ms: 0,
+            visibility_timeout_ms: self.ttl_ms + self.ttl_ms / 2,
+            rows,
+            jobs: vec![Job { id: JobId(1), merchant }],
+            counters: vec![(merchant, 10)],
+            faults: FaultPlan { faults: self.faults.clone() },
+            settle_ms: 20 * self.ttl_ms + 20 * self.latency_ms * u64::from(self.rows) + 5_000,
+        };
+        Scenario { name: "random", base: WallMs::hms(9, 0, 0), world }
+    }
+}
+
+fn fault(workers: u32, rows: u32, ttl: u64) -> impl Strategy<Value = Fault> {
+    let worker = (0..workers).prop_map(WorkerId);
+    let kind = prop_oneof![
+        (worker.clone(), 0..=3 * ttl)
+            .prop_map(|(worker, duration_ms)| FaultKind::Pause { worker, duration_ms }),
+        (worker.clone(), 0..=ttl)
+            .prop_map(|(worker, restart_after_ms)| FaultKind::Crash { worker, restart_after_ms }),
+        worker.clone().prop_map(|worker| FaultKind::Redeliver { worker }),
+        worker.clone().prop_map(|worker| FaultKind::DuplicateDelivery { worker }),
+        prop_oneof![Just(Persistence::None), Just(Persistence::AofEverySec), Just(Persistence::AofAlways)]
+            .prop_map(|persistence| FaultKind::RedisRestart { instance: 0, persistence }),
+        Just(FaultKind::ExpireLease { instance: 0, merchant: MerchantId(7) }),
+        (worker.clone(), 0..=2 * ttl).prop_map(|(worker, delay_ms)| FaultKind::DbDelay { worker, delay_ms }),
+        worker.clone().prop_map(|worker| FaultKind::LostResponse { worker }),
+    ];
+    let step = (0..TRIGGER_STEPS.len()).prop_map(|i| TRIGGER_STEPS[i]);
+    let trigger = prop_oneof![
+        (worker, step, 1..=rows).prop_map(|(worker, step, nth)| Trigger::Step { worker, step, nth }),
+        (0..=ttl * 2).prop_map(|at_ms| Trigger::At { at_ms }),
+    ];
+    (kind, trigger).prop_map(|(kind, trigger)| Fault { kind, trigger })
+}
+
+/// Small worlds: 2 to 4 workers, 1 to 8 rows, a TTL of 100 ms to 2 s, up to 4 faults.
+pub fn small_world() -> impl Strategy<Value = SmallWorld> {
+    (2u32..=4, 1u32..=8, 100u64..=2_000, 5u64..=60).prop_flat_map(|(workers, rows, ttl_ms, latency_ms)| {
+        proptest::collection::vec(fault(workers, rows, ttl_ms), 0..=4).prop_map(move |faults| SmallWorld {
+            workers,
+            rows,
+            ttl_ms,
+            latency_ms,
+            faults,
+        })
+    })
+}

@@ -1,0 +1,191 @@
+//! Exploration by seed: many runs in parallel, results that do not depend on how many
+//! threads ran them, and every failure kept as a replay file.
+
+use crate::check::coverage::{Coverage, Touched};
+use crate::check::INVARIANTS;
+use crate::runner::{run, Outcome};
+use crate::scenario::{self, FaultMask};
+use crate::search::pool::Pool;
+use crate::tell::replay_file::ReplayFile;
+use fencesim_model::Mechanism;
+use fencesim_sim::GatewayMode;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// What one seed gave. An exploration keeps one per seed, so it stays small: the
+/// outcome of a failing seed is handed to the caller once and then dropped.
+pub struct SeedResult {
+    pub seed: u64,
+    pub violations: Vec<&'static str>,
+    pub trace_hash: u64,
+    pub touched: Touched,
+    /// The outcome itself, for a failing seed, until the caller takes it.
+    pub failure: Option<Box<Outcome>>,
+}
+
+/// Runs one seed of a scenario under a mechanism and keeps what an exploration needs.
+pub fn run_seed(
+    name: &str,
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Result<SeedResult, String> {
+    let scenario = scenario::build(name, seed, mechanism, gateway, allowed)?;
+    let outcome = run(&scenario, seed)?;
+    let violations: Vec<&'static str> =
+        outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
+    let touched = Touched::of(&outcome.record);
+    let trace_hash = outcome.trace_hash;
+    let failure = if violations.is_empty() { None } else { Some(Box::new(outcome)) };
+    Ok(SeedResult { seed, violations, trace_hash, touched, failure })
+}
+
+/// Runs `seeds` on the pool. `on_arrival` sees each result as it arrives (it may take a
+/// failure's outcome, to write it out at once; what it leaves is dropped); `in_order` then
+/// receives the results in seed order and, with `stop_at_first`, none past the first
+/// failing seed. Returns how many seeds `in_order` received.
+pub fn run_seeds(
+    pool: &Pool<'_>,
+    seeds: std::ops::Range<u64>,
+    stop_at_first: bool,
+    work: impl Fn(u64) -> Result<SeedResult, String> + Sync,
+    mut on_arrival: impl FnMut(&mut SeedResult),
+    mut in_order: impl FnMut(SeedResult),
+) -> Result<u64, String> {
+    pool.run(
+        seeds,
+        |result: &SeedResult| stop_at_first && !result.violations.is_empty(),
+        work,
+        |_, result| {
+            on_arrival(result);
+            result.failure = None;
+        },
+        |_, result| in_order(result),
+    )
+}
+
+pub struct ExploreConfig {
+    pub scenario: String,
+    pub mechanism: Mechanism,
+    pub gateway: GatewayMode,
+    pub from: u64,
+    pub seeds: u64,
+    pub jobs: usize,
+    pub keep_going: bool,
+    pub out: PathBuf,
+    pub allowed: FaultMask,
+    /// Draw a progress bar on standard error.
+    pub progress: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExploreReport {
+    pub seeds_run: u64,
+    /// Seeds that broke each invariant.
+    pub violations: BTreeMap<&'static str, u64>,
+    pub first_failing_seed: Option<u64>,
+    pub replay_file: Option<PathBuf>,
+    pub seeds_per_second: f64,
+    pub interrupted: bool,
+    pub coverage: Coverage,
+    #[serde(skip)]
+    pub replay_files: Vec<PathBuf>,
+}
+
+fn progress_bar(config: &ExploreConfig) -> indicatif::ProgressBar {
+    if !config.progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(config.seeds);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} seeds, {per_sec}, ETA {eta} {msg}")
+            .expect("a valid template"),
+    );
+    bar
+}
+
+/// What the exploration gathers while seeds arrive, and then in seed order.
+struct Gathered {
+    failures: u64,
+    written: BTreeMap<u64, PathBuf>,
+    write_error: Option<String>,
+    violations: BTreeMap<&'static str, u64>,
+    coverage: Coverage,
+    failing: Vec<u64>,
+}
+
+impl Gathered {
+    /// A failing seed's replay file is written whole before anything reports it.
+    fn arrived(&mut self, result: &mut SeedResult, out: &std::path::Path, bar: &indicatif::ProgressBar) {
+        bar.inc(1);
+        let Some(outcome) = result.failure.take() else { return };
+        self.failures += 1;
+        bar.set_message(format!("{} violating seed(s)", self.failures));
+        match ReplayFile::from_outcome(&outcome).write_into(out) {
+            Ok(path) => {
+                self.written.insert(result.seed, path);
+            }
+            Err(error) => {
+                self.write_error.get_or_insert(error);
+            }
+        }
+    }
+
+    fn in_order(&mut self, result: SeedResult) {
+        self.coverage.add(&result.touched);
+        for invariant in &result.violations {
+            *self.violations.entry(invariant).or_default() += 1;
+        }
+        if !result.violations.is_empty() {
+            self.failing.push(result.seed);
+        }
+    }
+}
+
+pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<ExploreReport, String> {
+    scenario::known(&config.scenario)?;
+    let bar = progress_bar(config);
+    let start = Instant::now();
+    let gathered = Gathered {
+        failures: 0,
+        written: BTreeMap::new(),
+        write_error: None,
+        violations: INVARIANTS.iter().map(|invariant| (invariant.name, 0)).collect(),
+        coverage: Coverage::new(),
+        failing: Vec::new(),
+    };
+    let (name, mechanism, gateway, allowed) =
+        (config.scenario.as_str(), config.mechanism, config.gateway, config.allowed);
+    let arrivals = std::cell::RefCell::new(gathered);
+    let seeds_run = run_seeds(
+        &Pool { jobs: config.jobs, interrupted },
+        config.from..config.from.saturating_add(config.seeds),
+        !config.keep_going,
+        |seed| run_seed(name, seed, mechanism, gateway, allowed),
+        |result| arrivals.borrow_mut().arrived(result, &config.out, &bar),
+        |result| arrivals.borrow_mut().in_order(result),
+    )?;
+    bar.finish_and_clear();
+    let mut gathered = arrivals.into_inner();
+    if let Some(error) = gathered.write_error {
+        return Err(error);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    gathered.violations.retain(|_, seeds| *seeds > 0);
+    let first_failing_seed = gathered.failing.first().copied();
+    let written = &gathered.written;
+    Ok(ExploreReport {
+        seeds_run,
+        violations: gathered.violations,
+        first_failing_seed,
+        replay_file: first_failing_seed.and_then(|seed| written.get(&seed).cloned()),
+        seeds_per_second: seeds_run as f64 / elapsed.max(1e-9),
+        interrupted: interrupted.load(Ordering::Relaxed),
+        coverage: gathered.coverage,
+        replay_files: gathered.failing.iter().filter_map(|seed| written.get(seed).cloned()).collect(),
+    })
+}

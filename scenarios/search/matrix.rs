@@ -1,0 +1,156 @@
+//! The matrix: every mechanism with both gateway modes over the same seeds of the random
+//! scenario; and the TTL sweep: how a longer TTL trades violations for an outage.
+
+use crate::check::coverage::Coverage;
+use crate::runner::{run, Outcome};
+use crate::scenario::random::random_world;
+use crate::scenario::{FaultMask, Scenario};
+use crate::search::explore::{run_seed, run_seeds};
+use crate::search::pool::Pool;
+use fencesim_model::{Mechanism, Step, StepKind, WorkerId};
+use fencesim_sim::{EventKind, Fault, FaultKind, FaultPlan, GatewayMode, Trigger, WallMs};
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+/// Seeds per mechanism and gateway mode in the committed report.
+pub const REPORT_SEEDS: u64 = 400;
+/// Seeds per TTL in the committed sweep.
+pub const SWEEP_SEEDS: u64 = 60;
+pub const SWEEP_TTLS_MS: [u64; 4] = [1_000, 5_000, 30_000, 300_000];
+
+/// One mechanism and gateway mode over the seeds.
+pub struct Cell {
+    pub mechanism: Mechanism,
+    pub gateway: GatewayMode,
+    pub seeds: u64,
+    /// Per invariant: seeds that broke it, and the first such seed with its trace hash.
+    pub broken: BTreeMap<&'static str, (u64, u64, u64)>,
+}
+
+pub fn matrix(seeds: u64, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Cell>, String> {
+    let never = AtomicBool::new(false);
+    let pool = Pool { jobs, interrupted: &never };
+    let mut cells = Vec::new();
+    for mechanism in Mechanism::ALL {
+        for gateway in GatewayMode::ALL {
+            let mut broken: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
+            let ran = run_seeds(
+                &pool,
+                1..seeds + 1,
+                false,
+                |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL),
+                |_| {},
+                |result| {
+                    coverage.add(&result.touched);
+                    for invariant in &result.violations {
+                        broken.entry(invariant).or_insert((0, result.seed, result.trace_hash)).0 += 1;
+                    }
+                },
+            )?;
+            cells.push(Cell { mechanism, gateway, seeds: ran, broken });
+        }
+    }
+    Ok(cells)
+}
+
+/// The sweep's world: the seed's random world with the TTL fixed, the visibility timeout
+/// a little longer than the TTL, one crash of worker A right after its first claim, and
+/// one stop-the-world pause of a length that does not depend on the TTL (100 ms to 60 s,
+/// log-uniform): what a real process suffers, whatever lease it holds.
+pub fn sweep_scenario(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Scenario {
+    let mut world = random_world(seed, mechanism, GatewayMode::Idempotent);
+    world.ttl_ms = ttl_ms;
+    world.visibility_timeout_ms = ttl_ms + 1_000;
+    world.settle_ms = 4 * (ttl_ms + world.visibility_timeout_ms) + 120_000;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5EED);
+    let pause_ms = (100.0f64 * 600f64.powf(rng.gen::<f64>())) as u64;
+    let paused = WorkerId(rng.gen_range(1..world.workers));
+    world.faults = FaultPlan {
+        faults: vec![
+            Fault {
+                kind: FaultKind::Crash { worker: WorkerId(0), restart_after_ms: 100 },
+                trigger: Trigger::Step { worker: WorkerId(0), step: StepKind::AfterClaim, nth: 1 },
+            },
+            Fault {
+                kind: FaultKind::Pause { worker: paused, duration_ms: pause_ms },
+                trigger: Trigger::Step {
+                    worker: paused,
+                    step: StepKind::AfterClaim,
+                    nth: rng.gen_range(1..=5),
+                },
+            },
+        ],
+    };
+    Scenario { name: "random", base: WallMs::hms(12, 0, 0), world }
+}
+
+/// How long the crashed worker's merchant waited for its next lease, in milliseconds.
+pub fn blocked_after_crash_ms(outcome: &Outcome) -> Option<u64> {
+    let events = &outcome.record.events;
+    let crash = events.iter().position(|event| {
+        matches!(event.kind, EventKind::FaultFired { fault: FaultKind::Crash { .. }, .. })
+    })?;
+    let merchant = events[..crash].iter().rev().find_map(|event| match &event.kind {
+        EventKind::Step { worker: WorkerId(0), step: Step::LeaseAcquired { merchant, .. } } => {
+            Some(*merchant)
+        }
+        _ => None,
+    })?;
+    let key = format!("lock:settle:{merchant}");
+    let crashed_at = events[crash].at_ms;
+    events[crash..].iter().find_map(|event| match &event.kind {
+        EventKind::LeaseGranted { key: granted, epoch: Some(_), .. } if *granted == key => {
+            Some(event.at_ms - crashed_at)
+        }
+        _ => None,
+    })
+}
+
+pub struct SweepRow {
+    pub mechanism: Mechanism,
+    pub ttl_ms: u64,
+    pub seeds: u64,
+    pub violating: u64,
+    pub blocked_median_ms: u64,
+    pub blocked_max_ms: u64,
+    /// Seed 1's trace hash, so that a test can tell a stale report.
+    pub sample_hash: u64,
+}
+
+fn sweep_row(mechanism: Mechanism, ttl_ms: u64, seeds: u64) -> Result<SweepRow, String> {
+    let mut violating = 0;
+    let mut blocked = Vec::new();
+    let mut sample_hash = 0;
+    for seed in 1..=seeds {
+        let outcome = run(&sweep_scenario(seed, mechanism, ttl_ms), seed)?;
+        if seed == 1 {
+            sample_hash = outcome.trace_hash;
+        }
+        if !outcome.passed() {
+            violating += 1;
+        }
+        blocked.extend(blocked_after_crash_ms(&outcome));
+    }
+    blocked.sort_unstable();
+    Ok(SweepRow {
+        mechanism,
+        ttl_ms,
+        seeds,
+        violating,
+        blocked_median_ms: blocked.get(blocked.len() / 2).copied().unwrap_or(0),
+        blocked_max_ms: blocked.last().copied().unwrap_or(0),
+        sample_hash,
+    })
+}
+
+/// The sweep: the TTL alone and the fence, at each TTL of `SWEEP_TTLS_MS`.
+pub fn sweep(seeds: u64) -> Result<Vec<SweepRow>, String> {
+    let mut rows = Vec::new();
+    for mechanism in [Mechanism::TtlOnly, Mechanism::Fenced] {
+        for ttl_ms in SWEEP_TTLS_MS {
+            rows.push(sweep_row(mechanism, ttl_ms, seeds)?);
+        }
+    }
+    Ok(rows)
+}

@@ -1,0 +1,13 @@
+//! Searching for failures: one parallel pool, and what runs on it. Exploration by seed,
+//! the matrix of mechanisms and the TTL sweep, the mutants and their shrinker, the
+//! exhaustive small scope, and the property suite over small worlds.
+
+pub mod exhaustive;
+pub mod explore;
+pub mod matrix;
+pub mod mutants;
+pub mod pool;
+pub mod props;
+pub mod shrink;
+
+pub use pool::Pool;

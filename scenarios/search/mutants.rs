@@ -1,0 +1,154 @@
+//! How good the suite is at finding real bugs. Each mutant plants one realistic bug in the
+//! worker or lock code of the mechanism that has that line; the suite's search (the
+//! random scenario, seed after seed) runs the same seed with and without the bug, and the
+//! mutant is caught when the bug breaks an invariant the correct code does not break on
+//! that seed. The catching plan is then shrunk, one fault at a time, to the smallest plan
+//! that still catches it.
+
+use crate::mutant::Mutant;
+use crate::runner::{run, run_planted, Outcome};
+use crate::scenario::{self, FaultMask, Scenario};
+use crate::search::pool::Pool;
+use crate::search::shrink::shrink_plan;
+use fencesim_sim::{FaultPlan, GatewayMode};
+use serde::Serialize;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+/// Where each search starts: the seeds are far apart so that the searches are independent.
+pub const START_STRIDE: u64 = 100_000;
+
+fn broken(outcome: &Outcome) -> Vec<&'static str> {
+    outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect()
+}
+
+/// The invariant the bug breaks on this scenario that the correct code does not, if any.
+pub fn catches(
+    scenario: &Scenario,
+    seed: u64,
+    mutant: Mutant,
+) -> Result<Option<(&'static str, u64)>, String> {
+    let right = run(scenario, seed)?;
+    let wrong = run_planted(scenario, seed, mutant)?;
+    let before = broken(&right);
+    Ok(broken(&wrong)
+        .into_iter()
+        .find(|invariant| !before.contains(invariant))
+        .map(|invariant| (invariant, wrong.trace_hash)))
+}
+
+/// The gateway a mutant is searched with. A claim whose row count is ignored lets a stale
+/// worker call the gateway for a row it does not own; an idempotent gateway absorbs that
+/// call (which is why the idempotency key exists), so the search uses one that pays.
+pub fn gateway_for(mutant: Mutant) -> GatewayMode {
+    match mutant {
+        Mutant::ClaimRowCountIgnored => GatewayMode::NonIdempotent,
+        Mutant::ClaimFenceAtMost
+        | Mutant::ConfirmFenceAtLeast
+        | Mutant::ConfirmWithoutFence
+        | Mutant::TokenPerJob
+        | Mutant::TokenPerWorker
+        | Mutant::ReleaseWithDel
+        | Mutant::SharedLockValue
+        | Mutant::ExtendRecreates
+        | Mutant::NoReseedAfterRestart
+        | Mutant::KeyPerAttempt
+        | Mutant::ClaimAcceptsSent => GatewayMode::Idempotent,
+    }
+}
+
+/// The scenario a mutant is searched on: the seed's random world, under the mechanism the
+/// bug is planted in.
+pub fn scenario_for(mutant: Mutant, seed: u64) -> Result<Scenario, String> {
+    scenario::build("random", seed, mutant.baseline(), gateway_for(mutant), FaultMask::ALL)
+}
+
+/// The smallest plan that still catches the mutant with the same invariant.
+pub fn shrink(scenario: &Scenario, seed: u64, mutant: Mutant, invariant: &str) -> Result<FaultPlan, String> {
+    shrink_plan(&scenario.world.faults, |fewer| {
+        let mut trial = scenario.clone();
+        trial.world.faults = fewer.clone();
+        Ok(catches(&trial, seed, mutant)?.is_some_and(|(caught_by, _)| caught_by == invariant))
+    })
+}
+
+/// One search: the first seed from `start` (within `budget` seeds) that catches it.
+pub fn search(mutant: Mutant, start: u64, budget: u64) -> Result<Option<(u64, &'static str, u64)>, String> {
+    for seed in start..start + budget {
+        if let Some((invariant, hash)) = catches(&scenario_for(mutant, seed)?, seed, mutant)? {
+            return Ok(Some((seed, invariant, hash)));
+        }
+    }
+    Ok(None)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MutantReport {
+    pub name: &'static str,
+    pub baseline: &'static str,
+    pub gateway: &'static str,
+    pub caught: bool,
+    /// The invariant that caught it in the first search.
+    pub invariant: Option<&'static str>,
+    /// Seeds run until it was caught, in each search (a search that did not catch it
+    /// counts its whole budget).
+    pub seeds_to_detect: Vec<u64>,
+    pub seeds_to_detect_median: u64,
+    /// Faults left in the first search's plan after shrinking.
+    pub shrunk_faults: Option<usize>,
+    /// The first search's catching seed and the buggy run's trace hash.
+    pub first_seed: Option<u64>,
+    pub trace_hash: Option<String>,
+    pub wall_ms: u64,
+}
+
+pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport, String> {
+    let clock = Instant::now();
+    let mut seeds_to_detect = Vec::new();
+    let mut first = None;
+    for search_number in 0..starts.max(1) {
+        let start = 1 + search_number * START_STRIDE;
+        match search(mutant, start, budget)? {
+            Some((seed, invariant, hash)) => {
+                seeds_to_detect.push(seed - start + 1);
+                first.get_or_insert((seed, invariant, hash));
+            }
+            None => seeds_to_detect.push(budget),
+        }
+    }
+    let shrunk_faults = match first {
+        Some((seed, invariant, _)) => {
+            Some(shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?.faults.len())
+        }
+        None => None,
+    };
+    let mut sorted = seeds_to_detect.clone();
+    sorted.sort_unstable();
+    Ok(MutantReport {
+        name: mutant.name(),
+        baseline: mutant.baseline().name(),
+        gateway: gateway_for(mutant).name(),
+        caught: first.is_some(),
+        invariant: first.map(|found| found.1),
+        seeds_to_detect_median: sorted[sorted.len() / 2],
+        seeds_to_detect,
+        shrunk_faults,
+        first_seed: first.map(|found| found.0),
+        trace_hash: first.map(|found| format!("{:016x}", found.2)),
+        wall_ms: clock.elapsed().as_millis() as u64,
+    })
+}
+
+/// Every mutant of the catalogue, on the pool's threads, in the catalogue's order.
+pub fn evaluate_all(starts: u64, budget: u64, jobs: usize) -> Result<Vec<MutantReport>, String> {
+    let never = AtomicBool::new(false);
+    let mut reports = Vec::with_capacity(Mutant::ALL.len());
+    Pool { jobs, interrupted: &never }.run(
+        0..Mutant::ALL.len() as u64,
+        |_| false,
+        |index| evaluate(Mutant::ALL[index as usize], starts, budget),
+        |_, _| {},
+        |_, report| reports.push(report),
+    )?;
+    Ok(reports)
+}

@@ -1,0 +1,11 @@
+//! Telling what happened: a run as a story (one narrator per component), the sequence
+//! diagram, the demo, the reports, the replay file format and the failure story. Every
+//! file is written whole.
+
+pub mod demo;
+pub mod diagram;
+pub mod failure;
+pub mod replay_file;
+pub mod reports;
+pub mod story;
+pub mod write;

@@ -1,0 +1,102 @@
+//! `reports/bench.md`: the bench's figures, with the date and the machine they were
+//! taken on.
+
+use crate::bench::{BenchResult, ExploreBench};
+
+pub const BENCH_REPORT: &str = "reports/bench.md";
+
+/// The metrics a bench report must show, by the names `--json` gives them.
+pub const BENCH_METRICS: [&str; 5] =
+    ["worked_example_ms_median", "sql_floor_ms_median", "ratio", "world_ms_median", "checks_ms_median"];
+
+/// Today's date in UTC, `YYYY-MM-DD`, from the real clock (a bench runs outside any simulation).
+fn today_utc() -> String {
+    let secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    // days since 1970-01-01 to a civil date (proleptic Gregorian calendar)
+    let days = (secs / 86_400) as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    // months counted from March, so that the leap day ends the year
+    let march_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * march_month + 2) / 5 + 1;
+    let month = if march_month < 10 { march_month + 3 } else { march_month - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// What machine the figures were taken on.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|cpuinfo| {
+            cpuinfo
+                .lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|model| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    format!("{cores} cores, {cpu}, {} {}", std::env::consts::OS, std::env::consts::ARCH)
+}
+
+/// The bench report, as Markdown.
+pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
+    format!(
+        "# Benchmarks\n\n\
+         Written by `fencesim bench --record` (release build). Figures are ratios taken in one process on one \
+         machine; the absolute times only say how loaded that machine was.\n\n\
+         Measured {date} on {machine}.\n\n\
+         ## The worked example against its SQL floor\n\n\
+         The floor runs the same {statements} statements the simulated run executed (setup, selects, every claim \
+         and confirm with its guard) on a fresh in-memory SQLite with no simulation around them. {runs} runs each, \
+         interleaved.\n\n\
+         | metric | value |\n|---|---:|\n\
+         | ratio | {ratio:.2} (target at most 1.25) |\n\
+         | worked_example_ms_median | {we:.2} |\n\
+         | sql_floor_ms_median | {floor:.2} |\n\
+         | world_ms_median | {world:.2} |\n\
+         | checks_ms_median | {checks:.2} |\n\n\
+         `world` is the simulated run alone; `checks` is every invariant plus the trace hash.\n\n\
+         ## Exploration\n\n\
+         Seeds 1 to {seeds} of the random scenario under `{mechanism}` (every fault kind on), each run and checked. \
+         The floor replays the statements those seeds executed on bare databases.\n\n\
+         | metric | value |\n|---|---:|\n\
+         | seeds_per_second_per_core | {sps:.0} |\n\
+         | floor_ratio | {fr:.2} (target at most 1.5) |\n\
+         | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
+         | peak_rss_mb_after_1000 | {m1:.1} |\n\
+         | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\
+         Reproduce with `cargo run --release -- bench --memory-seeds {ms}`.\n",
+        date = today_utc(),
+        machine = machine(),
+        runs = worked.runs,
+        statements = worked.statements,
+        ratio = worked.ratio,
+        we = worked.worked_example_ms_median,
+        floor = worked.sql_floor_ms_median,
+        world = worked.world_ms_median,
+        checks = worked.checks_ms_median,
+        seeds = explore.seeds,
+        mechanism = explore.mechanism,
+        sps = explore.seeds_per_second_per_core,
+        fr = explore.floor_ratio,
+        sp = explore.jobs2_speedup,
+        m1 = explore.peak_rss_mb_after_1000,
+        m2 = explore.peak_rss_mb_after_memory_seeds,
+        ms = explore.memory_seeds,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn today_is_a_plausible_date() {
+        let date = super::today_utc();
+        assert_eq!(date.len(), 10);
+        assert!(date.as_str() >= "2024-01-01", "{date}");
+    }
+}

@@ -1,0 +1,73 @@
+//! Faults in words: what fired, a process starting again, a frozen process resuming.
+
+use crate::tell::story::narrator::{fmt_ms, Narrator};
+use fencesim_sim::{Actor, EventKind, FaultKind};
+
+impl Narrator<'_> {
+    pub(super) fn fault_event(&mut self, at: u64, kind: &EventKind) {
+        let (text, note) = match kind {
+            EventKind::FaultFired { fault, .. } => fault_words(fault),
+            EventKind::Restarted { worker, incarnation } => (
+                format!("{worker} starts again (process {incarnation})"),
+                format!("Note over {worker}: process {incarnation} starts"),
+            ),
+            EventKind::Resumed { worker } => (
+                format!("{worker}'s process resumes; {worker} still believes it holds the lease"),
+                format!("Note over {worker}: resumes"),
+            ),
+            // the other components' events are told by their own narrators
+            _ => return,
+        };
+        self.push(at, Actor::Faults, text, vec![note])
+    }
+}
+
+/// A fault in words, and its note on the sequence diagram.
+fn fault_words(fault: &FaultKind) -> (String, String) {
+    match *fault {
+        FaultKind::Pause { worker, duration_ms } => (
+            format!("{worker}'s whole process freezes for {} ms", fmt_ms(duration_ms)),
+            format!("Note over {worker}: frozen for {} ms", fmt_ms(duration_ms)),
+        ),
+        FaultKind::Crash { worker, restart_after_ms } => (
+            format!("{worker}'s process crashes; a new one starts in {} ms", fmt_ms(restart_after_ms)),
+            format!("Note over {worker}: crash"),
+        ),
+        FaultKind::ExpireLease { instance, merchant } => (
+            format!("the lease of {merchant} on redis#{} is made to expire now", instance + 1),
+            "Note over R: lease expires early".to_owned(),
+        ),
+        FaultKind::RedisClockJump { instance, by_ms } => (
+            format!("redis#{}'s clock jumps {} ms ahead", instance + 1, fmt_ms(by_ms)),
+            format!("Note over R: clock jumps {} ms", fmt_ms(by_ms)),
+        ),
+        FaultKind::RedisRestart { instance, persistence } => (
+            format!("redis#{} restarts with persistence {persistence:?}", instance + 1),
+            "Note over R: restart".to_owned(),
+        ),
+        FaultKind::Redeliver { worker } => (
+            format!("the queue gives up on {worker}'s delivery and hands the job on"),
+            "Note over Q: redelivery".to_owned(),
+        ),
+        FaultKind::DuplicateDelivery { worker } => (
+            format!("the queue delivers {worker}'s job a second time"),
+            "Note over Q: duplicate delivery".to_owned(),
+        ),
+        FaultKind::DbDelay { worker, delay_ms } => (
+            format!("{worker}'s next database request is held up {} ms on the way", fmt_ms(delay_ms)),
+            format!("Note over {worker},D: slow hop"),
+        ),
+        FaultKind::GatewayLatency { worker, extra_ms } => (
+            format!("{worker}'s next gateway call takes {} ms longer", fmt_ms(extra_ms)),
+            "Note over G: slow".to_owned(),
+        ),
+        FaultKind::LostResponse { worker } => (
+            format!("{worker}'s next refund call will move money and lose its answer"),
+            "Note over G: response lost".to_owned(),
+        ),
+        FaultKind::GatewayConflicts { for_ms } => (
+            format!("for {} ms the gateway refuses concurrent calls with one key", fmt_ms(for_ms)),
+            "Note over G: conflicts".to_owned(),
+        ),
+    }
+}

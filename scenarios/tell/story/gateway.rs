@@ -1,0 +1,68 @@
+//! The gateway's events, in words: lookups by reference, and refund calls that pay, pay
+//! again, replay an earlier refund or meet a conflict.
+
+use crate::tell::story::narrator::{Narrator, RunKind};
+use fencesim_sim::{Actor, CallOutcome, EventKind};
+
+impl Narrator<'_> {
+    pub(super) fn gateway_event(&mut self, at: u64, kind: &EventKind) {
+        match kind {
+            EventKind::Lookup { worker, refund, found } => {
+                let answer = match found {
+                    Some(number) => format!("refund #{number} exists"),
+                    None => "none".to_owned(),
+                };
+                self.push(
+                    at,
+                    Actor::Gateway,
+                    format!("{worker} asks for a refund with reference {refund}: {answer}"),
+                    vec![format!("{worker}->>G: find {refund}"), format!("G-->>{worker}: {answer}")],
+                )
+            }
+            EventKind::RefundCalled { .. } => self.refund_called(at, kind),
+            // the other components' events are told by their own narrators
+            _ => {}
+        }
+    }
+
+    fn refund_called(&mut self, at: u64, kind: &EventKind) {
+        let EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, response_lost, .. } =
+            kind
+        else {
+            return;
+        };
+        if self.plain.contains(refund) {
+            self.fold(at, *worker, RunKind::Settled, *refund, false);
+            return;
+        }
+        let times_paid = self.paid.entry(*refund).or_default();
+        if *outcome == CallOutcome::Created {
+            *times_paid += 1;
+        }
+        let text = match (outcome, *times_paid) {
+            (CallOutcome::Created, 1) => format!("{worker} pays {refund}: {amount} leaves (refund #{gateway_ref})"),
+            (CallOutcome::Created, _) => {
+                format!("{worker} pays {refund} again: a second {amount} leaves (refund #{gateway_ref})")
+            }
+            (CallOutcome::Replayed, _) => format!(
+                "{worker} pays {refund} with idempotency key {refund}: the gateway returns refund #{gateway_ref} and moves no money"
+            ),
+            (CallOutcome::Conflict, _) => {
+                format!("{worker} pays {refund}: conflict, a call with that key is still in flight")
+            }
+        };
+        let text = if *response_lost { format!("{text}; the answer is lost on the way back") } else { text };
+        let reply = match (outcome, response_lost) {
+            (_, true) => "(lost)".to_owned(),
+            (CallOutcome::Created, _) => format!("refund #{gateway_ref}, {amount}"),
+            (CallOutcome::Replayed, _) => format!("existing refund #{gateway_ref}"),
+            (CallOutcome::Conflict, _) => "conflict".to_owned(),
+        };
+        self.push(
+            at,
+            Actor::Gateway,
+            text,
+            vec![format!("{worker}->>G: refund {refund}, key {refund}"), format!("G-->>{worker}: {reply}")],
+        )
+    }
+}

@@ -1,0 +1,137 @@
+//! The narrator's core: the lines told so far, and the routine run of rows it is folding.
+
+use crate::runner::Outcome;
+use fencesim_model::{RefundId, WorkerId};
+use fencesim_sim::WallMs;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub(super) use fencesim_model::group_thousands as fmt_ms;
+
+/// One line of a story.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub at_ms: u64,
+    pub actor: String,
+    pub text: String,
+    /// How the sequence diagram draws it.
+    pub diagram: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RunKind {
+    Settled,
+    Skipped,
+}
+
+struct Fold {
+    worker: WorkerId,
+    kind: RunKind,
+    first: RefundId,
+    last: RefundId,
+    rows: usize,
+    from_ms: u64,
+    to_ms: u64,
+}
+
+pub(super) struct Narrator<'a> {
+    pub(super) outcome: &'a Outcome,
+    pub(super) lines: Vec<Line>,
+    fold: Option<Fold>,
+    /// Rows whose whole history is routine: told as part of a folded run.
+    pub(super) plain: BTreeSet<RefundId>,
+    /// How many times each refund was paid so far.
+    pub(super) paid: BTreeMap<RefundId, u32>,
+}
+
+pub(super) fn rows_word(count: u64) -> &'static str {
+    if count == 1 {
+        "row"
+    } else {
+        "rows"
+    }
+}
+
+impl<'a> Narrator<'a> {
+    pub(super) fn new(outcome: &'a Outcome, plain: BTreeSet<RefundId>) -> Narrator<'a> {
+        Narrator { outcome, lines: Vec::new(), fold: None, plain, paid: BTreeMap::new() }
+    }
+
+    pub(super) fn wall(&self, ms: u64) -> WallMs {
+        self.outcome.scenario.base.plus(ms)
+    }
+
+    pub(super) fn holder(&self, epoch: Option<u32>) -> String {
+        match epoch.and_then(|number| self.outcome.epoch_holder(number)) {
+            Some(worker) => format!("{worker}'s lease (epoch {})", epoch.unwrap_or(0)),
+            None => "a lease".to_owned(),
+        }
+    }
+
+    pub(super) fn instances(&self) -> usize {
+        self.outcome.scenario.world.redis_instances()
+    }
+
+    /// `redis`, or `redis#3` when the lease lives on several instances.
+    pub(super) fn redis(&self, instance: u8) -> String {
+        if self.instances() == 1 {
+            "redis".to_owned()
+        } else {
+            format!("redis#{}", instance + 1)
+        }
+    }
+
+    pub(super) fn push(&mut self, at_ms: u64, actor: impl ToString, text: String, diagram: Vec<String>) {
+        self.close_fold();
+        self.lines.push(Line { at_ms, actor: actor.to_string(), text, diagram });
+    }
+
+    pub(super) fn close_fold(&mut self) {
+        let Some(fold) = self.fold.take() else { return };
+        let what = match fold.kind {
+            RunKind::Settled => "claims, pays and confirms",
+            RunKind::Skipped => "finds already settled and skips",
+        };
+        let range =
+            if fold.rows == 1 { fold.first.to_string() } else { format!("{} .. {}", fold.first, fold.last) };
+        let count = if fold.rows == 1 {
+            String::new()
+        } else {
+            format!(" ({} refunds, until {})", fold.rows, self.wall(fold.to_ms))
+        };
+        let diagram = vec![format!("Note over {}: {what} {}", fold.worker, range.replace(" .. ", ".."))];
+        self.lines.push(Line {
+            at_ms: fold.from_ms,
+            actor: fold.worker.to_string(),
+            text: format!("{what} {range}{count}"),
+            diagram,
+        });
+    }
+
+    /// Folds a routine row event into the worker's current run, or starts a new run.
+    pub(super) fn fold(
+        &mut self,
+        at_ms: u64,
+        worker: WorkerId,
+        kind: RunKind,
+        refund: RefundId,
+        new_row: bool,
+    ) {
+        if let Some(fold) = &mut self.fold {
+            if fold.worker == worker && fold.kind == kind {
+                fold.to_ms = at_ms;
+                if refund != fold.last {
+                    fold.last = refund;
+                    fold.rows += 1;
+                }
+                return;
+            }
+        }
+        if !new_row {
+            // the rest of a row whose start was told on its own line
+            return;
+        }
+        self.close_fold();
+        self.fold =
+            Some(Fold { worker, kind, first: refund, last: refund, rows: 1, from_ms: at_ms, to_ms: at_ms });
+    }
+}

@@ -1,0 +1,48 @@
+//! A worker's own steps, in words: the ones a reader needs (rows selected, lease busy,
+//! fence violations, batches abandoned or completed); the routine steps stay silent.
+
+use crate::tell::story::narrator::{fmt_ms, Narrator};
+use fencesim_model::{Step, WorkerId};
+
+impl Narrator<'_> {
+    pub(super) fn step(&mut self, at: u64, worker: WorkerId, step: &Step) {
+        let (text, diagram) = match step {
+            Step::RowsSelected { open, sending } => (
+                format!("selects {} open refunds, {sending} of them in sending", fmt_ms(u64::from(*open))),
+                vec![format!("{worker}->>D: select open rows"), format!("D-->>{worker}: {open} rows")],
+            ),
+            Step::LeaseBusy { merchant } => (
+                format!("cannot take the lease of {merchant}: stops and leaves the job to the queue"),
+                vec![],
+            ),
+            Step::FenceViolation { violation } => (
+                format!(
+                    "FenceViolation: its {} of {} with token {} was turned away by the row",
+                    violation.write, violation.refund, violation.token
+                ),
+                vec![format!("Note over {worker}: FenceViolation")],
+            ),
+            Step::BatchAbandoned { reason } => (
+                format!("abandons the batch ({reason}), without acking the job"),
+                vec![format!("Note over {worker}: abandons the batch")],
+            ),
+            Step::BatchCompleted { merchant } => (
+                format!("completes the batch for {merchant}"),
+                vec![format!("Note over {worker}: batch complete")],
+            ),
+            // routine steps: the events of the components they touch tell them
+            Step::JobReceived { .. }
+            | Step::LeaseAcquired { .. }
+            | Step::TokenTaken { .. }
+            | Step::LeaseChecked { .. }
+            | Step::LeaseRenewed { .. }
+            | Step::AfterLookup { .. }
+            | Step::AfterClaim { .. }
+            | Step::AfterGatewayCall { .. }
+            | Step::AfterConfirm { .. }
+            | Step::WriteSkipped { .. }
+            | Step::Released { .. } => return,
+        };
+        self.push(at, worker, text, diagram)
+    }
+}
