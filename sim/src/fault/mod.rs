@@ -4,6 +4,7 @@
 
 mod engine;
 mod plan;
+mod state;
 
-pub(crate) use engine::FaultState;
 pub use plan::{Fault, FaultKind, FaultName, FaultPlan, Trigger};
+pub(crate) use state::FaultState;
