@@ -1,0 +1,77 @@
+//! The fault engine's part of the world's state: faults armed for a worker's next
+//! request, the timed faults still to come, and the bookkeeping of paused and crashed
+//! workers. Plain data, so that the world can hold it without knowing the engine.
+
+use super::Trigger;
+use crate::config::WorldConfig;
+use fencesim_model::{StepKind, WorkerId};
+use strum::EnumCount;
+
+/// Faults armed for a worker's next action.
+#[derive(Default, Clone, Copy)]
+pub struct Armed {
+    pub db_delay_ms: u64,
+    pub gateway_extra_ms: u64,
+    pub lost_responses: u32,
+}
+
+/// The fault engine's part of the world's state.
+pub(crate) struct FaultState {
+    pub armed: Vec<Armed>,
+    pub conflicts_until_ms: u64,
+    /// Workers to resume, with when.
+    pub resumes: Vec<(u64, WorkerId)>,
+    /// Crashed workers to start again, with when.
+    pub restarts: Vec<(u64, WorkerId)>,
+    pub incarnation: Vec<u32>,
+    pub crashed: Vec<bool>,
+    /// Timed faults not fired yet (index into the plan).
+    pub timed: Vec<usize>,
+    /// How often each worker reached each step: `[worker][step]`.
+    step_counts: Vec<[u32; StepKind::COUNT]>,
+    pub last_fault_ms: Option<u64>,
+}
+
+impl FaultState {
+    pub fn new(config: &WorldConfig) -> FaultState {
+        let workers = config.workers as usize;
+        let faults = &config.faults.faults;
+        let timed = (0..faults.len()).filter(|&i| matches!(faults[i].trigger, Trigger::At { .. })).collect();
+        FaultState {
+            armed: vec![Armed::default(); workers],
+            conflicts_until_ms: 0,
+            resumes: Vec::new(),
+            restarts: Vec::new(),
+            incarnation: vec![1; workers],
+            crashed: vec![false; workers],
+            timed,
+            step_counts: vec![[0; StepKind::COUNT]; workers],
+            last_fault_ms: None,
+        }
+    }
+
+    /// Counts `worker` reaching `step` and returns how often it has now.
+    pub fn count_step(&mut self, worker: WorkerId, step: StepKind) -> u32 {
+        let count = &mut self.step_counts[worker.0 as usize][step as usize];
+        *count += 1;
+        *count
+    }
+
+    /// Nothing is still to come: no timed fault, no resume, no restart.
+    pub fn quiet(&self) -> bool {
+        self.timed.is_empty() && self.restarts.is_empty() && self.resumes.is_empty()
+    }
+
+    /// Takes the entries of `list` due at `now`, in the order they were added.
+    pub fn take_due(list: &mut Vec<(u64, WorkerId)>, now: u64) -> Vec<(u64, WorkerId)> {
+        let mut due = Vec::new();
+        list.retain(|&(at, worker)| {
+            let is_due = at <= now;
+            if is_due {
+                due.push((at, worker));
+            }
+            !is_due
+        });
+        due
+    }
+}
