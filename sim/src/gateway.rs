@@ -7,7 +7,9 @@
 
 use fencesim_model::{Cents, IdempotencyKey, Receipt, RefundId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum GatewayMode {
@@ -69,12 +71,14 @@ pub struct CallReply {
 pub struct GatewayCore {
     mode: GatewayMode,
     ledger: Vec<LedgerEntry>,
-    keys: BTreeMap<IdempotencyKey, KeyRecord>,
+    /// Looked up, never iterated: a fixed-key hasher keeps it deterministic and draws
+    /// nothing from the run's randomness.
+    keys: HashMap<IdempotencyKey, KeyRecord, BuildHasherDefault<DefaultHasher>>,
 }
 
 impl GatewayCore {
     pub fn new(mode: GatewayMode) -> GatewayCore {
-        GatewayCore { mode, ledger: Vec::new(), keys: BTreeMap::new() }
+        GatewayCore { mode, ledger: Vec::new(), keys: HashMap::default() }
     }
 
     pub fn mode(&self) -> GatewayMode {
