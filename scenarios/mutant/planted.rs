@@ -171,26 +171,20 @@ impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
 pub struct PlantedTokens<T> {
     inner: T,
     mutant: Mutant,
+    /// Keyed by merchant under `token-per-job`, by nothing under `token-per-worker`.
     kept: Mutex<BTreeMap<Option<MerchantId>, Token>>,
 }
 
 impl<T: TokenSource + Sync> TokenSource for PlantedTokens<T> {
     async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
-        let slot = match self.mutant {
-            Mutant::TokenPerJob => Some(Some(merchant)),
-            Mutant::TokenPerWorker => Some(None),
-            Mutant::ClaimFenceAtMost
-            | Mutant::ConfirmFenceAtLeast
-            | Mutant::ConfirmWithoutFence
-            | Mutant::ClaimRowCountIgnored
-            | Mutant::ReleaseWithDel
-            | Mutant::SharedLockValue
-            | Mutant::ExtendRecreates
-            | Mutant::NoReseedAfterRestart
-            | Mutant::KeyPerAttempt
-            | Mutant::ClaimAcceptsSent => None,
+        let slot = if self.mutant == Mutant::TokenPerJob {
+            Some(merchant)
+        } else if self.mutant == Mutant::TokenPerWorker {
+            None
+        } else {
+            // every other mutant takes a token per acquisition, as the model does
+            return self.inner.next_token(merchant).await;
         };
-        let Some(slot) = slot else { return self.inner.next_token(merchant).await };
         let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).get(&slot).copied();
         if let Some(token) = kept {
             return Ok(token);
