@@ -45,7 +45,7 @@ fn fenced_keeps_every_invariant_with_a_counter_that_survives() {
 }
 
 #[test]
-fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_row_or_two_and_one_stall_longer_than_the_ttl() {
+fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_one_stall_longer_than_the_ttl() {
     let dir = std::env::temp_dir().join(format!("fencesim-props-{}", std::process::id()));
     let found = check(
         "ttl-only pays once",
@@ -59,7 +59,9 @@ fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_row_or_two_and_one_stal
     .expect("a counterexample within 500 cases");
     let world = &found.world;
     assert_eq!(world.workers, 2, "{}", found.report());
-    assert!(world.rows <= 3, "{}", found.report());
+    // B takes the job over only after the visibility timeout (1.5 TTLs); A must still be
+    // writing when it wakes, which takes a few rows at the shrunk latency.
+    assert!(world.rows <= 4, "{}", found.report());
     assert_eq!(world.faults.len(), 1, "{}", found.report());
     // One stall longer than the TTL: a stop-the-world pause, or a request held up on its
     // way to the database (the article names both).

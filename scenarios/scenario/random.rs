@@ -7,7 +7,7 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Fault, FaultKind, FaultName, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
+    Aim, Fault, FaultName, FaultPlan, GatewayMode, Latency, Size, Trigger, WallMs, WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -139,41 +139,17 @@ fn horizon_ms(world: &WorldConfig) -> u64 {
     (most as u64 * (world.refund_latency.default_ms + world.db_latency_ms * 2)).max(world.ttl_ms)
 }
 
-/// What one fault of the swarm aims at, drawn before its kind.
-struct Aim<'a> {
-    rng: &'a mut ChaCha8Rng,
-    ttl: u64,
-    worker: WorkerId,
-    merchant: MerchantId,
-    instance: u8,
+/// A size for a fault of `kind`, drawn from the seed's stream.
+fn draw_size(kind: FaultName, ttl_ms: u64, rng: &mut ChaCha8Rng) -> u64 {
+    match kind.sizes(ttl_ms) {
+        Size::None => 0,
+        Size::Ms(range) => rng.gen_range(range),
+        Size::OneOf(choices) => {
+            let indexes: Vec<u64> = (0..choices as u64).collect();
+            *indexes.choose(rng).expect("a kind with choices has at least one")
+        }
+    }
 }
-
-/// How the swarm draws a fault of each kind, in `FaultName` order: the array's
-/// length is the number of kinds, so a new kind does not build until it is drawn here.
-const SWARM_KINDS: [fn(&mut Aim<'_>) -> FaultKind; FaultName::COUNT] = [
-    |aim| FaultKind::Pause { worker: aim.worker, duration_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 3) },
-    |aim| FaultKind::Crash { worker: aim.worker, restart_after_ms: aim.rng.gen_range(0..=aim.ttl * 2) },
-    |aim| FaultKind::ExpireLease { instance: aim.instance, merchant: aim.merchant },
-    |aim| FaultKind::RedisClockJump {
-        instance: aim.instance,
-        by_ms: aim.rng.gen_range(aim.ttl / 2..=aim.ttl * 2),
-    },
-    |aim| {
-        let persistence = *[Persistence::None, Persistence::AofEverySec, Persistence::AofAlways]
-            .choose(aim.rng)
-            .expect("non-empty");
-        FaultKind::RedisRestart { instance: aim.instance, persistence }
-    },
-    |aim| FaultKind::Redeliver { worker: aim.worker },
-    |aim| FaultKind::DuplicateDelivery { worker: aim.worker },
-    |aim| FaultKind::DbDelay { worker: aim.worker, delay_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 2) },
-    |aim| FaultKind::GatewayLatency {
-        worker: aim.worker,
-        extra_ms: aim.rng.gen_range(aim.ttl / 4..=aim.ttl * 2),
-    },
-    |aim| FaultKind::LostResponse { worker: aim.worker },
-    |aim| FaultKind::GatewayConflicts { for_ms: aim.rng.gen_range(aim.ttl..=aim.ttl * 3) },
-];
 
 /// How many arrivals at a step a trigger may wait for: the steps a worker reaches once per
 /// row may fire late in a batch, the others once or twice per run.
@@ -212,6 +188,7 @@ fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigge
 /// faults of the kinds that are on. Durations are scaled to the TTL, where races live.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
+    let kinds: Vec<FaultName> = FaultName::all().collect();
     let on: Vec<usize> =
         (0..FaultName::COUNT).filter(|&kind| allowed.allows(kind) && rng.gen_bool(0.5)).collect();
     if on.is_empty() {
@@ -225,9 +202,9 @@ pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPl
         let worker = WorkerId(rng.gen_range(0..world.workers));
         let merchant = world.jobs[rng.gen_range(0..world.jobs.len())].merchant;
         let instance = rng.gen_range(0..5u8) % instances;
-        let kind_index = on[rng.gen_range(0..on.len())];
-        let mut aim = Aim { rng: &mut rng, ttl: world.ttl_ms, worker, merchant, instance };
-        let kind = SWARM_KINDS[kind_index](&mut aim);
+        let kind = kinds[on[rng.gen_range(0..on.len())]];
+        let size = draw_size(kind, world.ttl_ms, &mut rng);
+        let kind = kind.make(Aim { worker, merchant, instance }, size);
         let trigger = swarm_trigger(&mut rng, worker, horizon);
         faults.push(Fault { kind, trigger });
     }
@@ -249,6 +226,7 @@ pub fn random_scenario(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencesim_sim::FaultKind;
 
     #[test]
     fn the_seed_chooses_within_the_stated_ranges_and_always_the_same() {
@@ -279,13 +257,15 @@ mod tests {
     }
 
     #[test]
-    fn each_swarm_kind_draws_the_kind_of_its_place() {
-        let mut rng = stream(1, FAULTS);
-        for (index, draw) in SWARM_KINDS.iter().enumerate() {
-            let mut aim =
-                Aim { rng: &mut rng, ttl: 1_000, worker: WorkerId(0), merchant: MerchantId(1), instance: 0 };
-            assert_eq!(draw(&mut aim).kind() as usize, index);
+    fn every_kind_is_drawn_by_some_seed_within_its_sizes() {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..300 {
+            let scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+            for fault in &scenario.world.faults.faults {
+                seen.insert(fault.kind.kind());
+            }
         }
+        assert_eq!(seen.len(), FaultName::COUNT, "kinds drawn: {seen:?}");
     }
 
     #[test]

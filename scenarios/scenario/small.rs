@@ -7,7 +7,7 @@ use crate::scenario::builder::Scenario;
 use crate::scenario::random::TRIGGER_STEPS;
 use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, WorkerId};
 use fencesim_sim::{
-    Fault, FaultKind, FaultPlan, GatewayMode, Latency, Persistence, Trigger, WallMs, WorldConfig,
+    Aim, Fault, FaultName, FaultPlan, GatewayMode, Latency, Size, Trigger, WallMs, WorldConfig,
 };
 use proptest::prelude::*;
 
@@ -53,21 +53,25 @@ impl SmallWorld {
     }
 }
 
+/// The sizes of a kind as a strategy: milliseconds shrink toward the shortest, choices
+/// toward the first.
+fn size(kind: FaultName, ttl: u64) -> BoxedStrategy<u64> {
+    match kind.sizes(ttl) {
+        Size::None => Just(0).boxed(),
+        Size::Ms(range) => range.boxed(),
+        Size::OneOf(choices) => (0..choices as u64).boxed(),
+    }
+}
+
+/// A fault of any kind, built the way every generator builds one (`FaultName::make`),
+/// aimed at the world's one merchant and first Redis instance.
 fn fault(workers: u32, rows: u32, ttl: u64) -> impl Strategy<Value = Fault> {
     let worker = (0..workers).prop_map(WorkerId);
-    let kind = prop_oneof![
-        (worker.clone(), 0..=3 * ttl)
-            .prop_map(|(worker, duration_ms)| FaultKind::Pause { worker, duration_ms }),
-        (worker.clone(), 0..=ttl)
-            .prop_map(|(worker, restart_after_ms)| FaultKind::Crash { worker, restart_after_ms }),
-        worker.clone().prop_map(|worker| FaultKind::Redeliver { worker }),
-        worker.clone().prop_map(|worker| FaultKind::DuplicateDelivery { worker }),
-        prop_oneof![Just(Persistence::None), Just(Persistence::AofEverySec), Just(Persistence::AofAlways)]
-            .prop_map(|persistence| FaultKind::RedisRestart { instance: 0, persistence }),
-        Just(FaultKind::ExpireLease { instance: 0, merchant: MerchantId(7) }),
-        (worker.clone(), 0..=2 * ttl).prop_map(|(worker, delay_ms)| FaultKind::DbDelay { worker, delay_ms }),
-        worker.clone().prop_map(|worker| FaultKind::LostResponse { worker }),
-    ];
+    let kinds: Vec<FaultName> = FaultName::all().collect();
+    let sized = (0..kinds.len()).prop_flat_map(move |index| (Just(kinds[index]), size(kinds[index], ttl)));
+    let kind = (sized, worker.clone()).prop_map(|((kind, size), worker)| {
+        kind.make(Aim { worker, merchant: MerchantId(7), instance: 0 }, size)
+    });
     let step = (0..TRIGGER_STEPS.len()).prop_map(|i| TRIGGER_STEPS[i]);
     let trigger = prop_oneof![
         (worker, step, 1..=rows).prop_map(|(worker, step, nth)| Trigger::Step { worker, step, nth }),

@@ -5,8 +5,8 @@
 use crate::runner::run;
 use crate::scenario::small::SmallWorld;
 use crate::search::pool::Pool;
-use fencesim_model::{Mechanism, StepKind, WorkerId};
-use fencesim_sim::{Fault, FaultKind, GatewayMode, Persistence, Trigger};
+use fencesim_model::{Mechanism, MerchantId, StepKind, WorkerId};
+use fencesim_sim::{Aim, Fault, FaultKind, FaultName, GatewayMode, Trigger};
 use std::sync::atomic::AtomicBool;
 
 pub const TTL_MS: u64 = 200;
@@ -39,13 +39,16 @@ pub fn single_faults() -> Vec<Fault> {
     let mut faults = Vec::new();
     for trigger in trigger_points() {
         let Trigger::Step { worker, .. } = trigger else { continue };
-        for kind in [
-            FaultKind::Pause { worker, duration_ms: TTL_MS / 2 },
-            FaultKind::Pause { worker, duration_ms: TTL_MS * 2 },
-            FaultKind::Redeliver { worker },
-            FaultKind::RedisRestart { instance: 0, persistence: Persistence::None },
+        let aim = Aim { worker, merchant: MerchantId(7), instance: 0 };
+        // (kind, size): a pause shorter and one longer than the TTL, a redelivery, and a
+        // restart with the first persistence mode (none: every key is lost)
+        for (kind, size) in [
+            (FaultName::Pause, TTL_MS / 2),
+            (FaultName::Pause, TTL_MS * 2),
+            (FaultName::Redeliver, 0),
+            (FaultName::RedisRestart, 0),
         ] {
-            faults.push(Fault { kind, trigger });
+            faults.push(Fault { kind: kind.make(aim, size), trigger });
         }
     }
     faults

@@ -91,6 +91,10 @@ pub enum Persistence {
     AofAlways,
 }
 
+impl Persistence {
+    pub const ALL: [Persistence; 3] = [Persistence::None, Persistence::AofEverySec, Persistence::AofAlways];
+}
+
 /// One write, with what the key held before it, for a restart to undo.
 #[derive(Clone, Debug)]
 struct Logged {

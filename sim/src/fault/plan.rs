@@ -5,6 +5,7 @@
 use crate::redis::Persistence;
 use fencesim_model::{MerchantId, StepKind, WorkerId};
 use serde::{Deserialize, Serialize};
+use std::ops::RangeInclusive;
 use strum::{EnumCount, EnumDiscriminants, EnumIter, IntoStaticStr};
 
 /// One kind of fault with its target and size. `FaultName` (the kind without its data) is
@@ -61,6 +62,66 @@ impl FaultName {
             let names: Vec<&str> = FaultName::all().map(FaultName::name).collect();
             format!("unknown fault kind '{name}': expected one of {}", names.join(", "))
         })
+    }
+}
+
+/// What a fault may aim at: a worker, a merchant's lease, a Redis instance. Each kind
+/// takes the targets it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Aim {
+    pub worker: WorkerId,
+    pub merchant: MerchantId,
+    pub instance: u8,
+}
+
+/// The sizes a fault of one kind comes in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Size {
+    /// The kind has no size.
+    None,
+    /// A number of milliseconds from this range.
+    Ms(RangeInclusive<u64>),
+    /// One of this many choices, by index.
+    OneOf(usize),
+}
+
+impl FaultName {
+    /// The sizes the generators draw a fault of this kind from, for a lease of `ttl_ms`:
+    /// durations are scaled to the TTL, where races live.
+    pub fn sizes(self, ttl_ms: u64) -> Size {
+        match self {
+            FaultName::Pause => Size::Ms(ttl_ms / 4..=ttl_ms * 3),
+            FaultName::Crash => Size::Ms(0..=ttl_ms * 2),
+            FaultName::RedisClockJump => Size::Ms(ttl_ms / 2..=ttl_ms * 2),
+            FaultName::RedisRestart => Size::OneOf(Persistence::ALL.len()),
+            FaultName::DbDelay | FaultName::GatewayLatency => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
+            FaultName::GatewayConflicts => Size::Ms(ttl_ms..=ttl_ms * 3),
+            FaultName::ExpireLease
+            | FaultName::Redeliver
+            | FaultName::DuplicateDelivery
+            | FaultName::LostResponse => Size::None,
+        }
+    }
+
+    /// A fault of this kind aimed at `aim`, of `size` (milliseconds, or a choice's index).
+    /// The one place a kind is built from its parts: every generator goes through it.
+    pub fn make(self, aim: Aim, size: u64) -> FaultKind {
+        let Aim { worker, merchant, instance } = aim;
+        match self {
+            FaultName::Pause => FaultKind::Pause { worker, duration_ms: size },
+            FaultName::Crash => FaultKind::Crash { worker, restart_after_ms: size },
+            FaultName::ExpireLease => FaultKind::ExpireLease { instance, merchant },
+            FaultName::RedisClockJump => FaultKind::RedisClockJump { instance, by_ms: size },
+            FaultName::RedisRestart => {
+                FaultKind::RedisRestart { instance, persistence: Persistence::ALL[size as usize] }
+            }
+            FaultName::Redeliver => FaultKind::Redeliver { worker },
+            FaultName::DuplicateDelivery => FaultKind::DuplicateDelivery { worker },
+            FaultName::DbDelay => FaultKind::DbDelay { worker, delay_ms: size },
+            FaultName::GatewayLatency => FaultKind::GatewayLatency { worker, extra_ms: size },
+            FaultName::LostResponse => FaultKind::LostResponse { worker },
+            FaultName::GatewayConflicts => FaultKind::GatewayConflicts { for_ms: size },
+        }
     }
 }
 
@@ -183,6 +244,23 @@ impl FaultPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_is_made_as_itself_at_every_end_of_its_sizes() {
+        let aim = Aim { worker: WorkerId(1), merchant: MerchantId(7), instance: 0 };
+        for kind in FaultName::all() {
+            let ends = match kind.sizes(1_000) {
+                Size::None => vec![0],
+                Size::Ms(range) => vec![*range.start(), *range.end()],
+                Size::OneOf(choices) => vec![0, choices as u64 - 1],
+            };
+            for size in ends {
+                let made = kind.make(aim, size);
+                assert_eq!(made.kind(), kind);
+                assert!(Fault { kind: made, trigger: Trigger::At { at_ms: 0 } }.validate(0, 2, 1).is_ok());
+            }
+        }
+    }
 
     #[test]
     fn a_plan_round_trips_through_json_and_refuses_unknown_fields() {
