@@ -38,7 +38,7 @@ fn explore_with(mechanism: Mechanism, seeds: u64, jobs: usize, out: &std::path::
 #[test]
 fn every_mechanism_not_safe_under_every_fault_fails_within_2000_seeds_and_its_replay_file_reproduces_it() {
     let out = out_dir("fails");
-    for mechanism in Mechanism::ALL.into_iter().filter(|m| m.policy().safety != Safety::Safe) {
+    for mechanism in Mechanism::ALL.into_iter().filter(|m| m.spec().safety != Safety::Safe) {
         let report = explore_with(mechanism, 2_000, 2, &out);
         let seed =
             report.first_failing_seed.unwrap_or_else(|| panic!("{mechanism}: no violation in 2,000 seeds"));
@@ -71,7 +71,7 @@ fn the_results_do_not_depend_on_the_number_of_threads() {
 #[test]
 fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_every_fault_kind_fires() {
     let safe: Vec<Mechanism> =
-        Mechanism::ALL.into_iter().filter(|m| m.policy().safety == Safety::Safe).collect();
+        Mechanism::ALL.into_iter().filter(|m| m.spec().safety == Safety::Safe).collect();
     assert_eq!(safe, [Mechanism::FencedDbSequence], "the coverage below is measured on the safe mechanism");
     let out = out_dir("safe");
     let config = ExploreConfig {
@@ -113,7 +113,7 @@ fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_ever
 #[test]
 fn every_mechanism_safe_unless_its_counter_is_lost_keeps_every_invariant_when_redis_keeps_it() {
     let out = out_dir("fenced");
-    for mechanism in Mechanism::ALL.into_iter().filter(|m| m.policy().safety == Safety::UnlessCounterLost) {
+    for mechanism in Mechanism::ALL.into_iter().filter(|m| m.spec().safety == Safety::UnlessCounterLost) {
         let config = ExploreConfig {
             scenario: "random".into(),
             mechanism,

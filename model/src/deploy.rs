@@ -25,7 +25,7 @@ impl Mechanism {
         store: &SqliteRefunds,
     ) -> rusqlite::Result<()> {
         for &(merchant, value) in counters {
-            match self.policy().tokens {
+            match self.spec().tokens {
                 TokenPolicy::RedisIncr => redis.set(&counter_key(merchant), value),
                 TokenPolicy::DbSequence => store.set_sequence(merchant, value)?,
                 TokenPolicy::None => {}
@@ -43,7 +43,7 @@ impl Mechanism {
         redis: &mut impl CounterAdmin,
         store: &SqliteRefunds,
     ) -> Vec<(String, i64)> {
-        if !self.policy().seed_counter_on_restart || instance != 0 {
+        if !self.spec().seed_counter_on_restart || instance != 0 {
             return Vec::new();
         }
         let mut seeded = Vec::new();

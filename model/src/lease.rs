@@ -20,7 +20,7 @@ impl<I, C> LeaseClient<I, C> {
             mechanism.redis_instances(),
             "{mechanism} holds its lease on that many instances"
         );
-        LeaseClient { kind: mechanism.policy().lease, instances, clock }
+        LeaseClient { kind: mechanism.spec().lease, instances, clock }
     }
 
     fn majority(&self) -> usize {
@@ -110,7 +110,7 @@ impl<I, S> TokenClient<I, S> {
     /// Where `mechanism` takes its tokens from: the database's sequence, or else the
     /// counter on the first Redis instance (a mechanism without tokens never asks).
     pub fn new(mechanism: Mechanism, redis: I, store: S) -> TokenClient<I, S> {
-        match mechanism.policy().tokens {
+        match mechanism.spec().tokens {
             TokenPolicy::DbSequence => TokenClient::Database(store),
             TokenPolicy::None | TokenPolicy::RedisIncr => TokenClient::Redis(redis),
         }

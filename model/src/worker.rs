@@ -91,8 +91,8 @@ where
     /// Settles one delivery of a job.
     pub async fn settle(&mut self, delivery: Delivery) -> BatchOutcome {
         let Job { merchant, .. } = delivery.job;
-        let p = &self.ports;
-        p.probe.reached(Step::JobReceived { job: delivery.job, receipt: delivery.receipt }).await;
+        let ports = &self.ports;
+        ports.probe.reached(Step::JobReceived { job: delivery.job, receipt: delivery.receipt }).await;
 
         let lock_key = format!("lock:settle:{merchant}");
         self.acquisitions += 1;
@@ -101,22 +101,22 @@ where
         } else {
             format!("{}#{}", self.config.id, self.acquisitions)
         };
-        let p = &self.ports;
-        match p.lease.acquire(&lock_key, &lock_value, self.config.ttl_ms).await {
+        let ports = &self.ports;
+        match ports.lease.acquire(&lock_key, &lock_value, self.config.ttl_ms).await {
             Ok(true) => {}
             Ok(false) => {
-                p.probe.reached(Step::LeaseBusy { merchant }).await;
+                ports.probe.reached(Step::LeaseBusy { merchant }).await;
                 return BatchOutcome::LeaseBusy;
             }
             Err(_) => return self.abandon(AbandonReason::BackendError).await,
         }
-        p.probe.reached(Step::LeaseAcquired { merchant, acquisition: self.acquisitions }).await;
+        ports.probe.reached(Step::LeaseAcquired { merchant, acquisition: self.acquisitions }).await;
 
         let lost = AtomicBool::new(false);
         let held = Held { key: &lock_key, value: &lock_value, lost: &lost };
         let outcome = match self.take_token(delivery.job, &held).await {
             Err(abandon) => Err(abandon),
-            Ok(token) if self.config.mechanism.policy().renewal => {
+            Ok(token) if self.config.mechanism.spec().renewal => {
                 let batch = std::pin::pin!(self.settle_rows(merchant, token, &held));
                 let renewal = std::pin::pin!(self.renew(&held));
                 match futures_util::future::select(batch, renewal).await {
@@ -127,16 +127,16 @@ where
             Ok(token) => self.settle_rows(merchant, token, &held).await,
         };
 
-        let p = &self.ports;
-        let released = match self.config.mechanism.policy().release {
-            ReleasePolicy::CompareAndDelete => p.lease.release(&lock_key, &lock_value).await,
-            ReleasePolicy::PlainDel => p.lease.delete(&lock_key).await,
+        let ports = &self.ports;
+        let released = match self.config.mechanism.spec().release {
+            ReleasePolicy::CompareAndDelete => ports.lease.release(&lock_key, &lock_value).await,
+            ReleasePolicy::PlainDel => ports.lease.delete(&lock_key).await,
         }
         .unwrap_or(false);
-        p.probe.reached(Step::Released { released }).await;
+        ports.probe.reached(Step::Released { released }).await;
         match outcome {
             Ok(()) => {
-                p.probe.reached(Step::BatchCompleted { merchant }).await;
+                ports.probe.reached(Step::BatchCompleted { merchant }).await;
                 BatchOutcome::Completed
             }
             Err(Abandon(reason)) => self.abandon(reason).await,
@@ -166,21 +166,24 @@ where
     /// Takes the batch's token (if the mechanism fences) and confirms the lease is still
     /// ours once it is issued.
     async fn take_token(&self, job: Job, held: &Held<'_>) -> Result<Option<Token>, Abandon> {
-        if self.config.mechanism.policy().tokens == TokenPolicy::None {
+        if self.config.mechanism.spec().tokens == TokenPolicy::None {
             return Ok(None);
         }
-        let p = &self.ports;
+        let ports = &self.ports;
         let token =
-            p.tokens.next_token(job.merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
-        p.probe.reached(Step::TokenTaken { token }).await;
+            ports.tokens.next_token(job.merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
+        ports.probe.reached(Step::TokenTaken { token }).await;
         // Tokens rise in the order leases were granted only if each was issued while its
         // holder's lease was live. A holder held up between its lease and its token (a
         // pause, a slow hop) could otherwise draw a token newer than its successor's and
         // fence the live holder out. A lease that is live now was live when the token was
         // issued: keys do not come back.
-        let ours =
-            p.lease.holds(held.key, held.value).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
-        p.probe.reached(Step::LeaseChecked { refund: None, held: ours }).await;
+        let ours = ports
+            .lease
+            .holds(held.key, held.value)
+            .await
+            .map_err(|_| Abandon(AbandonReason::BackendError))?;
+        ports.probe.reached(Step::LeaseChecked { refund: None, held: ours }).await;
         if !ours {
             return Err(Abandon(AbandonReason::LeaseLost));
         }
@@ -193,12 +196,13 @@ where
         token: Option<Token>,
         held: &Held<'_>,
     ) -> Result<(), Abandon> {
-        let p = &self.ports;
+        let ports = &self.ports;
         let guard = self.config.mechanism.guard(token);
 
-        let rows = p.store.open_refunds(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
+        let rows =
+            ports.store.open_refunds(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
         let sending = rows.iter().filter(|r| r.state == RefundState::Sending).count() as u32;
-        p.probe.reached(Step::RowsSelected { open: rows.len() as u32, sending }).await;
+        ports.probe.reached(Step::RowsSelected { open: rows.len() as u32, sending }).await;
 
         for row in &rows {
             self.settle_row(row, guard, held).await?;
@@ -211,14 +215,14 @@ where
         if held.lost.load(Ordering::Relaxed) {
             return Err(Abandon(AbandonReason::LeaseLost));
         }
-        if self.config.mechanism.policy().check_before_write {
-            let p = &self.ports;
-            let ours = p
+        if self.config.mechanism.spec().check_before_write {
+            let ports = &self.ports;
+            let ours = ports
                 .lease
                 .holds(held.key, held.value)
                 .await
                 .map_err(|_| Abandon(AbandonReason::BackendError))?;
-            p.probe.reached(Step::LeaseChecked { refund: Some(refund), held: ours }).await;
+            ports.probe.reached(Step::LeaseChecked { refund: Some(refund), held: ours }).await;
             if !ours {
                 return Err(Abandon(AbandonReason::LeaseLost));
             }
@@ -227,13 +231,13 @@ where
     }
 
     async fn settle_row(&self, row: &RefundRow, guard: WriteGuard, held: &Held<'_>) -> Result<(), Abandon> {
-        let p = &self.ports;
+        let ports = &self.ports;
         // A row left in `sending` may mean a call already went out: ask before paying.
         let mut paid = None;
         if row.state == RefundState::Sending {
             let found =
-                p.gateway.find(row.id).await.map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?;
-            p.probe.reached(Step::AfterLookup { refund: row.id, found: found.is_some() }).await;
+                ports.gateway.find(row.id).await.map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?;
+            ports.probe.reached(Step::AfterLookup { refund: row.id, found: found.is_some() }).await;
             paid = found;
         }
 
@@ -241,21 +245,21 @@ where
         if !self.write(WriteKind::Claim, row.id, guard).await? {
             return Ok(());
         }
-        p.probe.reached(Step::AfterClaim { refund: row.id }).await;
+        ports.probe.reached(Step::AfterClaim { refund: row.id }).await;
 
         let receipt = match paid {
             Some(receipt) => receipt,
-            None => p
+            None => ports
                 .gateway
                 .refund(row.id, IdempotencyKey::of(row.id), row.amount)
                 .await
                 .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?,
         };
-        p.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
+        ports.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
 
         self.still_holding(row.id, held).await?;
         if self.write(WriteKind::Confirm, row.id, guard).await? {
-            p.probe.reached(Step::AfterConfirm { refund: row.id }).await;
+            ports.probe.reached(Step::AfterConfirm { refund: row.id }).await;
         }
         Ok(())
     }
@@ -263,23 +267,23 @@ where
     /// Runs one write. `Ok(true)`: a row was updated; `Ok(false)`: none was and the
     /// mechanism skips the row; `Err`: none was and the mechanism abandons the batch.
     async fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<bool, Abandon> {
-        let p = &self.ports;
+        let ports = &self.ports;
         let outcome = match kind {
-            WriteKind::Claim => p.store.claim(refund, guard).await,
-            WriteKind::Confirm => p.store.confirm(refund, guard).await,
+            WriteKind::Claim => ports.store.claim(refund, guard).await,
+            WriteKind::Confirm => ports.store.confirm(refund, guard).await,
         }
         .map_err(|_| Abandon(AbandonReason::BackendError))?;
         if outcome.rows_updated > 0 {
             return Ok(true);
         }
-        match (self.config.mechanism.policy().on_rejected_write, guard) {
+        match (self.config.mechanism.spec().on_rejected_write, guard) {
             (OnRejectedWrite::Abandon, WriteGuard::Fence(token)) => {
                 let violation = FenceViolation { refund, token, write: kind };
-                p.probe.reached(Step::FenceViolation { violation }).await;
+                ports.probe.reached(Step::FenceViolation { violation }).await;
                 Err(Abandon(AbandonReason::FenceViolation))
             }
             _ => {
-                p.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
+                ports.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
                 Ok(false)
             }
         }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 pub fn run() -> ExitCode {
     for mechanism in Mechanism::ALL {
-        println!("{:<20} {}", mechanism.name(), mechanism.policy().promise);
+        println!("{:<20} {}", mechanism.name(), mechanism.spec().promise);
     }
     ExitCode::SUCCESS
 }

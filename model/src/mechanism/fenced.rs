@@ -1,14 +1,14 @@
 //! The TTL lease plus a fencing token from `INCR`: every claim needs `fence < token`,
 //! every confirm `fence = token`, and a write that matches no row abandons the batch.
 
-use super::{OnRejectedWrite, Policy, Safety, TokenPolicy};
+use super::{OnRejectedWrite, Spec, Safety, TokenPolicy};
 
-pub const POLICY: Policy = Policy {
+pub const SPEC: Spec = Spec {
     name: "fenced",
     promise:
         "rows are safe: the store turns a stale token away; a counter lost with Redis stalls the merchant",
     safety: Safety::UnlessCounterLost,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
-    ..Policy::BASE
+    ..Spec::BASE
 };

@@ -1,9 +1,9 @@
 //! Fenced, and when Redis starts the counter is seeded from `MAX(fence)` of the merchant's
 //! rows. A token issued but not yet written to any row is invisible to that seed.
 
-use super::{OnRejectedWrite, Policy, Safety, TokenPolicy};
+use super::{OnRejectedWrite, Spec, Safety, TokenPolicy};
 
-pub const POLICY: Policy = Policy {
+pub const SPEC: Spec = Spec {
     name: "fenced-seeded",
     promise:
         "recovers from a lost counter, but may issue a token again that was handed out and not yet written",
@@ -11,5 +11,5 @@ pub const POLICY: Policy = Policy {
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
     seed_counter_on_restart: true,
-    ..Policy::BASE
+    ..Spec::BASE
 };

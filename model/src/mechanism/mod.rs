@@ -58,7 +58,7 @@ pub enum Safety {
 
 /// What a mechanism is, in data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Policy {
+pub struct Spec {
     pub name: &'static str,
     pub promise: &'static str,
     pub safety: Safety,
@@ -74,9 +74,9 @@ pub struct Policy {
     pub seed_counter_on_restart: bool,
 }
 
-impl Policy {
+impl Spec {
     /// The shape most mechanisms share: one instance, compare-and-delete, nothing extra.
-    pub const BASE: Policy = Policy {
+    pub const BASE: Spec = Spec {
         name: "",
         promise: "",
         safety: Safety::Unsafe,
@@ -91,8 +91,8 @@ impl Policy {
 }
 
 /// The registry: one line per mechanism, `Variant => module`. The module holds the
-/// mechanism's `POLICY`; this line declares the module, the variant, its place in
-/// `Mechanism::ALL` and its policy, so adding a mechanism is a new file and one line here.
+/// mechanism's `SPEC`; this line declares the module, the variant, its place in
+/// `Mechanism::ALL` and its spec, so adding a mechanism is a new file and one line here.
 macro_rules! mechanisms {
     ($($variant:ident => $module:ident,)+) => {
         $(pub mod $module;)+
@@ -105,9 +105,9 @@ macro_rules! mechanisms {
         impl Mechanism {
             pub const ALL: [Mechanism; [$(Mechanism::$variant,)+].len()] = [$(Mechanism::$variant,)+];
 
-            pub fn policy(self) -> &'static Policy {
+            pub fn spec(self) -> &'static Spec {
                 match self {
-                    $(Mechanism::$variant => &$module::POLICY,)+
+                    $(Mechanism::$variant => &$module::SPEC,)+
                 }
             }
         }
@@ -127,12 +127,12 @@ mechanisms! {
 
 impl Mechanism {
     pub fn name(self) -> &'static str {
-        self.policy().name
+        self.spec().name
     }
 
     /// How many Redis instances the lease lives on: five for Redlock, else one.
     pub fn redis_instances(self) -> usize {
-        match self.policy().lease {
+        match self.spec().lease {
             LeaseKind::Single => 1,
             LeaseKind::Redlock => 5,
         }
@@ -140,7 +140,7 @@ impl Mechanism {
 
     /// The guard this mechanism puts on every write of a holder with `token`.
     pub fn guard(self, token: Option<Token>) -> WriteGuard {
-        match (self.policy().tokens, token) {
+        match (self.spec().tokens, token) {
             (TokenPolicy::None, _) | (_, None) => WriteGuard::Unfenced,
             (_, Some(t)) => WriteGuard::Fence(t),
         }
@@ -157,7 +157,7 @@ mod tests {
     fn names_round_trip_and_unknown_names_are_refused_with_the_choices() {
         for m in Mechanism::ALL {
             assert_eq!(m.name().parse::<Mechanism>(), Ok(m));
-            assert!(!m.policy().promise.is_empty());
+            assert!(!m.spec().promise.is_empty());
         }
         let err = "fencing".parse::<Mechanism>().unwrap_err();
         assert!(err.contains("unknown mechanism 'fencing'"), "{err}");

@@ -1,14 +1,14 @@
 //! Fenced writes, but the lease is released with a plain `DEL`: a holder whose lease
 //! expired deletes its successor's lease on the way out.
 
-use super::{OnRejectedWrite, Policy, ReleasePolicy, Safety, TokenPolicy};
+use super::{OnRejectedWrite, Spec, ReleasePolicy, Safety, TokenPolicy};
 
-pub const POLICY: Policy = Policy {
+pub const SPEC: Spec = Spec {
     name: "plain-del-release",
     promise: "rows stay fenced, but an expired holder's DEL frees the lock under its successor",
     safety: Safety::Unsafe,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
     release: ReleasePolicy::PlainDel,
-    ..Policy::BASE
+    ..Spec::BASE
 };

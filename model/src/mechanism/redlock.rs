@@ -1,12 +1,12 @@
 //! The lease taken on a majority of five Redis instances within its validity time, and no
 //! fencing token. A pause or a clock jump lets two workers hold majorities at once.
 
-use super::{LeaseKind, Policy, Safety};
+use super::{LeaseKind, Spec, Safety};
 
-pub const POLICY: Policy = Policy {
+pub const SPEC: Spec = Spec {
     name: "redlock",
     promise: "tolerates a lost Redis instance; still no defence against a pause or a clock jump",
     safety: Safety::Unsafe,
     lease: LeaseKind::Redlock,
-    ..Policy::BASE
+    ..Spec::BASE
 };
