@@ -37,7 +37,8 @@ fn record(events: Vec<EventKind>) -> RunRecord {
         settled: true,
         ended_at_ms: 100,
         last_fault_ms: None,
-        open_jobs: Vec::new(),
+        // the merchant's job is still open: its rows wait for it, not for nobody
+        open_jobs: vec![(Job { id: JobId(1), merchant: M_4471 }, 1)],
         leaked_tasks: 0,
     }
 }
@@ -202,4 +203,65 @@ fn two_believers_show_in_the_diagnostic_without_failing_the_run() {
     assert_eq!(holder.breaches.len(), 1);
     assert!(!holder.is_violation());
     assert!(broken(&history).is_empty());
+}
+
+/// The history with row `refund` left at `state` and `fence`, as its writes left it.
+fn ending_with(mut history: RunRecord, refund: u32, state: RefundState, fence: i64) -> RunRecord {
+    let row = history.final_rows.iter_mut().find(|row| row.id == RefundId(refund)).unwrap();
+    (row.state, row.fence) = (state, fence);
+    history
+}
+
+#[test]
+fn rows_left_unsent_behind_an_acked_job_are_dropped_work() {
+    let mut history =
+        record(vec![EventKind::JobAcked { job: JobId(1), worker: A, receipt: 1, accepted: true }]);
+    history.open_jobs.clear();
+    let verdicts = checks(&history);
+    let settled = verdicts.iter().find(|check| check.invariant == "rows-settled").unwrap();
+    assert!(settled.is_violation());
+    assert_eq!(settled.breaches.len(), 1_200);
+    assert!(
+        settled.breaches[0].detail.contains("r_001 of m_4471 is still pending"),
+        "{:?}",
+        settled.breaches[0]
+    );
+    assert!(settled.breaches[0].detail.contains("acked by A at 10:00:00.000"), "{:?}", settled.breaches[0]);
+    assert_eq!(broken(&history), ["rows-settled"]);
+}
+
+#[test]
+fn a_later_lease_writing_with_a_token_no_larger_than_an_earlier_one_breaks_token_order() {
+    let same = record(vec![
+        write(A, 1, WriteKind::Claim, 1, RefundState::Sending, 34),
+        write(B, 2, WriteKind::Claim, 2, RefundState::Sending, 34),
+    ]);
+    let same = ending_with(ending_with(same, 1, RefundState::Sending, 34), 2, RefundState::Sending, 34);
+    assert_eq!(broken(&same), ["token-order"]);
+    let order = checks(&same).into_iter().find(|check| check.invariant == "token-order").unwrap();
+    assert!(order.breaches[0].detail.contains("B (epoch 2) wrote with token 34"), "{:?}", order.breaches[0]);
+    let larger = record(vec![
+        write(A, 1, WriteKind::Claim, 1, RefundState::Sending, 34),
+        write(B, 2, WriteKind::Claim, 2, RefundState::Sending, 35),
+    ]);
+    let larger = ending_with(ending_with(larger, 1, RefundState::Sending, 34), 2, RefundState::Sending, 35);
+    assert!(broken(&larger).is_empty(), "{:?}", broken(&larger));
+}
+
+#[test]
+fn a_write_after_the_writers_lease_ended_shows_in_the_diagnostic_without_failing_the_run() {
+    // epoch 1 (A) ended at 5 ms; its write lands at 7 ms (the event's index)
+    let mut events: Vec<EventKind> = (0..7).map(|_| EventKind::Resumed { worker: B }).collect();
+    events.push(write(A, 1, WriteKind::Claim, 1, RefundState::Sending, 34));
+    let history = ending_with(record(events), 1, RefundState::Sending, 34);
+    let after =
+        checks(&history).into_iter().find(|check| check.invariant == "writes-after-lease-end").unwrap();
+    assert_eq!(after.breaches.len(), 1);
+    assert!(
+        after.breaches[0].detail.contains("accepted 2 ms after its lease ended"),
+        "{:?}",
+        after.breaches[0]
+    );
+    assert!(!after.is_violation());
+    assert!(broken(&history).is_empty(), "{:?}", broken(&history));
 }

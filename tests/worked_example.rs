@@ -321,3 +321,37 @@ fn the_fenced_worked_example_is_the_same_story_whatever_the_seed() {
         assert_eq!(outcome.trace_hash, first, "seed {seed}");
     }
 }
+
+/// Post-mortem: a worker whose queue client acks a job as soon as it is delivered (an
+/// auto-ack consumer) and then dies mid-batch takes the job with it. The queue has nothing
+/// to hand on, the run settles, and before `rows-settled` no invariant said a word: every
+/// check was about rows that were written, none about rows nobody came back for.
+#[test]
+fn a_worker_that_acks_on_delivery_and_crashes_after_r_100_leaves_1_100_refunds_unpaid_and_rows_settled_says_so(
+) {
+    use fencesim::mutant::Mutant;
+    use fencesim::runner::run_planted;
+    let crashed = worked_example()
+        .to_builder()
+        .without_faults()
+        .crash_at_step(A, fencesim::model::StepKind::AfterConfirm, 100, 1_000)
+        .build();
+    let planted = run_planted(&crashed, DEFAULT_SEED, Mutant::AckOnReceive).unwrap();
+    let unpaid = planted.record.final_rows.iter().filter(|row| row.state != RefundState::Sent).count();
+    assert_eq!(unpaid, 1_100);
+    assert!(planted.record.settled, "the job was acked: the queue has nothing left to hand on");
+    let check = planted.check("rows-settled");
+    assert!(check.is_violation());
+    assert_eq!(check.breaches.len(), 1_100);
+    assert!(
+        check.breaches[0].detail.contains("r_101 of m_4471 is still pending"),
+        "{}",
+        check.breaches[0].detail
+    );
+    assert!(check.breaches[0].detail.contains("acked by A"), "{}", check.breaches[0].detail);
+    // The same crash with acks after the batch: the job comes back and every refund is paid.
+    let right = run(&crashed, DEFAULT_SEED).unwrap();
+    assert!(right.check("rows-settled").holds());
+    assert!(right.passed(), "{}", right.breach_lines("", false));
+    assert_eq!(right.tally().refunds_sent, 1_200);
+}

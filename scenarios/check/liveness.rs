@@ -2,7 +2,7 @@
 //! stall is reported with its cause.
 
 use crate::check::facts::{Breach, Facts};
-use fencesim_model::Step;
+use fencesim_model::{RefundState, Step};
 use fencesim_sim::EventKind;
 
 /// progress, once healed: every job completes within the settle bound after the last
@@ -20,6 +20,39 @@ pub fn progress(facts: &Facts<'_>) -> Vec<Breach> {
                 ),
             });
         }
+    }
+    breaches
+}
+
+/// rows-settled, at rest: every refund row is `sent` at the end, or its job is still open
+/// (and progress names the stall). A row left unsent behind an acked job is dropped work:
+/// an ack proves nothing about the rows.
+///
+/// What it misses: a row paid at the gateway but never confirmed while its job is still
+/// open (progress reports the job, not the row).
+pub fn rows_settled(facts: &Facts<'_>) -> Vec<Breach> {
+    let open: Vec<_> = facts.record.open_jobs.iter().map(|(job, _)| job.merchant).collect();
+    let mut breaches = Vec::new();
+    for row in facts.record.final_rows.iter().filter(|row| row.state != RefundState::Sent) {
+        if open.contains(&row.merchant) {
+            continue;
+        }
+        let acked = facts.record.events.iter().rev().find_map(|event| match &event.kind {
+            EventKind::JobAcked { job, worker, accepted: true, .. }
+                if facts.world.jobs.iter().any(|j| j.id == *job && j.merchant == row.merchant) =>
+            {
+                Some(format!("its job was acked by {worker} at {}", facts.at(event.at_ms)))
+            }
+            _ => None,
+        });
+        let why = acked.unwrap_or_else(|| "no job for its merchant is open".to_owned());
+        breaches.push(Breach {
+            at_ms: facts.record.ended_at_ms,
+            detail: format!(
+                "{} of {} is still {} at the end, and {why}: nobody will pay it",
+                row.id, row.merchant, row.state
+            ),
+        });
     }
     breaches
 }
@@ -47,6 +80,22 @@ fn stall_cause(facts: &Facts<'_>) -> String {
                 violation.token
             )
         }
-        None => "cause: no worker finished a batch (no fence violation was recorded)".to_owned(),
+        None => last_abandon(facts),
+    }
+}
+
+/// The last batch given up, and why, as a stall's cause.
+fn last_abandon(facts: &Facts<'_>) -> String {
+    let last = facts.record.events.iter().rev().find_map(|event| match &event.kind {
+        EventKind::Step { worker, step: Step::BatchAbandoned { reason } } => {
+            Some((event.at_ms, *worker, *reason))
+        }
+        _ => None,
+    });
+    match last {
+        Some((at, worker, reason)) => {
+            format!("cause: the last batch was given up at {} by {worker}: {reason}", facts.at(at))
+        }
+        None => "cause: no worker finished a batch, and none gave one up".to_owned(),
     }
 }

@@ -9,6 +9,7 @@ pub mod facts;
 pub mod lease;
 pub mod liveness;
 pub mod money;
+pub mod order;
 pub mod rows;
 pub mod table;
 

@@ -2,7 +2,7 @@
 //! explorations and the matrix list the invariants from this table, in its order.
 
 use crate::check::facts::{Breach, Facts};
-use crate::check::{lease, liveness, money, rows};
+use crate::check::{lease, liveness, money, order, rows};
 use serde::Serialize;
 
 /// When an invariant must hold.
@@ -24,15 +24,22 @@ pub struct Invariant {
 }
 
 /// Every invariant of the design, in the order reports list them.
-pub const INVARIANTS: [Invariant; 8] = [
+pub const INVARIANTS: [Invariant; 11] = [
     Invariant { name: "no-double-refund", kind: CheckKind::Always, check: money::no_double_refund },
     Invariant { name: "no-stale-confirm", kind: CheckKind::Always, check: rows::no_stale_confirm },
     Invariant { name: "monotonic-fences", kind: CheckKind::Always, check: rows::monotonic_fences },
+    Invariant { name: "token-order", kind: CheckKind::Always, check: order::token_order },
     Invariant { name: "state-machine", kind: CheckKind::Always, check: rows::state_machine },
     Invariant { name: "lease-integrity", kind: CheckKind::Always, check: lease::lease_integrity },
     Invariant { name: "ledger-matches-rows", kind: CheckKind::AtRest, check: money::ledger_matches_rows },
+    Invariant { name: "rows-settled", kind: CheckKind::AtRest, check: liveness::rows_settled },
     Invariant { name: "progress", kind: CheckKind::OnceHealed, check: liveness::progress },
     Invariant { name: "single-holder", kind: CheckKind::Diagnostic, check: lease::single_holder },
+    Invariant {
+        name: "writes-after-lease-end",
+        kind: CheckKind::Diagnostic,
+        check: order::writes_after_lease_end,
+    },
 ];
 
 impl Invariant {
@@ -107,6 +114,6 @@ mod tests {
             .filter(|invariant| !invariant.fails_runs())
             .map(|invariant| invariant.name)
             .collect();
-        assert_eq!(shown, ["single-holder"]);
+        assert_eq!(shown, ["single-holder", "writes-after-lease-end"]);
     }
 }

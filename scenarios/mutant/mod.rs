@@ -9,6 +9,7 @@ mod planted;
 pub use planted::Planted;
 
 use fencesim_model::Mechanism;
+use fencesim_sim::GatewayMode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mutant {
@@ -37,10 +38,13 @@ pub enum Mutant {
     KeyPerAttempt,
     /// The claim also accepts rows already `sent`.
     ClaimAcceptsSent,
+    /// The consumer acks a job as soon as it is delivered, not when its batch is done
+    /// (a queue client's auto-ack): a worker that dies mid-batch takes the job with it.
+    AckOnReceive,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::ClaimFenceAtMost,
         Mutant::ConfirmFenceAtLeast,
         Mutant::ConfirmWithoutFence,
@@ -53,6 +57,7 @@ impl Mutant {
         Mutant::NoReseedAfterRestart,
         Mutant::KeyPerAttempt,
         Mutant::ClaimAcceptsSent,
+        Mutant::AckOnReceive,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +74,7 @@ impl Mutant {
             Mutant::NoReseedAfterRestart => "no-reseed-after-restart",
             Mutant::KeyPerAttempt => "key-per-attempt",
             Mutant::ClaimAcceptsSent => "claim-accepts-sent",
+            Mutant::AckOnReceive => "ack-on-receive",
         }
     }
 
@@ -86,7 +92,29 @@ impl Mutant {
             | Mutant::ReleaseWithDel
             | Mutant::SharedLockValue
             | Mutant::KeyPerAttempt
-            | Mutant::ClaimAcceptsSent => Mechanism::FencedDbSequence,
+            | Mutant::ClaimAcceptsSent
+            | Mutant::AckOnReceive => Mechanism::FencedDbSequence,
+        }
+    }
+
+    /// The gateway a mutant is searched with. A claim whose row count is ignored lets a stale
+    /// worker call the gateway for a row it does not own; an idempotent gateway absorbs that
+    /// call (which is why the idempotency key exists), so the search uses one that pays.
+    pub fn gateway(self) -> GatewayMode {
+        match self {
+            Mutant::ClaimRowCountIgnored => GatewayMode::NonIdempotent,
+            Mutant::ClaimFenceAtMost
+            | Mutant::ConfirmFenceAtLeast
+            | Mutant::ConfirmWithoutFence
+            | Mutant::TokenPerJob
+            | Mutant::TokenPerWorker
+            | Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::ExtendRecreates
+            | Mutant::NoReseedAfterRestart
+            | Mutant::KeyPerAttempt
+            | Mutant::ClaimAcceptsSent
+            | Mutant::AckOnReceive => GatewayMode::Idempotent,
         }
     }
 
@@ -101,6 +129,7 @@ impl Mutant {
             Mutant::ExtendRecreates => "the Redis port's renewal script",
             Mutant::NoReseedAfterRestart => "the deployment's Redis start-up routine",
             Mutant::KeyPerAttempt => "the gateway port",
+            Mutant::AckOnReceive => "the job queue port",
         }
     }
 }

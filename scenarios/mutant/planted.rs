@@ -3,12 +3,12 @@
 
 use super::Mutant;
 use fencesim_model::{
-    BackendError, Cents, Gateway, GatewayError, IdempotencyKey, LeaseClient, LeaseStore, MerchantId, Receipt,
-    RedisInstance, RefundId, RefundStore, Statements, Token, TokenClient, TokenSource, WorkerId, WriteGuard,
-    WriteOutcome,
+    BackendError, Cents, Delivery, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseClient, LeaseStore,
+    MerchantId, Receipt, RedisInstance, RefundId, RefundStore, Statements, Token, TokenClient, TokenSource,
+    WorkerId, WriteGuard, WriteOutcome,
 };
-use fencesim_sim::port::{ClockClient, GatewayClient, RedisClient, StoreClient};
-use fencesim_sim::{Connections, Wired, Wiring};
+use fencesim_sim::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
+use fencesim_sim::{Connections, Wired, WiredOf, Wiring};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -37,8 +37,9 @@ impl Wiring for Planted {
     type Tokens = PlantedTokens<TokenClient<RedisClient, StoreClient>>;
     type Store = PlantedStore;
     type Gateway = PlantedGateway;
+    type Queue = PlantedQueue;
 
-    fn wire(&self, connections: Connections) -> Wired<Self::Lease, Self::Tokens, Self::Store, Self::Gateway> {
+    fn wire(&self, connections: Connections) -> WiredOf<Self> {
         let mutant = self.0;
         let acquisitions = Arc::new(AtomicU32::new(0));
         let recreate = mutant == Mutant::ExtendRecreates;
@@ -57,7 +58,8 @@ impl Wiring for Planted {
             worker: connections.worker,
             acquisitions,
         };
-        Wired { lease, tokens, store, gateway }
+        let queue = PlantedQueue { inner: connections.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
+        Wired { lease, tokens, store, gateway, queue }
     }
 
     fn statements(&self) -> Statements {
@@ -74,7 +76,8 @@ impl Wiring for Planted {
             | Mutant::SharedLockValue
             | Mutant::ExtendRecreates
             | Mutant::NoReseedAfterRestart
-            | Mutant::KeyPerAttempt => right,
+            | Mutant::KeyPerAttempt
+            | Mutant::AckOnReceive => right,
         }
     }
 
@@ -254,6 +257,26 @@ impl Gateway for PlantedGateway {
             key
         };
         self.inner.refund(reference, key, amount).await
+    }
+}
+
+/// The job queue, under `ack-on-receive` acking each delivery as it arrives.
+pub struct PlantedQueue {
+    inner: QueueClient,
+    ack_on_receive: bool,
+}
+
+impl JobQueue for PlantedQueue {
+    async fn receive(&self) -> Option<Delivery> {
+        let delivery = self.inner.receive().await?;
+        if self.ack_on_receive {
+            self.inner.ack(delivery).await;
+        }
+        Some(delivery)
+    }
+
+    async fn ack(&self, delivery: Delivery) -> bool {
+        self.inner.ack(delivery).await
     }
 }
 

@@ -99,6 +99,27 @@ impl ScenarioBuilder {
         self
     }
 
+    /// Kills `worker`'s process the `nth` time it reaches `step`; a new one starts
+    /// `restart_after_ms` later.
+    pub fn crash_at_step(
+        mut self,
+        worker: WorkerId,
+        step: StepKind,
+        nth: u32,
+        restart_after_ms: u64,
+    ) -> Self {
+        let plan = std::mem::take(&mut self.scenario.world.faults);
+        self.scenario.world.faults =
+            plan.with(FaultKind::Crash { worker, restart_after_ms }, Trigger::Step { worker, step, nth });
+        self
+    }
+
+    /// Leaves out every fault planned so far (a variation of a story starts from its world).
+    pub fn without_faults(mut self) -> Self {
+        self.scenario.world.faults.faults.clear();
+        self
+    }
+
     pub fn settles_within_ms(mut self, ms: u64) -> Self {
         self.scenario.world.settle_ms = ms;
         self
@@ -106,5 +127,12 @@ impl ScenarioBuilder {
 
     pub fn build(self) -> Scenario {
         self.scenario
+    }
+}
+
+impl Scenario {
+    /// This scenario again, to be changed fact by fact.
+    pub fn to_builder(&self) -> ScenarioBuilder {
+        ScenarioBuilder { scenario: self.clone() }
     }
 }

@@ -10,7 +10,7 @@ use crate::runner::{run, run_planted, Outcome};
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::pool::Pool;
 use crate::search::shrink::shrink_plan;
-use fencesim_sim::{FaultPlan, GatewayMode};
+use fencesim_sim::FaultPlan;
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -37,30 +37,10 @@ pub fn catches(
         .map(|invariant| (invariant, wrong.trace_hash)))
 }
 
-/// The gateway a mutant is searched with. A claim whose row count is ignored lets a stale
-/// worker call the gateway for a row it does not own; an idempotent gateway absorbs that
-/// call (which is why the idempotency key exists), so the search uses one that pays.
-pub fn gateway_for(mutant: Mutant) -> GatewayMode {
-    match mutant {
-        Mutant::ClaimRowCountIgnored => GatewayMode::NonIdempotent,
-        Mutant::ClaimFenceAtMost
-        | Mutant::ConfirmFenceAtLeast
-        | Mutant::ConfirmWithoutFence
-        | Mutant::TokenPerJob
-        | Mutant::TokenPerWorker
-        | Mutant::ReleaseWithDel
-        | Mutant::SharedLockValue
-        | Mutant::ExtendRecreates
-        | Mutant::NoReseedAfterRestart
-        | Mutant::KeyPerAttempt
-        | Mutant::ClaimAcceptsSent => GatewayMode::Idempotent,
-    }
-}
-
 /// The scenario a mutant is searched on: the seed's random world, under the mechanism the
 /// bug is planted in.
 pub fn scenario_for(mutant: Mutant, seed: u64) -> Result<Scenario, String> {
-    scenario::build("random", seed, mutant.baseline(), gateway_for(mutant), FaultMask::ALL)
+    scenario::build("random", seed, mutant.baseline(), mutant.gateway(), FaultMask::ALL)
 }
 
 /// The smallest plan that still catches the mutant with the same invariant.
@@ -127,7 +107,7 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
     Ok(MutantReport {
         name: mutant.name(),
         baseline: mutant.baseline().name(),
-        gateway: gateway_for(mutant).name(),
+        gateway: mutant.gateway().name(),
         caught: first.is_some(),
         invariant: first.map(|found| found.1),
         seeds_to_detect_median: sorted[sorted.len() / 2],

@@ -39,4 +39,4 @@ pub use ledger::Epoch;
 pub use record::RunRecord;
 pub use redis::Persistence;
 pub use run::{run_wired, run_world};
-pub use wiring::{Connections, Plain, Wired, Wiring};
+pub use wiring::{Connections, Plain, Wired, WiredOf, Wiring};

@@ -70,7 +70,7 @@ type SimWorker<W> = Worker<
     <W as Wiring>::Tokens,
     <W as Wiring>::Store,
     <W as Wiring>::Gateway,
-    QueueClient,
+    <W as Wiring>::Queue,
     ProbeClient,
     ClockClient,
 >;
@@ -84,11 +84,11 @@ fn new_worker<W: Wiring>(world: &Arc<World>, wiring: &W, id: WorkerId, incarnati
         redis: (0..instances).map(|instance| RedisClient { link: link.clone(), instance }).collect(),
         store: StoreClient(link.clone()),
         gateway: GatewayClient(link.clone()),
+        queue: QueueClient(link.clone()),
         clock: ClockClient(link.clone()),
     };
-    let Wired { lease, tokens, store, gateway } = wiring.wire(connections);
+    let Wired { lease, tokens, store, gateway, queue } = wiring.wire(connections);
     let config = WorkerConfig { id, mechanism: world.config.mechanism, ttl_ms: world.config.ttl_ms };
-    let queue = QueueClient(link.clone());
     let probe = ProbeClient(link.clone());
     let ports = Ports { lease, tokens, store, gateway, queue, probe, clock: ClockClient(link) };
     Worker::new(config, ports, incarnation)

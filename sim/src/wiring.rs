@@ -3,9 +3,10 @@
 //! wire a worker differently (wrap a port to plant a bug, say) without the model or the
 //! world knowing: it gets the same connections and hands back the ports the worker uses.
 
-use crate::port::{ClockClient, GatewayClient, RedisClient, StoreClient};
+use crate::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
 use fencesim_model::{
-    Gateway, LeaseClient, LeaseStore, Mechanism, RefundStore, Statements, TokenClient, TokenSource, WorkerId,
+    Gateway, JobQueue, LeaseClient, LeaseStore, Mechanism, RefundStore, Statements, TokenClient, TokenSource,
+    WorkerId,
 };
 
 /// A worker's connections to the world, before any wiring.
@@ -16,6 +17,7 @@ pub struct Connections {
     pub redis: Vec<RedisClient>,
     pub store: StoreClient,
     pub gateway: GatewayClient,
+    pub queue: QueueClient,
     pub clock: ClockClient,
 }
 
@@ -31,23 +33,33 @@ impl Connections {
     }
 }
 
-/// The ports a wiring hands to a worker (the queue, the probe and the clock are always
-/// the world's own).
-pub struct Wired<L, T, S, G> {
+/// The ports a wiring hands to a worker (the probe and the clock are always the world's own).
+pub struct Wired<L, T, S, G, Q> {
     pub lease: L,
     pub tokens: T,
     pub store: S,
     pub gateway: G,
+    pub queue: Q,
 }
+
+/// The wired ports of a wiring `W`.
+pub type WiredOf<W> = Wired<
+    <W as Wiring>::Lease,
+    <W as Wiring>::Tokens,
+    <W as Wiring>::Store,
+    <W as Wiring>::Gateway,
+    <W as Wiring>::Queue,
+>;
 
 pub trait Wiring: Send + Sync + 'static {
     type Lease: LeaseStore + Send + Sync + 'static;
     type Tokens: TokenSource + Send + Sync + 'static;
     type Store: RefundStore + Send + Sync + 'static;
     type Gateway: Gateway + Send + Sync + 'static;
+    type Queue: JobQueue + Send + Sync + 'static;
 
     /// The ports of one worker process (called again for each new process after a crash).
-    fn wire(&self, connections: Connections) -> Wired<Self::Lease, Self::Tokens, Self::Store, Self::Gateway>;
+    fn wire(&self, connections: Connections) -> WiredOf<Self>;
 
     /// The SQL text the refund store writes with.
     fn statements(&self) -> Statements {
@@ -68,10 +80,12 @@ impl Wiring for Plain {
     type Tokens = TokenClient<RedisClient, StoreClient>;
     type Store = StoreClient;
     type Gateway = GatewayClient;
+    type Queue = QueueClient;
 
-    fn wire(&self, connections: Connections) -> Wired<Self::Lease, Self::Tokens, Self::Store, Self::Gateway> {
+    fn wire(&self, connections: Connections) -> WiredOf<Self> {
         let lease = connections.lease_over(connections.redis.clone());
         let tokens = connections.tokens_over(connections.redis[0].clone(), connections.store.clone());
-        Wired { lease, tokens, store: connections.store, gateway: connections.gateway }
+        let Connections { store, gateway, queue, .. } = connections;
+        Wired { lease, tokens, store, gateway, queue }
     }
 }
