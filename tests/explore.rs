@@ -97,6 +97,9 @@ fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_ever
     for (step, n) in &report.coverage.step_triggers {
         assert!(*n > 0, "no fault was ever triggered at {step}");
     }
+    for (call, n) in &report.coverage.call_triggers {
+        assert!(*n > 0, "no fault was ever triggered right before a {call}");
+    }
     // A database sequence never goes back; every other situation must have been reached.
     for (situation, runs) in &report.coverage.sometimes {
         assert_eq!(*runs > 0, *situation != "a counter went backwards", "{situation}: {runs} runs");

@@ -3,7 +3,7 @@
 use fencesim::model::{Cents, Mechanism, StepKind, WriteKind};
 use fencesim::runner::run;
 use fencesim::scenario::{Scenario, A, B};
-use fencesim::sim::{EventKind, FaultKind, GatewayMode, Latency, Trigger, WallMs};
+use fencesim::sim::{EventKind, FaultKind, GatewayMode, Hop, Latency, Trigger, WallMs};
 
 fn small(name: &'static str) -> fencesim::scenario::ScenarioBuilder {
     Scenario::named(name)
@@ -97,4 +97,29 @@ fn without_faults_one_worker_settles_everything_and_the_run_ends_cleanly() {
     assert_eq!(outcome.record.leaked_tasks, 0);
     assert_eq!(outcome.tally().gateway_refunds, 20);
     assert_eq!(outcome.record.ended_at_ms, 2_000, "20 refunds at 100 ms each");
+}
+
+/// A call trigger lands between two round trips: A is frozen right before its second Redis
+/// command, after its lease was granted and before it takes its token. It wakes after its
+/// lease is gone, draws a newer token than B's, and the lease check after the token sends
+/// it away before it writes anything.
+#[test]
+fn a_pause_before_the_second_redis_command_lands_between_the_lease_and_the_token() {
+    let scenario = small("call-trigger").pause_before_call(A, Hop::Redis, 2, 8_000).build();
+    let outcome = run(&scenario.with_mechanism(Mechanism::Fenced, GatewayMode::Idempotent), 3).unwrap();
+    let events = &outcome.record.events;
+    let position =
+        |what: &dyn Fn(&EventKind) -> bool| events.iter().position(|event| what(&event.kind)).unwrap();
+    let granted = position(&|kind| matches!(kind, EventKind::LeaseGranted { worker, .. } if *worker == A));
+    let fired = position(&|kind| matches!(kind, EventKind::FaultFired { trigger: Trigger::Call { .. }, .. }));
+    let token = position(&|kind| matches!(kind, EventKind::TokenIssued { worker, .. } if *worker == A));
+    assert!(granted < fired && fired < token, "granted {granted}, fired {fired}, token {token}");
+    assert_eq!(events[token].at_ms, events[fired].at_ms + 8_000, "the INCR leaves only when A wakes");
+    let b_token = position(&|kind| matches!(kind, EventKind::TokenIssued { worker, .. } if *worker == B));
+    assert!(b_token < token, "B took its token while A was frozen");
+    let a_wrote = events
+        .iter()
+        .any(|event| matches!(&event.kind, EventKind::Write { worker, epoch: Some(1), .. } if *worker == A));
+    assert!(!a_wrote, "A's first lease writes nothing");
+    assert!(outcome.passed(), "{}", outcome.breach_lines("", false));
 }

@@ -44,8 +44,11 @@ fn fenced_keeps_every_invariant_with_a_counter_that_survives() {
     }
 }
 
+/// The TTL alone pays twice, and what it shrinks to is small and shows why: a worker
+/// went on writing after its lease had ended (a stall longer than the TTL, or a lease
+/// brought to an early end while the job was handed on).
 #[test]
-fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_one_stall_longer_than_the_ttl() {
+fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_a_write_after_the_lease_ended() {
     let dir = std::env::temp_dir().join(format!("fencesim-props-{}", std::process::id()));
     let found = check(
         "ttl-only pays once",
@@ -59,18 +62,10 @@ fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_one_stall_
     .expect("a counterexample within 500 cases");
     let world = &found.world;
     assert_eq!(world.workers, 2, "{}", found.report());
-    // B takes the job over only after the visibility timeout (1.5 TTLs); A must still be
-    // writing when it wakes, which takes a few rows at the shrunk latency.
+    // B takes the job over only after the visibility timeout (1.5 TTLs) unless a fault
+    // hands it on; A must still be writing then, which takes a few rows.
     assert!(world.rows <= 4, "{}", found.report());
-    assert_eq!(world.faults.len(), 1, "{}", found.report());
-    // One stall longer than the TTL: a stop-the-world pause, or a request held up on its
-    // way to the database (the article names both).
-    match world.faults[0].kind {
-        FaultKind::Pause { duration_ms, .. } | FaultKind::DbDelay { delay_ms: duration_ms, .. } => {
-            assert!(duration_ms > world.ttl_ms, "{}", found.report())
-        }
-        other => panic!("shrunk to {other:?}, not to a stall: {}", found.report()),
-    }
+    assert!(world.faults.len() <= 2, "{}", found.report());
     // what the failing property prints replays the same failure
     let report = found.report();
     assert!(report.contains("replay with: fencesim replay "), "{report}");
@@ -78,6 +73,7 @@ fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_one_stall_
     let again = run(&file.scenario().unwrap(), file.seed).unwrap();
     assert_eq!(format!("{:016x}", again.trace_hash), file.expected_trace_hash);
     assert!(again.check("no-double-refund").is_violation());
+    assert!(!again.check("writes-after-lease-end").holds(), "{report}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

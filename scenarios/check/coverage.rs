@@ -3,10 +3,11 @@
 //! situations it claims to test.
 
 use crate::scenario::random::TRIGGER_STEPS;
-use fencesim_sim::{EventKind, FaultName, RunRecord, Trigger};
+use fencesim_sim::{EventKind, FaultName, Hop, RunRecord, Trigger};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use strum::EnumCount;
 
 /// Situations a suite should reach at least sometimes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,11 +57,27 @@ pub struct Touched {
     pub fault_kinds: Bits,
     /// Faults fired by a step trigger, per step of `TRIGGER_STEPS`.
     pub step_triggers: [u16; TRIGGER_STEPS.len()],
+    /// Faults fired by a call trigger, per hop.
+    pub call_triggers: [u16; Hop::COUNT],
     /// The `Sometimes` situations reached, by their place in `Sometimes::ALL`.
     pub sometimes: Bits,
 }
 
 impl Touched {
+    fn triggered(&mut self, trigger: &Trigger) {
+        match trigger {
+            Trigger::Step { step, .. } => {
+                if let Some(i) = TRIGGER_STEPS.iter().position(|known| known == step) {
+                    self.step_triggers[i] = self.step_triggers[i].saturating_add(1);
+                }
+            }
+            Trigger::Call { hop, .. } => {
+                self.call_triggers[*hop as usize] = self.call_triggers[*hop as usize].saturating_add(1)
+            }
+            Trigger::At { .. } => {}
+        }
+    }
+
     fn reached(&mut self, situation: Sometimes) {
         self.sometimes.insert(situation as usize);
     }
@@ -72,11 +89,7 @@ impl Touched {
             match &event.kind {
                 EventKind::FaultFired { fault, trigger } => {
                     touched.fault_kinds.insert(fault.kind() as usize);
-                    if let Trigger::Step { step, .. } = trigger {
-                        if let Some(i) = TRIGGER_STEPS.iter().position(|known| known == step) {
-                            touched.step_triggers[i] = touched.step_triggers[i].saturating_add(1);
-                        }
-                    }
+                    touched.triggered(trigger);
                 }
                 EventKind::LeaseExpired { epoch: Some(_), .. } => {
                     touched.reached(Sometimes::LeaseExpiredWhileHeld)
@@ -107,6 +120,8 @@ pub struct Coverage {
     pub fault_kinds: BTreeMap<&'static str, u64>,
     /// Faults fired by a step trigger, by step name.
     pub step_triggers: BTreeMap<&'static str, u64>,
+    /// Faults fired by a call trigger, by what the hop counts ("Redis command", ...).
+    pub call_triggers: BTreeMap<&'static str, u64>,
     /// Runs in which each `sometimes` situation happened.
     pub sometimes: BTreeMap<&'static str, u64>,
 }
@@ -117,6 +132,7 @@ impl Coverage {
             runs: 0,
             fault_kinds: FaultName::all().map(|kind| (kind.name(), 0)).collect(),
             step_triggers: TRIGGER_STEPS.iter().map(|step| (step.name(), 0)).collect(),
+            call_triggers: Hop::all().map(|hop| (hop.call_name(), 0)).collect(),
             sometimes: Sometimes::ALL.iter().map(|situation| (situation.name(), 0)).collect(),
         }
     }
@@ -131,6 +147,10 @@ impl Coverage {
         }
         for (index, step) in TRIGGER_STEPS.iter().enumerate() {
             *self.step_triggers.entry(step.name()).or_default() += u64::from(touched.step_triggers[index]);
+        }
+        for hop in Hop::all() {
+            *self.call_triggers.entry(hop.call_name()).or_default() +=
+                u64::from(touched.call_triggers[hop as usize]);
         }
         for situation in Sometimes::ALL {
             if touched.sometimes.contains(situation as usize) {
@@ -155,6 +175,11 @@ impl Coverage {
             let _ = write!(out, " {step} {faults},");
         }
         out.pop();
+        out.push_str("\n  faults triggered at calls:");
+        for (call, faults) in &self.call_triggers {
+            let _ = write!(out, " {call} {faults},");
+        }
+        out.pop();
         out.push_str("\n  sometimes (runs):");
         for (situation, runs) in &self.sometimes {
             let _ = write!(out, " {situation}: {runs};");
@@ -168,7 +193,6 @@ impl Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strum::EnumCount;
 
     #[test]
     fn every_situation_and_fault_kind_has_a_bit_of_its_own() {

@@ -3,7 +3,7 @@
 use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
-use fencesim_sim::{FaultKind, GatewayMode, Latency, Trigger, WallMs, WorldConfig};
+use fencesim_sim::{FaultKind, GatewayMode, Hop, Latency, Trigger, WallMs, WorldConfig};
 
 /// A named world placed at a wall-clock time.
 #[derive(Clone, Debug)]
@@ -88,6 +88,14 @@ impl ScenarioBuilder {
         let plan = std::mem::take(&mut self.scenario.world.faults);
         self.scenario.world.faults =
             plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::Step { worker, step, nth });
+        self
+    }
+
+    /// Freezes `worker`'s whole process for `duration_ms` right before its `nth` request on `hop`.
+    pub fn pause_before_call(mut self, worker: WorkerId, hop: Hop, nth: u32, duration_ms: u64) -> Self {
+        let plan = std::mem::take(&mut self.scenario.world.faults);
+        self.scenario.world.faults =
+            plan.with(FaultKind::Pause { worker, duration_ms }, Trigger::Call { worker, hop, nth });
         self
     }
 

@@ -7,7 +7,7 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Aim, Fault, FaultName, FaultPlan, GatewayMode, Latency, Size, Trigger, WallMs, WorldConfig,
+    Aim, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Size, Trigger, WallMs, WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -174,13 +174,29 @@ fn nth_arrival(step: StepKind, rng: &mut ChaCha8Rng) -> u32 {
     }
 }
 
+/// How many requests on a hop a trigger may wait for: a batch sends a few Redis commands
+/// and a few SQL statements and gateway calls per row.
+fn nth_call(hop: Hop, rng: &mut ChaCha8Rng) -> u32 {
+    match hop {
+        Hop::Redis => rng.gen_range(1..=8),
+        Hop::Database => rng.gen_range(1..=40),
+        Hop::Gateway => rng.gen_range(1..=20),
+    }
+}
+
+/// When a swarm fault fires: at a time (half the faults), at a protocol step or right
+/// before one of the worker's requests (a quarter each).
 fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigger {
     if rng.gen_bool(0.5) {
         Trigger::At { at_ms: rng.gen_range(0..=horizon) }
-    } else {
+    } else if rng.gen_bool(0.5) {
         let step = TRIGGER_STEPS[rng.gen_range(0..TRIGGER_STEPS.len())];
         let nth = nth_arrival(step, rng);
         Trigger::Step { worker, step, nth }
+    } else {
+        let hops: Vec<Hop> = Hop::all().collect();
+        let hop = hops[rng.gen_range(0..hops.len())];
+        Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
     }
 }
 

@@ -7,9 +7,10 @@ use crate::scenario::builder::Scenario;
 use crate::scenario::random::TRIGGER_STEPS;
 use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, WorkerId};
 use fencesim_sim::{
-    Aim, Fault, FaultName, FaultPlan, GatewayMode, Latency, Size, Trigger, WallMs, WorldConfig,
+    Aim, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Size, Trigger, WallMs, WorldConfig,
 };
 use proptest::prelude::*;
+use strum::EnumCount;
 
 /// A small world: one merchant, a few workers and rows, and a plan of faults.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,8 +75,10 @@ fn fault(workers: u32, rows: u32, ttl: u64) -> impl Strategy<Value = Fault> {
     });
     let step = (0..TRIGGER_STEPS.len()).prop_map(|i| TRIGGER_STEPS[i]);
     let trigger = prop_oneof![
-        (worker, step, 1..=rows).prop_map(|(worker, step, nth)| Trigger::Step { worker, step, nth }),
+        (worker.clone(), step, 1..=rows).prop_map(|(worker, step, nth)| Trigger::Step { worker, step, nth }),
         (0..=ttl * 2).prop_map(|at_ms| Trigger::At { at_ms }),
+        (worker.clone(), (0..Hop::COUNT).prop_map(|i| Hop::all().nth(i).expect("a hop")), 1..=2 * rows + 4)
+            .prop_map(|(worker, hop, nth)| Trigger::Call { worker, hop, nth }),
     ];
     (kind, trigger).prop_map(|(kind, trigger)| Fault { kind, trigger })
 }

@@ -53,6 +53,7 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
 fn describe(trigger: &Trigger) -> String {
     match trigger {
         Trigger::Step { worker, step, nth } => format!("{worker}'s {} #{nth}", step.name()),
+        Trigger::Call { worker, hop, nth } => format!("{worker}'s {} #{nth}", hop.call_name()),
         Trigger::At { at_ms } => format!("{at_ms} ms"),
     }
 }

@@ -57,6 +57,10 @@ fn fault_words(fault: &FaultKind) -> (String, String) {
             format!("{worker}'s next database request is held up {} ms on the way", fmt_ms(delay_ms)),
             format!("Note over {worker},D: slow hop"),
         ),
+        FaultKind::RedisDelay { worker, delay_ms } => (
+            format!("{worker}'s next Redis command is held up {} ms on the way", fmt_ms(delay_ms)),
+            format!("Note over {worker},R: slow hop"),
+        ),
         FaultKind::GatewayLatency { worker, extra_ms } => (
             format!("{worker}'s next gateway call takes {} ms longer", fmt_ms(extra_ms)),
             "Note over G: slow".to_owned(),

@@ -1,7 +1,7 @@
 //! The fault engine: what each fault kind does to the world when it fires, and which
 //! faults a step or the clock triggers. Every fault kind is handled here and only here.
 
-use super::{Fault, FaultKind, Trigger};
+use super::{Fault, FaultKind, Hop, Trigger};
 use crate::history::EventKind;
 use crate::world::{value_text, State, World};
 use fencesim_model::{StepKind, WorkerId};
@@ -45,11 +45,10 @@ impl World {
             FaultKind::DuplicateDelivery { worker } => self.with_queue(state, now, |queue, out| {
                 queue.duplicate_from(worker, out);
             }),
-            FaultKind::DbDelay { worker, delay_ms } => {
-                state.faults.armed[worker.0 as usize].db_delay_ms += delay_ms
-            }
+            FaultKind::DbDelay { worker, delay_ms } => state.faults.hold_up(worker, Hop::Database, delay_ms),
+            FaultKind::RedisDelay { worker, delay_ms } => state.faults.hold_up(worker, Hop::Redis, delay_ms),
             FaultKind::GatewayLatency { worker, extra_ms } => {
-                state.faults.armed[worker.0 as usize].gateway_extra_ms += extra_ms
+                state.faults.hold_up(worker, Hop::Gateway, extra_ms)
             }
             FaultKind::LostResponse { worker } => state.faults.armed[worker.0 as usize].lost_responses += 1,
             FaultKind::GatewayConflicts { for_ms } => {
@@ -111,6 +110,23 @@ impl World {
         stops
     }
 
+    /// Fires the faults `worker` triggers by sending a request on `hop` (its `nth`).
+    /// Returns whether one of them stops the worker's own process.
+    pub(crate) fn fire_call_triggers(&self, state: &mut State, worker: WorkerId, hop: Hop) -> bool {
+        if !state.faults.call_triggered {
+            return false;
+        }
+        let nth = state.faults.count_call(worker, hop);
+        let mut stops = false;
+        for fault in &self.config.faults.faults {
+            if fault.trigger == (Trigger::Call { worker, hop, nth }) {
+                self.fire(state, fault);
+                stops |= fault.kind.stops(worker);
+            }
+        }
+        stops
+    }
+
     /// Fires the timed faults due at `now`, in plan order.
     pub(crate) fn fire_timed(&self, state: &mut State, now: u64) {
         let plan = &self.config.faults.faults;
@@ -120,7 +136,7 @@ impl World {
                 due.push(i);
                 false
             }
-            Trigger::At { .. } | Trigger::Step { .. } => true,
+            Trigger::At { .. } | Trigger::Step { .. } | Trigger::Call { .. } => true,
         });
         due.sort_unstable();
         for i in due {
@@ -133,7 +149,7 @@ impl World {
         let plan = &self.config.faults.faults;
         let timed = state.faults.timed.iter().filter_map(|&i| match plan[i].trigger {
             Trigger::At { at_ms } => Some(at_ms),
-            Trigger::Step { .. } => None,
+            Trigger::Step { .. } | Trigger::Call { .. } => None,
         });
         let faults = &state.faults;
         let lifecycle = faults.resumes.iter().map(|r| r.0).chain(faults.restarts.iter().map(|r| r.0));

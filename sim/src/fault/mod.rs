@@ -6,5 +6,5 @@ mod engine;
 mod plan;
 mod state;
 
-pub use plan::{Aim, Fault, FaultKind, FaultName, FaultPlan, Size, Trigger};
+pub use plan::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Trigger};
 pub(crate) use state::FaultState;

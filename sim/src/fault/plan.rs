@@ -37,6 +37,8 @@ pub enum FaultKind {
     DuplicateDelivery { worker: WorkerId },
     /// The worker's next request to the database is held up on its way there.
     DbDelay { worker: WorkerId, delay_ms: u64 },
+    /// The worker's next Redis command is held up on its way there.
+    RedisDelay { worker: WorkerId, delay_ms: u64 },
     /// The worker's next gateway call takes this much longer.
     GatewayLatency { worker: WorkerId, extra_ms: u64 },
     /// The worker's next refund call moves the money, and the answer never arrives.
@@ -94,7 +96,9 @@ impl FaultName {
             FaultName::Crash => Size::Ms(0..=ttl_ms * 2),
             FaultName::RedisClockJump => Size::Ms(ttl_ms / 2..=ttl_ms * 2),
             FaultName::RedisRestart => Size::OneOf(Persistence::ALL.len()),
-            FaultName::DbDelay | FaultName::GatewayLatency => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
+            FaultName::DbDelay | FaultName::RedisDelay | FaultName::GatewayLatency => {
+                Size::Ms(ttl_ms / 4..=ttl_ms * 2)
+            }
             FaultName::GatewayConflicts => Size::Ms(ttl_ms..=ttl_ms * 3),
             FaultName::ExpireLease
             | FaultName::Redeliver
@@ -118,6 +122,7 @@ impl FaultName {
             FaultName::Redeliver => FaultKind::Redeliver { worker },
             FaultName::DuplicateDelivery => FaultKind::DuplicateDelivery { worker },
             FaultName::DbDelay => FaultKind::DbDelay { worker, delay_ms: size },
+            FaultName::RedisDelay => FaultKind::RedisDelay { worker, delay_ms: size },
             FaultName::GatewayLatency => FaultKind::GatewayLatency { worker, extra_ms: size },
             FaultName::LostResponse => FaultKind::LostResponse { worker },
             FaultName::GatewayConflicts => FaultKind::GatewayConflicts { for_ms: size },
@@ -142,6 +147,7 @@ impl FaultKind {
             | FaultKind::Redeliver { worker }
             | FaultKind::DuplicateDelivery { worker }
             | FaultKind::DbDelay { worker, .. }
+            | FaultKind::RedisDelay { worker, .. }
             | FaultKind::GatewayLatency { worker, .. }
             | FaultKind::LostResponse { worker } => Some(worker),
             FaultKind::ExpireLease { .. }
@@ -162,6 +168,7 @@ impl FaultKind {
             | FaultKind::Redeliver { .. }
             | FaultKind::DuplicateDelivery { .. }
             | FaultKind::DbDelay { .. }
+            | FaultKind::RedisDelay { .. }
             | FaultKind::GatewayLatency { .. }
             | FaultKind::LostResponse { .. }
             | FaultKind::GatewayConflicts { .. } => None,
@@ -174,6 +181,36 @@ impl FaultKind {
     }
 }
 
+/// A worker's way to one component: where a request can be held up, and what a call
+/// trigger counts.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, EnumCount, EnumIter,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Hop {
+    /// Redis commands (every instance).
+    Redis,
+    /// SQL statements to the refund store.
+    Database,
+    /// Calls to the payment gateway (lookups and refunds).
+    Gateway,
+}
+
+impl Hop {
+    pub fn all() -> impl Iterator<Item = Hop> {
+        <Hop as strum::IntoEnumIterator>::iter()
+    }
+
+    /// "Redis command", "SQL statement", "gateway call": one of what this hop counts.
+    pub fn call_name(self) -> &'static str {
+        match self {
+            Hop::Redis => "Redis command",
+            Hop::Database => "SQL statement",
+            Hop::Gateway => "gateway call",
+        }
+    }
+}
+
 /// When a fault fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "on", rename_all = "snake_case", deny_unknown_fields)]
@@ -182,6 +219,9 @@ pub enum Trigger {
     At { at_ms: u64 },
     /// The `nth` time (from 1) `worker` reaches `step`: the fault fires right there.
     Step { worker: WorkerId, step: StepKind, nth: u32 },
+    /// `worker`'s `nth` request (from 1) on `hop`, right before it leaves: the fault can land
+    /// between two calls of one operation.
+    Call { worker: WorkerId, hop: Hop, nth: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -202,7 +242,7 @@ impl Trigger {
     pub fn worker(&self) -> Option<WorkerId> {
         match *self {
             Trigger::At { .. } => None,
-            Trigger::Step { worker, .. } => Some(worker),
+            Trigger::Step { worker, .. } | Trigger::Call { worker, .. } => Some(worker),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! request, the timed faults still to come, and the bookkeeping of paused and crashed
 //! workers. Plain data, so that the world can hold it without knowing the engine.
 
-use super::Trigger;
+use super::{Hop, Trigger};
 use crate::config::WorldConfig;
 use fencesim_model::{StepKind, WorkerId};
 use strum::EnumCount;
@@ -10,8 +10,8 @@ use strum::EnumCount;
 /// Faults armed for a worker's next action.
 #[derive(Default, Clone, Copy)]
 pub struct Armed {
-    pub db_delay_ms: u64,
-    pub gateway_extra_ms: u64,
+    /// Extra delay for the next request on each hop (the gateway's: for its answer).
+    pub delay_ms: [u64; Hop::COUNT],
     pub lost_responses: u32,
 }
 
@@ -29,6 +29,10 @@ pub(crate) struct FaultState {
     pub timed: Vec<usize>,
     /// How often each worker reached each step: `[worker][step]`.
     step_counts: Vec<[u32; StepKind::COUNT]>,
+    /// How many requests each worker sent on each hop: `[worker][hop]`.
+    call_counts: Vec<[u32; Hop::COUNT]>,
+    /// Whether any fault is triggered by a call (if none, requests need not be counted).
+    pub call_triggered: bool,
     pub last_fault_ms: Option<u64>,
 }
 
@@ -46,13 +50,32 @@ impl FaultState {
             crashed: vec![false; workers],
             timed,
             step_counts: vec![[0; StepKind::COUNT]; workers],
+            call_counts: vec![[0; Hop::COUNT]; workers],
+            call_triggered: faults.iter().any(|fault| matches!(fault.trigger, Trigger::Call { .. })),
             last_fault_ms: None,
         }
+    }
+
+    /// Arms `delay_ms` more for `worker`'s next request on `hop`.
+    pub fn hold_up(&mut self, worker: WorkerId, hop: Hop, delay_ms: u64) {
+        self.armed[worker.0 as usize].delay_ms[hop as usize] += delay_ms;
+    }
+
+    /// Takes the delay armed for `worker`'s next request on `hop` (0 if none).
+    pub fn take_delay(&mut self, worker: WorkerId, hop: Hop) -> u64 {
+        std::mem::take(&mut self.armed[worker.0 as usize].delay_ms[hop as usize])
     }
 
     /// Counts `worker` reaching `step` and returns how often it has now.
     pub fn count_step(&mut self, worker: WorkerId, step: StepKind) -> u32 {
         let count = &mut self.step_counts[worker.0 as usize][step as usize];
+        *count += 1;
+        *count
+    }
+
+    /// Counts a request of `worker` on `hop` and returns how many it has sent now.
+    pub fn count_call(&mut self, worker: WorkerId, hop: Hop) -> u32 {
+        let count = &mut self.call_counts[worker.0 as usize][hop as usize];
         *count += 1;
         *count
     }

@@ -2,6 +2,7 @@
 //! the latency, lost responses and conflicts that faults arm.
 
 use super::Link;
+use crate::fault::Hop;
 use crate::gateway::CallOutcome;
 use crate::history::EventKind;
 use fencesim_model::{Cents, Gateway, GatewayError, IdempotencyKey, Receipt, RefundId};
@@ -11,6 +12,7 @@ pub struct GatewayClient(pub(crate) Link);
 
 impl Gateway for GatewayClient {
     async fn find(&self, reference: RefundId) -> Result<Option<Receipt>, GatewayError> {
+        self.0.request(Hop::Gateway).await;
         let Link { world, worker } = &self.0;
         world.clock.sleep_ms(world.config.lookup_latency_ms).await;
         let mut state = world.lock();
@@ -28,12 +30,12 @@ impl Gateway for GatewayClient {
         key: IdempotencyKey,
         amount: Cents,
     ) -> Result<Receipt, GatewayError> {
+        self.0.request(Hop::Gateway).await;
         let Link { world, worker } = &self.0;
         let (respond_at, reply) = {
             let mut state = world.lock();
             let now = world.clock.now_ms();
-            let armed = &mut state.faults.armed[worker.0 as usize];
-            let extra_ms = std::mem::take(&mut armed.gateway_extra_ms);
+            let extra_ms = state.faults.take_delay(*worker, Hop::Gateway);
             let latency = world.config.refund_latency.of(reference) + extra_ms;
             let refuse = now < state.faults.conflicts_until_ms;
             let reply = state.gateway.refund(reference, key, amount, now, latency, refuse);

@@ -9,6 +9,7 @@ mod queue;
 mod redis;
 mod store;
 
+use crate::fault::Hop;
 use crate::world::World;
 use fencesim_model::WorkerId;
 use std::sync::Arc;
@@ -25,4 +26,18 @@ pub use store::StoreClient;
 pub(crate) struct Link {
     pub world: Arc<World>,
     pub worker: WorkerId,
+}
+
+impl Link {
+    /// A request is about to leave on `hop`: count it and fire the faults it triggers. A
+    /// fault that stops this worker's own process takes hold right here, before it leaves.
+    pub async fn request(&self, hop: Hop) {
+        let stops = {
+            let mut state = self.world.lock();
+            self.world.fire_call_triggers(&mut state, self.worker, hop)
+        };
+        if stops {
+            madsim::task::yield_now().await;
+        }
+    }
 }

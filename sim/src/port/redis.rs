@@ -3,6 +3,7 @@
 //! records what happened.
 
 use super::Link;
+use crate::fault::Hop;
 use crate::history::EventKind;
 use crate::redis::{Command, Reply};
 use crate::world::{value_text, State, World};
@@ -17,7 +18,9 @@ pub struct RedisClient {
 impl RedisClient {
     async fn call<T>(&self, f: impl FnOnce(&World, &mut State, u64) -> T) -> T {
         let world = &self.link.world;
-        world.clock.sleep_ms(world.config.redis_latency_ms).await;
+        self.link.request(Hop::Redis).await;
+        let delay = world.lock().faults.take_delay(self.link.worker, Hop::Redis);
+        world.clock.sleep_ms(world.config.redis_latency_ms + delay).await;
         let mut state = world.lock();
         let now = world.clock.now_ms();
         f(world, &mut state, now)

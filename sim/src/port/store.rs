@@ -2,6 +2,7 @@
 //! (and any delay a fault armed for it), then runs its real SQL on the shared SQLite store.
 
 use super::Link;
+use crate::fault::Hop;
 use crate::history::EventKind;
 use fencesim_model::{
     BackendError, MerchantId, RefundId, RefundRow, RefundStore, Token, WriteGuard, WriteKind, WriteOutcome,
@@ -17,8 +18,9 @@ fn backend(e: rusqlite::Error) -> BackendError {
 impl StoreClient {
     /// Waits out the database latency and any delay a fault armed for this request.
     async fn to_database(&self) {
+        self.0.request(Hop::Database).await;
         let Link { world, worker } = &self.0;
-        let delay = std::mem::take(&mut world.lock().faults.armed[worker.0 as usize].db_delay_ms);
+        let delay = world.lock().faults.take_delay(*worker, Hop::Database);
         world.clock.sleep_ms(world.config.db_latency_ms + delay).await;
     }
 
