@@ -25,6 +25,22 @@ fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
 const SHAPE: u64 = 1;
 const AMOUNTS: u64 = 2;
 const FAULTS: u64 = 3;
+const COUNTERS: u64 = 4;
+
+/// Where counters cross a digit or a width: a token compared as text, or kept in a
+/// narrower integer, goes wrong only when its counter crosses one while an older holder
+/// still writes.
+const BOUNDARIES: [i64; 8] = [9, 99, 999, 9_999, 32_767, 65_535, 2_147_483_647, 4_294_967_295];
+
+/// Where a merchant's token counter starts: a quarter of the time just below a boundary
+/// (0 to 2 short of it), else anywhere from 0 to 50.
+fn counter_start(rng: &mut ChaCha8Rng) -> i64 {
+    if rng.gen_bool(0.25) {
+        BOUNDARIES[rng.gen_range(0..BOUNDARIES.len())] - rng.gen_range(0..=2)
+    } else {
+        rng.gen_range(0..=50)
+    }
+}
 
 /// Which fault kinds the swarm may use: one bit per kind, by `FaultKind::index`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +90,12 @@ struct Merchants {
     most_rows: u32,
 }
 
-fn merchants(count: u32, shape: &mut ChaCha8Rng, amounts: &mut ChaCha8Rng) -> Merchants {
+fn merchants(
+    count: u32,
+    shape: &mut ChaCha8Rng,
+    amounts: &mut ChaCha8Rng,
+    counters: &mut ChaCha8Rng,
+) -> Merchants {
     let mut drawn = Merchants { rows: Vec::new(), jobs: Vec::new(), counters: Vec::new(), most_rows: 0 };
     for number in 0..count {
         let merchant = MerchantId(100 + number);
@@ -86,7 +107,7 @@ fn merchants(count: u32, shape: &mut ChaCha8Rng, amounts: &mut ChaCha8Rng) -> Me
             drawn.rows.push(RefundRow { id, merchant, amount, state: RefundState::Pending, fence: 0 });
         }
         drawn.jobs.push(Job { id: JobId(number + 1), merchant });
-        drawn.counters.push((merchant, shape.gen_range(0..=50)));
+        drawn.counters.push((merchant, counter_start(counters)));
     }
     drawn
 }
@@ -102,7 +123,8 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
     let lookup_latency_ms = shape.gen_range(1..=10);
     let db_latency_ms = shape.gen_range(0..=3);
     let redis_latency_ms = shape.gen_range(0..=2);
-    let drawn = merchants(merchant_count, &mut shape, &mut stream(seed, AMOUNTS));
+    let drawn =
+        merchants(merchant_count, &mut shape, &mut stream(seed, AMOUNTS), &mut stream(seed, COUNTERS));
     let per_refund_ms: Vec<u64> = std::iter::once(0)
         .chain(
             (0..drawn.rows.len()).map(|_| shape.gen_range(base_latency / 2 + 1..=base_latency * 3 / 2 + 1)),
