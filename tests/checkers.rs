@@ -265,3 +265,24 @@ fn a_write_after_the_writers_lease_ended_shows_in_the_diagnostic_without_failing
     assert!(!after.is_violation());
     assert!(broken(&history).is_empty(), "{:?}", broken(&history));
 }
+
+#[test]
+fn re_arming_another_workers_lease_breaks_lease_integrity() {
+    let granted = EventKind::LeaseGranted {
+        worker: B,
+        instance: 0,
+        key: "lock:settle:m_4471".into(),
+        value: "B#1".into(),
+        ttl_ms: 30_000,
+        epoch: Some(2),
+    };
+    let rearm = |worker| EventKind::LeaseRearmed {
+        worker,
+        instance: 0,
+        key: "lock:settle:m_4471".into(),
+        holder: Some("B#1".into()),
+        ttl_ms: 30_000,
+    };
+    assert_eq!(broken(&record(vec![granted.clone(), rearm(A)])), ["lease-integrity"]);
+    assert!(broken(&record(vec![granted, rearm(B)])).is_empty());
+}

@@ -5,10 +5,18 @@ use fencesim::runner::run;
 use fencesim::sim::EventKind;
 use fencesim::tell::replay_file::ReplayFile;
 
+/// Replays a committed file; it must still replay to the hash it was saved with (a new
+/// event or fault kind placed anywhere but last would change every hash).
 fn replay(name: &str) -> fencesim::runner::Outcome {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions").join(name);
     let file = ReplayFile::load(&path).unwrap();
-    run(&file.scenario().unwrap(), file.seed).unwrap()
+    let outcome = run(&file.scenario().unwrap(), file.seed).unwrap();
+    assert_eq!(
+        format!("{:016x}", outcome.trace_hash),
+        file.expected_trace_hash,
+        "{name} replays to its hash"
+    );
+    outcome
 }
 
 /// Post-mortem. Found by `explore --mechanism fenced-db-sequence` at seed 38. Worker E's

@@ -6,8 +6,12 @@ use fencesim_model::{MerchantId, Step, WorkerId};
 use fencesim_sim::EventKind;
 use std::collections::BTreeMap;
 
-/// lease-integrity: a lease key is taken only by `SET NX` and removed only by its own
-/// holder or by expiry: nobody frees or overwrites another worker's live lease.
+/// lease-integrity: a lease key is taken only by `SET NX`, and removed or re-armed only by
+/// its own holder (or removed by expiry): nobody frees, overwrites or keeps alive another
+/// worker's live lease.
+///
+/// What it misses: a holder that extends its own lease after it has lost it and got it back
+/// under the same value (a value that is not unique per acquisition).
 pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
     // who holds each (instance, key) now, as Redis granted it
@@ -28,6 +32,18 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
             }
             EventKind::LeaseExpired { instance, key, .. } => {
                 holder.remove(&(*instance, key.as_str()));
+            }
+            EventKind::LeaseRearmed { worker, instance, key, holder: Some(_), .. } => {
+                if let Some((owner, value)) = holder.get(&(*instance, key.as_str())) {
+                    if owner != worker {
+                        breaches.push(Breach {
+                            at_ms: event.at_ms,
+                            detail: format!(
+                                "{worker} re-armed the expiry of {key} while it held {owner}'s lease (value {value}): a lease was kept alive by someone who does not hold it"
+                            ),
+                        });
+                    }
+                }
             }
             EventKind::RedisRestarted { instance, .. } => {
                 holder.retain(|(held_on, _), _| held_on != instance)

@@ -41,10 +41,25 @@ pub enum Mutant {
     /// The consumer acks a job as soon as it is delivered, not when its batch is done
     /// (a queue client's auto-ack): a worker that dies mid-batch takes the job with it.
     AckOnReceive,
+    /// The release checks the value with `GET`, then deletes with a separate `DEL`: the
+    /// key can change hands in between.
+    ReleaseByGetThenDel,
+    /// The lease is taken with `SETNX` and given its TTL by a second command: a process
+    /// that dies in between leaves a lock that never expires.
+    AcquireSetnxThenPexpire,
+    /// The renewal passes the TTL in milliseconds where seconds are expected: a holder that
+    /// dies after renewing blocks the merchant a thousand times longer.
+    ExtendTtlAsSeconds,
+    /// The claim compares fences as text: `'9' < '10'` is false, `'10' < '9'` true.
+    FenceComparedAsText,
+    /// The token is kept in a signed 32-bit integer: past 2^31-1 it wraps negative.
+    TokenWrapsAt32Bits,
+    /// The renewal ignores the script's answer: a holder never learns its lease is gone.
+    RenewalIgnoresResult,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::ClaimFenceAtMost,
         Mutant::ConfirmFenceAtLeast,
         Mutant::ConfirmWithoutFence,
@@ -58,6 +73,12 @@ impl Mutant {
         Mutant::KeyPerAttempt,
         Mutant::ClaimAcceptsSent,
         Mutant::AckOnReceive,
+        Mutant::ReleaseByGetThenDel,
+        Mutant::AcquireSetnxThenPexpire,
+        Mutant::ExtendTtlAsSeconds,
+        Mutant::FenceComparedAsText,
+        Mutant::TokenWrapsAt32Bits,
+        Mutant::RenewalIgnoresResult,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +96,12 @@ impl Mutant {
             Mutant::KeyPerAttempt => "key-per-attempt",
             Mutant::ClaimAcceptsSent => "claim-accepts-sent",
             Mutant::AckOnReceive => "ack-on-receive",
+            Mutant::ReleaseByGetThenDel => "release-by-get-then-del",
+            Mutant::AcquireSetnxThenPexpire => "acquire-setnx-then-pexpire",
+            Mutant::ExtendTtlAsSeconds => "extend-ttl-ms-as-seconds",
+            Mutant::FenceComparedAsText => "fence-compared-as-text",
+            Mutant::TokenWrapsAt32Bits => "token-wraps-at-32-bits",
+            Mutant::RenewalIgnoresResult => "renewal-ignores-extend-result",
         }
     }
 
@@ -82,7 +109,9 @@ impl Mutant {
     pub fn baseline(self) -> Mechanism {
         match self {
             Mutant::ClaimFenceAtMost => Mechanism::Fenced,
-            Mutant::ExtendRecreates => Mechanism::TtlRenewal,
+            Mutant::ExtendRecreates | Mutant::ExtendTtlAsSeconds | Mutant::RenewalIgnoresResult => {
+                Mechanism::TtlRenewal
+            }
             Mutant::NoReseedAfterRestart => Mechanism::FencedSeeded,
             Mutant::ConfirmFenceAtLeast
             | Mutant::ConfirmWithoutFence
@@ -93,7 +122,11 @@ impl Mutant {
             | Mutant::SharedLockValue
             | Mutant::KeyPerAttempt
             | Mutant::ClaimAcceptsSent
-            | Mutant::AckOnReceive => Mechanism::FencedDbSequence,
+            | Mutant::AckOnReceive
+            | Mutant::ReleaseByGetThenDel
+            | Mutant::AcquireSetnxThenPexpire
+            | Mutant::FenceComparedAsText
+            | Mutant::TokenWrapsAt32Bits => Mechanism::FencedDbSequence,
         }
     }
 
@@ -114,19 +147,58 @@ impl Mutant {
             | Mutant::NoReseedAfterRestart
             | Mutant::KeyPerAttempt
             | Mutant::ClaimAcceptsSent
-            | Mutant::AckOnReceive => GatewayMode::Idempotent,
+            | Mutant::AckOnReceive
+            | Mutant::ReleaseByGetThenDel
+            | Mutant::AcquireSetnxThenPexpire
+            | Mutant::ExtendTtlAsSeconds
+            | Mutant::FenceComparedAsText
+            | Mutant::TokenWrapsAt32Bits
+            | Mutant::RenewalIgnoresResult => GatewayMode::Idempotent,
+        }
+    }
+
+    /// The public report the bug is modelled on, by its title and where it was filed; none
+    /// for the catalogue's own bugs.
+    pub fn source(self) -> Option<&'static str> {
+        match self {
+            Mutant::AckOnReceive => Some("an ACH gateway's pull request 138, whose maintainer wrote \"We used to ack this early and it caused a bunch of issues\""),
+            Mutant::KeyPerAttempt => Some("\"Idempotency key for /payments depends on volatile request fields\" (a payment connector's issue 1305)"),
+            Mutant::ExtendRecreates => Some("\"Lock extension via lock method allows extending expired locks\" (a Ruby Redlock client's issue 36)"),
+            Mutant::ReleaseByGetThenDel => Some("\"Fix race condition in redis.lock.Lock.release\" (a Python Redis client's pull request 1031)"),
+            Mutant::AcquireSetnxThenPexpire => Some("\"Dead lock in redis lock provider\" (a Java scheduler-lock library's issue 65)"),
+            Mutant::ExtendTtlAsSeconds => Some("\"extend_life interprets TTL as seconds rather than milliseconds\" (a Ruby Redlock client's issue 44)"),
+            Mutant::FenceComparedAsText | Mutant::TokenWrapsAt32Bits => Some("\"Zookeeper sequence node overflow causes perpetual re-election\" (a Python ZooKeeper client's issue 730: sequences compared as text, a signed 32-bit counter)"),
+            Mutant::RenewalIgnoresResult => Some("\"RedissonLock.renewExpiration will refresh forever\" (a Java Redis client's issue 2037)"),
+            Mutant::ClaimFenceAtMost
+            | Mutant::ConfirmFenceAtLeast
+            | Mutant::ConfirmWithoutFence
+            | Mutant::ClaimRowCountIgnored
+            | Mutant::TokenPerJob
+            | Mutant::TokenPerWorker
+            | Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::NoReseedAfterRestart
+            | Mutant::ClaimAcceptsSent => None,
         }
     }
 
     /// Where the bug is planted: the port it wraps, or the statement it rewrites.
     pub fn planted_in(self) -> &'static str {
         match self {
-            Mutant::ClaimFenceAtMost | Mutant::ClaimAcceptsSent => "the store's claim statement",
+            Mutant::ClaimFenceAtMost | Mutant::ClaimAcceptsSent | Mutant::FenceComparedAsText => {
+                "the store's claim statement"
+            }
             Mutant::ConfirmFenceAtLeast | Mutant::ConfirmWithoutFence => "the store's confirm statement",
             Mutant::ClaimRowCountIgnored => "the refund store port",
-            Mutant::TokenPerJob | Mutant::TokenPerWorker => "the token source port",
-            Mutant::ReleaseWithDel | Mutant::SharedLockValue => "the lease store port",
-            Mutant::ExtendRecreates => "the Redis port's renewal script",
+            Mutant::TokenPerJob | Mutant::TokenPerWorker | Mutant::TokenWrapsAt32Bits => {
+                "the token source port"
+            }
+            Mutant::ReleaseWithDel | Mutant::SharedLockValue | Mutant::RenewalIgnoresResult => {
+                "the lease store port"
+            }
+            Mutant::ExtendRecreates | Mutant::ExtendTtlAsSeconds => "the Redis port's renewal script",
+            Mutant::ReleaseByGetThenDel => "the Redis port's release script",
+            Mutant::AcquireSetnxThenPexpire => "the Redis port's SET NX PX",
             Mutant::NoReseedAfterRestart => "the deployment's Redis start-up routine",
             Mutant::KeyPerAttempt => "the gateway port",
             Mutant::AckOnReceive => "the job queue port",

@@ -27,6 +27,9 @@ static CLAIM_FENCE_AT_MOST: LazyLock<String> =
 static CLAIM_ACCEPTS_SENT: LazyLock<String> = LazyLock::new(|| {
     rewrite(Statements::SQLITE.claim_fenced, "('pending', 'sending')", "('pending', 'sending', 'sent')")
 });
+static FENCE_COMPARED_AS_TEXT: LazyLock<String> = LazyLock::new(|| {
+    rewrite(Statements::SQLITE.claim_fenced, "fence < ?1", "CAST(fence AS TEXT) < CAST(?1 AS TEXT)")
+});
 static CONFIRM_FENCE_AT_LEAST: LazyLock<String> =
     LazyLock::new(|| rewrite(Statements::SQLITE.confirm_fenced, "fence = ?1", "fence >= ?1"));
 static CONFIRM_WITHOUT_FENCE: LazyLock<String> =
@@ -42,8 +45,7 @@ impl Wiring for Planted {
     fn wire(&self, connections: Connections) -> WiredOf<Self> {
         let mutant = self.0;
         let acquisitions = Arc::new(AtomicU32::new(0));
-        let recreate = mutant == Mutant::ExtendRecreates;
-        let redis = connections.redis.iter().map(|r| PlantedRedis { inner: r.clone(), recreate }).collect();
+        let redis = connections.redis.iter().map(|r| PlantedRedis { inner: r.clone(), mutant }).collect();
         let lease =
             PlantedLease { inner: connections.lease_over(redis), mutant, acquisitions: acquisitions.clone() };
         let tokens = connections.tokens_over(connections.redis[0].clone(), connections.store.clone());
@@ -67,6 +69,7 @@ impl Wiring for Planted {
         match self.0 {
             Mutant::ClaimFenceAtMost => Statements { claim_fenced: &CLAIM_FENCE_AT_MOST, ..right },
             Mutant::ClaimAcceptsSent => Statements { claim_fenced: &CLAIM_ACCEPTS_SENT, ..right },
+            Mutant::FenceComparedAsText => Statements { claim_fenced: &FENCE_COMPARED_AS_TEXT, ..right },
             Mutant::ConfirmFenceAtLeast => Statements { confirm_fenced: &CONFIRM_FENCE_AT_LEAST, ..right },
             Mutant::ConfirmWithoutFence => Statements { confirm_fenced: &CONFIRM_WITHOUT_FENCE, ..right },
             Mutant::ClaimRowCountIgnored
@@ -77,7 +80,12 @@ impl Wiring for Planted {
             | Mutant::ExtendRecreates
             | Mutant::NoReseedAfterRestart
             | Mutant::KeyPerAttempt
-            | Mutant::AckOnReceive => right,
+            | Mutant::AckOnReceive
+            | Mutant::ReleaseByGetThenDel
+            | Mutant::AcquireSetnxThenPexpire
+            | Mutant::ExtendTtlAsSeconds
+            | Mutant::TokenWrapsAt32Bits
+            | Mutant::RenewalIgnoresResult => right,
         }
     }
 
@@ -86,15 +94,25 @@ impl Wiring for Planted {
     }
 }
 
-/// A Redis connection whose renewal script, under `extend-recreates`, sets a missing key again.
+/// A Redis connection with its scripts written wrong: under `extend-recreates` the renewal
+/// sets a missing key again, under `extend-ttl-ms-as-seconds` it re-arms a thousand times
+/// too long; under `release-by-get-then-del` the release is two commands, and under
+/// `acquire-setnx-then-pexpire` so is the acquisition.
 pub struct PlantedRedis {
     inner: RedisClient,
-    recreate: bool,
+    mutant: Mutant,
 }
 
 impl RedisInstance for PlantedRedis {
     async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        self.inner.set_nx_px(key, value, ttl_ms).await
+        if self.mutant != Mutant::AcquireSetnxThenPexpire {
+            return self.inner.set_nx_px(key, value, ttl_ms).await;
+        }
+        let taken = self.inner.set_nx(key, value).await?;
+        if taken {
+            self.inner.pexpire(key, ttl_ms).await?;
+        }
+        Ok(taken)
     }
 
     async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
@@ -110,14 +128,22 @@ impl RedisInstance for PlantedRedis {
     }
 
     async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
-        self.inner.compare_and_delete(key, value).await
+        if self.mutant != Mutant::ReleaseByGetThenDel {
+            return self.inner.compare_and_delete(key, value).await;
+        }
+        // the bug: the key can change hands between the check and the delete
+        if self.inner.get(key).await?.as_deref() != Some(value) {
+            return Ok(false);
+        }
+        self.inner.del(key).await
     }
 
     async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let ttl_ms = if self.mutant == Mutant::ExtendTtlAsSeconds { ttl_ms * 1_000 } else { ttl_ms };
         let extended = self.inner.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false);
         // the bug: a missing key is simply set again
         let recreated = !extended
-            && self.recreate
+            && self.mutant == Mutant::ExtendRecreates
             && self.inner.get(key).await.unwrap_or(None).is_none()
             && self.inner.set_px(key, value, ttl_ms).await.is_ok();
         Ok(extended || recreated)
@@ -161,7 +187,12 @@ impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
     }
 
     async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        self.inner.extend(key, self.value(value), ttl_ms).await
+        let extended = self.inner.extend(key, self.value(value), ttl_ms).await;
+        if self.mutant == Mutant::RenewalIgnoresResult {
+            // the bug: the script's 0 is never looked at
+            return extended.map(|_| true);
+        }
+        extended
     }
 
     async fn holds(&self, key: &str, value: &str) -> Result<bool, BackendError> {
@@ -180,6 +211,10 @@ pub struct PlantedTokens<T> {
 
 impl<T: TokenSource + Sync> TokenSource for PlantedTokens<T> {
     async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
+        if self.mutant == Mutant::TokenWrapsAt32Bits {
+            // the bug: the token is kept in a signed 32-bit integer
+            return self.inner.next_token(merchant).await.map(|token| Token(i64::from(token.0 as i32)));
+        }
         let slot = if self.mutant == Mutant::TokenPerJob {
             Some(merchant)
         } else if self.mutant == Mutant::TokenPerWorker {
@@ -302,6 +337,8 @@ mod tests {
             (Mutant::ConfirmWithoutFence, RefundState::Sending, 34, WriteKind::Confirm),
             (Mutant::ClaimFenceAtMost, RefundState::Sending, 33, WriteKind::Claim),
             (Mutant::ClaimAcceptsSent, RefundState::Sent, 3, WriteKind::Claim),
+            // '100' < '33' as text
+            (Mutant::FenceComparedAsText, RefundState::Sending, 100, WriteKind::Claim),
         ];
         for (mutant, state, fence, write) in cases {
             let right = store_with(state, fence, Statements::SQLITE);

@@ -67,6 +67,8 @@ pub struct MutantReport {
     pub name: &'static str,
     pub baseline: &'static str,
     pub gateway: &'static str,
+    /// The public report a field mutant is modelled on (none for the catalogue's own).
+    pub source: Option<&'static str>,
     pub caught: bool,
     /// The invariant that caught it in the first search.
     pub invariant: Option<&'static str>,
@@ -108,6 +110,7 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         name: mutant.name(),
         baseline: mutant.baseline().name(),
         gateway: mutant.gateway().name(),
+        source: mutant.source(),
         caught: first.is_some(),
         invariant: first.map(|found| found.1),
         seeds_to_detect_median: sorted[sorted.len() / 2],

@@ -159,6 +159,16 @@ pub enum EventKind {
         instance: u8,
         lost: u32,
     },
+    /// A plain `PEXPIRE key ttl`: the key's expiry re-armed whoever holds it. `holder` is
+    /// the value the key held when the command ran (none: there was no key).
+    LeaseRearmed {
+        worker: WorkerId,
+        instance: u8,
+        key: String,
+        holder: Option<String>,
+        ttl_ms: u64,
+    },
+    // New events go last: a trace's hash includes each event's variant position.
 }
 
 /// Who an event belongs to, as a trace shows it.
@@ -198,6 +208,7 @@ impl EventKind {
             | LeaseReleased { .. }
             | LeaseDeleted { .. }
             | LeaseExtended { .. }
+            | LeaseRearmed { .. }
             | LeaseSet { .. }
             | LeaseRead { .. }
             | TokenIssued { .. }

@@ -28,6 +28,11 @@ pub enum Command<'a> {
         value: &'a str,
         ttl_ms: u64,
     },
+    /// `SETNX key value`: set if absent, with no expiry at all.
+    SetNx {
+        key: &'a str,
+        value: &'a str,
+    },
     /// `SET key value PX ttl`, no NX.
     SetPx {
         key: &'a str,
@@ -205,6 +210,7 @@ impl RedisCore {
         match cmd {
             Command::Get { .. } => {}
             Command::SetNxPx { key, .. }
+            | Command::SetNx { key, .. }
             | Command::SetPx { key, .. }
             | Command::Del { key }
             | Command::Incr { key }
@@ -215,17 +221,9 @@ impl RedisCore {
         let redis_now = self.redis_now(now_ms);
         match cmd {
             Command::SetNxPx { key, value, ttl_ms } => {
-                if ttl_ms == 0 {
-                    return Reply::Error("ERR invalid expire time in 'set' command");
-                }
-                if self.keys.contains_key(key) {
-                    return Reply::Nil;
-                }
-                let entry =
-                    Entry { value: Value::Str(value.to_owned()), expires_at_ms: Some(redis_now + ttl_ms) };
-                self.keys.insert(key.to_owned(), entry);
-                Reply::Ok
+                self.set_if_absent(key, value, Some(ttl_ms), redis_now)
             }
+            Command::SetNx { key, value } => self.set_if_absent(key, value, None, redis_now),
             Command::SetPx { key, value, ttl_ms } => {
                 let entry = Entry {
                     value: Value::Str(value.to_owned()),
@@ -266,6 +264,20 @@ impl RedisCore {
                 }
             }
         }
+    }
+
+    /// `SET key value NX [PX ttl]` (`SETNX` without a TTL): set only if absent.
+    fn set_if_absent(&mut self, key: &str, value: &str, ttl_ms: Option<u64>, redis_now: u64) -> Reply {
+        if ttl_ms == Some(0) {
+            return Reply::Error("ERR invalid expire time in 'set' command");
+        }
+        if self.keys.contains_key(key) {
+            return Reply::Nil;
+        }
+        let entry =
+            Entry { value: Value::Str(value.to_owned()), expires_at_ms: ttl_ms.map(|ttl| redis_now + ttl) };
+        self.keys.insert(key.to_owned(), entry);
+        Reply::Ok
     }
 
     /// `INCR`: a missing key counts from 0; a value that is not an integer is an error.

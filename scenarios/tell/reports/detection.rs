@@ -47,6 +47,20 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
     }
     let caught = reports.iter().filter(|report| report.caught).count();
     let _ = writeln!(out, "\n{caught} of {} mutants caught.", reports.len());
+    out.push_str(&sources_section(reports));
+    out
+}
+
+/// The field mutants: each modelled on a bug reported in public, named by its title.
+fn sources_section(reports: &[MutantReport]) -> String {
+    let mut out = String::from(
+        "\nMutants from the field, each modelled on a bug that was reported in public (cited by its title):\n\n",
+    );
+    for report in reports {
+        if let Some(source) = report.source {
+            let _ = writeln!(out, "- `{}`: {source}", report.name);
+        }
+    }
     out
 }
 

@@ -54,6 +54,16 @@ impl Narrator<'_> {
                 };
                 (instance, text, vec![format!("{worker}->>R: DEL {key}")])
             }
+            EventKind::LeaseRearmed { worker, instance, key, holder, ttl_ms } => {
+                let text = match holder {
+                    Some(value) if !value.starts_with(&format!("{worker}")) => {
+                        format!("{worker} PEXPIREs {key} and re-arms {value}, another worker's lease, for {ttl_ms} ms")
+                    }
+                    Some(_) => format!("{worker} PEXPIREs {key} for {ttl_ms} ms"),
+                    None => format!("{worker} PEXPIREs {key}: nothing there"),
+                };
+                (instance, text, vec![format!("{worker}->>R: PEXPIRE {key}")])
+            }
             EventKind::LeaseSet { worker, instance, key, value, .. } => (
                 instance,
                 format!("{worker} sets {key} to {value} without NX, whoever held it"),

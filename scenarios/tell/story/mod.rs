@@ -34,6 +34,7 @@ impl Narrator<'_> {
             | EventKind::LeaseReleased { .. }
             | EventKind::LeaseDeleted { .. }
             | EventKind::LeaseExtended { .. }
+            | EventKind::LeaseRearmed { .. }
             | EventKind::LeaseRead { .. }
             | EventKind::LeaseSet { .. }
             | EventKind::CounterSeeded { .. }

@@ -37,14 +37,15 @@ pub enum FaultKind {
     DuplicateDelivery { worker: WorkerId },
     /// The worker's next request to the database is held up on its way there.
     DbDelay { worker: WorkerId, delay_ms: u64 },
-    /// The worker's next Redis command is held up on its way there.
-    RedisDelay { worker: WorkerId, delay_ms: u64 },
     /// The worker's next gateway call takes this much longer.
     GatewayLatency { worker: WorkerId, extra_ms: u64 },
     /// The worker's next refund call moves the money, and the answer never arrives.
     LostResponse { worker: WorkerId },
     /// For a while, a call whose idempotency key is still in flight gets a conflict.
     GatewayConflicts { for_ms: u64 },
+    /// The worker's next Redis command is held up on its way there.
+    RedisDelay { worker: WorkerId, delay_ms: u64 },
+    // New kinds go last: a trace's hash includes each event's variant position.
 }
 
 impl FaultName {

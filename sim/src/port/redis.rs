@@ -30,6 +30,45 @@ impl RedisClient {
         self.link.worker
     }
 
+    /// `PEXPIRE key ttl`: re-arms the key's expiry whoever holds it. Not a port of the
+    /// model's (the protocol extends only its own lease, by script); a harness may use it.
+    pub async fn pexpire(&self, key: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|world, state, now| {
+            let holder = state.redis[instance as usize].value_of(key).map(value_text);
+            let rearmed = state.redis(instance, Command::PExpire { key, ttl_ms }, now) == Reply::Int(1);
+            let holder = holder.filter(|_| rearmed);
+            state.record(
+                now,
+                EventKind::LeaseRearmed { worker, instance, key: key.to_owned(), holder, ttl_ms },
+            );
+            world.changed.notify_one();
+            Ok(rearmed)
+        })
+        .await
+    }
+
+    /// `SETNX key value`: the lease taken with no expiry (until a `PEXPIRE` gives it one).
+    /// Not a port of the model's; a harness may use it.
+    pub async fn set_nx(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        self.call(|world, state, now| match state.redis(instance, Command::SetNx { key, value }, now) {
+            Reply::Ok => {
+                let epoch = state.ledger.granted(instance, key, value, worker, now);
+                let (key, value) = (key.to_owned(), value.to_owned());
+                state.record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms: 0, epoch });
+                world.changed.notify_one();
+                Ok(true)
+            }
+            Reply::Nil => {
+                state.record(now, EventKind::LeaseRefused { worker, instance, key: key.to_owned() });
+                Ok(false)
+            }
+            other => Err(BackendError(format!("SETNX {key}: {other:?}"))),
+        })
+        .await
+    }
+
     /// `SET key value PX ttl`, with no NX: whoever holds the key, it is this value's now.
     /// Not a port of the model's (the protocol never needs it); a harness may use it.
     pub async fn set_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), BackendError> {
