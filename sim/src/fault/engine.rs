@@ -100,14 +100,7 @@ impl World {
     /// whether one of them stops the worker's own process.
     pub(crate) fn fire_step_triggers(&self, state: &mut State, worker: WorkerId, step: StepKind) -> bool {
         let nth = state.faults.count_step(worker, step);
-        let mut stops = false;
-        for fault in &self.config.faults.faults {
-            if fault.trigger == (Trigger::Step { worker, step, nth }) {
-                self.fire(state, fault);
-                stops |= fault.kind.stops(worker);
-            }
-        }
-        stops
+        self.fire_triggered(state, worker, Trigger::Step { worker, step, nth })
     }
 
     /// Fires the faults `worker` triggers by sending a request on `hop` (its `nth`).
@@ -117,12 +110,15 @@ impl World {
             return false;
         }
         let nth = state.faults.count_call(worker, hop);
+        self.fire_triggered(state, worker, Trigger::Call { worker, hop, nth })
+    }
+
+    /// Fires every fault of the plan with this trigger, in plan order; whether one stops `worker`.
+    fn fire_triggered(&self, state: &mut State, worker: WorkerId, trigger: Trigger) -> bool {
         let mut stops = false;
-        for fault in &self.config.faults.faults {
-            if fault.trigger == (Trigger::Call { worker, hop, nth }) {
-                self.fire(state, fault);
-                stops |= fault.kind.stops(worker);
-            }
+        for fault in self.config.faults.faults.iter().filter(|fault| fault.trigger == trigger) {
+            self.fire(state, fault);
+            stops |= fault.kind.stops(worker);
         }
         stops
     }

@@ -51,12 +51,21 @@ impl RedisClient {
     /// `SETNX key value`: the lease taken with no expiry (until a `PEXPIRE` gives it one).
     /// Not a port of the model's; a harness may use it.
     pub async fn set_nx(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        self.set_if_absent(key, value, None).await
+    }
+
+    /// `SET key value NX PX ttl`, or `SETNX` without a TTL: a grant the epoch ledger hears of.
+    async fn set_if_absent(&self, key: &str, value: &str, ttl_ms: Option<u64>) -> Result<bool, BackendError> {
         let (worker, instance) = (self.worker(), self.instance);
-        self.call(|world, state, now| match state.redis(instance, Command::SetNx { key, value }, now) {
+        let command = match ttl_ms {
+            Some(ttl_ms) => Command::SetNxPx { key, value, ttl_ms },
+            None => Command::SetNx { key, value },
+        };
+        self.call(|world, state, now| match state.redis(instance, command, now) {
             Reply::Ok => {
                 let epoch = state.ledger.granted(instance, key, value, worker, now);
-                let (key, value) = (key.to_owned(), value.to_owned());
-                state.record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms: 0, epoch });
+                let (key, value, ttl_ms) = (key.to_owned(), value.to_owned(), ttl_ms.unwrap_or(0));
+                state.record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms, epoch });
                 world.changed.notify_one();
                 Ok(true)
             }
@@ -64,7 +73,7 @@ impl RedisClient {
                 state.record(now, EventKind::LeaseRefused { worker, instance, key: key.to_owned() });
                 Ok(false)
             }
-            other => Err(BackendError(format!("SETNX {key}: {other:?}"))),
+            other => Err(BackendError(format!("{command:?}: {other:?}"))),
         })
         .await
     }
@@ -86,25 +95,7 @@ impl RedisClient {
 
 impl RedisInstance for RedisClient {
     async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        let (worker, instance) = (self.worker(), self.instance);
-        self.call(|world, state, now| {
-            match state.redis(instance, Command::SetNxPx { key, value, ttl_ms }, now) {
-                Reply::Ok => {
-                    let epoch = state.ledger.granted(instance, key, value, worker, now);
-                    let (key, value) = (key.to_owned(), value.to_owned());
-                    state
-                        .record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms, epoch });
-                    world.changed.notify_one();
-                    Ok(true)
-                }
-                Reply::Nil => {
-                    state.record(now, EventKind::LeaseRefused { worker, instance, key: key.to_owned() });
-                    Ok(false)
-                }
-                other => Err(BackendError(format!("SET {key} NX PX {ttl_ms}: {other:?}"))),
-            }
-        })
-        .await
+        self.set_if_absent(key, value, Some(ttl_ms)).await
     }
 
     async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
