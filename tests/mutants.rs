@@ -35,6 +35,8 @@ fn the_mutants_command_reports_json_and_names_bad_input() {
             "1",
             "--budget",
             "30",
+            "--false-alarm-seeds",
+            "40",
             "--jobs",
             "2",
             "--json",
@@ -86,5 +88,31 @@ fn exhaustively_the_database_sequence_survives_every_placement_and_the_ttl_alone
     for unsafe_one in [Mechanism::TtlOnly, Mechanism::Redlock, Mechanism::PlainDelRelease] {
         let (count, _) = failing(unsafe_one, &singles, 2).unwrap();
         assert!(count > 0, "{unsafe_one} failed none of the single faults");
+    }
+}
+
+#[test]
+fn the_detection_report_records_a_clean_false_alarm_run_for_every_mechanism_that_promises_safety() {
+    use fencesim::model::{Mechanism, Safety};
+    use fencesim::search::false_alarms::false_alarm_runs;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DETECTION_REPORT);
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants`");
+    let section =
+        text.split("## False alarms").nth(1).unwrap_or_else(|| panic!("no false-alarm section: {stale}"));
+    let promising: Vec<Mechanism> =
+        Mechanism::ALL.into_iter().filter(|m| m.spec().safety != Safety::Unsafe).collect();
+    for mechanism in &promising {
+        let row = section
+            .lines()
+            .find(|line| line.starts_with(&format!("| {mechanism} |")))
+            .unwrap_or_else(|| panic!("{mechanism} has no false-alarm row: {stale}"));
+        assert!(row.contains("| 100000 | 0 |"), "{row}: {stale}");
+    }
+    // the same runs, short, still break nothing
+    let runs = false_alarm_runs(150, 2).unwrap();
+    assert_eq!(runs.len(), promising.len());
+    for run in runs {
+        assert!(run.violations.is_empty(), "{}: {:?}", run.command(), run.violations);
     }
 }

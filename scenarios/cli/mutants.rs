@@ -4,8 +4,11 @@
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
 use fencesim::search::exhaustive::small_scope;
+use fencesim::search::false_alarms::false_alarm_runs;
 use fencesim::search::mutants::evaluate_all;
-use fencesim::tell::reports::detection::{detection_report, exhaustive_section, DETECTION_REPORT};
+use fencesim::tell::reports::detection::{
+    detection_report, exhaustive_section, false_alarm_section, DETECTION_REPORT,
+};
 use fencesim::tell::write::write_report;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +28,9 @@ pub struct MutantsArgs {
     /// Leave out the exhaustive small-scope section
     #[arg(long)]
     no_exhaustive: bool,
+    /// Seeds for each safe mechanism's false-alarm run
+    #[arg(long, default_value_t = 100_000, value_parser = parse_count, allow_hyphen_values = true)]
+    false_alarm_seeds: u64,
     /// The project root to write under
     #[arg(long, default_value = ".")]
     root: PathBuf,
@@ -43,14 +49,21 @@ pub fn run(args: MutantsArgs) -> ExitCode {
         Ok(section) => section,
         Err(error) => return bad_input(error),
     };
-    let text = detection_report(&reports, args.starts, args.budget) + &exhaustive;
+    let false_alarms = match false_alarm_runs(args.false_alarm_seeds, args.jobs) {
+        Ok(runs) => runs,
+        Err(error) => return bad_input(error),
+    };
+    let text = detection_report(&reports, args.starts, args.budget)
+        + &exhaustive
+        + &false_alarm_section(&false_alarms);
     if let Err(error) = write_report(&args.root, DETECTION_REPORT, &text) {
         return bad_input(error);
     }
     if args.json {
-        println!("{}", serde_json::json!({ "mutants": reports }));
+        println!("{}", serde_json::json!({ "mutants": reports, "false_alarms": false_alarms }));
     } else {
         print!("{text}");
     }
-    verdict(reports.iter().all(|report| report.caught))
+    let clean = false_alarms.iter().all(|run| run.violations.is_empty());
+    verdict(clean && reports.iter().all(|report| report.caught))
 }

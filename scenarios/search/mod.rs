@@ -1,9 +1,11 @@
 //! Searching for failures: one parallel pool, and what runs on it. Exploration by seed,
 //! the matrix of mechanisms and the TTL sweep, the mutants and their shrinker, the
-//! exhaustive small scope, and the property suite over small worlds.
+//! exhaustive small scope, the false-alarm runs of the mechanisms that promise safety,
+//! and the property suite over small worlds.
 
 pub mod exhaustive;
 pub mod explore;
+pub mod false_alarms;
 pub mod matrix;
 pub mod mutants;
 pub mod pool;

@@ -3,6 +3,7 @@
 
 use crate::mutant::Mutant;
 use crate::search::exhaustive::{SmallScope, ROWS, TTL_MS};
+use crate::search::false_alarms::FalseAlarmRun;
 use crate::search::mutants::{MutantReport, START_STRIDE};
 use fencesim_sim::Trigger;
 use std::fmt::Write as _;
@@ -48,6 +49,29 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
     let caught = reports.iter().filter(|report| report.caught).count();
     let _ = writeln!(out, "\n{caught} of {} mutants caught.", reports.len());
     out.push_str(&sources_section(reports));
+    out
+}
+
+/// The false-alarm section: every mechanism that promises safety, over many seeds, must
+/// break nothing.
+pub fn false_alarm_section(runs: &[FalseAlarmRun]) -> String {
+    let mut out = String::from("\n## False alarms\n\n");
+    out.push_str(
+        "Every mechanism that promises safety, over the random scenario's seeds under the faults it promises to \
+         survive: a broken invariant here is a bug in the mechanism or a false alarm of the checkers.\n\n\
+         | mechanism | faults left out | seeds | seeds with a violation | command |\n|---|---|---:|---:|---|\n",
+    );
+    for run in runs {
+        let broken: u64 = run.violations.values().sum();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {broken} | `{}` |",
+            run.mechanism,
+            run.without.unwrap_or("none"),
+            run.seeds,
+            run.command()
+        );
+    }
     out
 }
 

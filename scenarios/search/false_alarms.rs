@@ -1,0 +1,74 @@
+//! False alarms: every mechanism that promises safety, run over many seeds of the random
+//! scenario under the faults it promises to survive. An invariant it breaks there is a
+//! bug in the mechanism or a false alarm of the checkers; either way the suite must say so.
+
+use crate::scenario::FaultMask;
+use crate::search::explore::{explore, ExploreConfig};
+use fencesim_model::{Mechanism, Safety};
+use fencesim_sim::GatewayMode;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+/// One mechanism's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct FalseAlarmRun {
+    pub mechanism: &'static str,
+    /// The fault kinds switched off (those outside the mechanism's promise).
+    pub without: Option<&'static str>,
+    pub seeds: u64,
+    /// Seeds that broke each invariant (empty: no false alarm).
+    pub violations: BTreeMap<&'static str, u64>,
+}
+
+impl FalseAlarmRun {
+    /// The command that reruns it.
+    pub fn command(&self) -> String {
+        let without = self.without.map_or(String::new(), |kinds| format!(" --without {kinds}"));
+        format!(
+            "fencesim explore --mechanism {}{without} --seeds {} --keep-going",
+            self.mechanism, self.seeds
+        )
+    }
+}
+
+/// The faults a mechanism promises to survive: all of them, or all but a lost counter.
+fn promised(mechanism: Mechanism) -> Option<Option<&'static str>> {
+    match mechanism.spec().safety {
+        Safety::Safe => Some(None),
+        Safety::UnlessCounterLost => Some(Some("redis-restart")),
+        Safety::Unsafe => None,
+    }
+}
+
+/// Every mechanism that promises safety, over `seeds` seeds from seed 1, on `jobs` threads.
+pub fn false_alarm_runs(seeds: u64, jobs: usize) -> Result<Vec<FalseAlarmRun>, String> {
+    let mut runs = Vec::new();
+    for mechanism in Mechanism::ALL {
+        let Some(without) = promised(mechanism) else { continue };
+        let allowed = match without {
+            Some(kinds) => FaultMask::ALL.without_names(kinds)?,
+            None => FaultMask::ALL,
+        };
+        let config = ExploreConfig {
+            scenario: "random".into(),
+            mechanism,
+            gateway: GatewayMode::Idempotent,
+            from: 1,
+            seeds,
+            jobs,
+            keep_going: true,
+            out: std::env::temp_dir().join("fencesim-false-alarms"),
+            allowed,
+            progress: false,
+        };
+        let report = explore(&config, &AtomicBool::new(false))?;
+        runs.push(FalseAlarmRun {
+            mechanism: mechanism.name(),
+            without,
+            seeds,
+            violations: report.violations,
+        });
+    }
+    Ok(runs)
+}
