@@ -13,6 +13,7 @@ fn main() -> ExitCode {
         Command::Mechanisms => cli::mechanisms::run(),
         Command::Explore(args) => cli::explore::run(args),
         Command::Replay(args) => cli::replay::run_command(args),
+        Command::Shrink(args) => cli::shrink::run_command(args),
         Command::Matrix(args) => cli::matrix::run(args),
         Command::Mutants(args) => cli::mutants::run(args),
         Command::Report(args) => cli::report::run(args),

@@ -12,6 +12,7 @@ pub mod mutants;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod shrink;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -40,6 +41,8 @@ pub enum Command {
     Explore(explore::ExploreArgs),
     /// Run a replay file's plan again and tell how it failed
     Replay(replay::ReplayArgs),
+    /// Make a failing replay file as small as it can be while it breaks the same invariant
+    Shrink(shrink::ShrinkArgs),
     /// Every mechanism with both gateway modes over the same seeds, and the TTL sweep:
     /// writes reports/guarantees.md
     Matrix(matrix::MatrixArgs),

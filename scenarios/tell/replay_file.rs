@@ -114,14 +114,18 @@ impl ReplayFile {
         Ok(file)
     }
 
-    /// Writes the file whole: to a temporary name first, then renamed into place.
+    /// Writes the file whole into `dir`, named by its scenario, mechanism, gateway and seed.
     pub fn write_into(&self, dir: &Path) -> Result<PathBuf, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let name = format!("{}-{}-{}-seed-{}.json", self.scenario, self.mechanism, self.gateway, self.seed);
-        let path = dir.join(&name);
+        self.write_as(&dir.join(&name))
+    }
+
+    /// Writes the file whole at `path`: to a temporary name first, then renamed into place.
+    pub fn write_as(&self, path: &Path) -> Result<PathBuf, String> {
         let text = serde_json::to_string_pretty(self).expect("a replay file serializes") + "\n";
-        write_whole(&path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(path)
+        write_whole(path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(path.to_path_buf())
     }
 
     pub fn command(path: &Path) -> String {

@@ -132,6 +132,58 @@ impl FaultName {
 }
 
 impl FaultKind {
+    /// This fault's size, as `FaultName::make` takes it (milliseconds, or a choice's index).
+    pub fn size(&self) -> u64 {
+        match *self {
+            FaultKind::Pause { duration_ms: ms, .. }
+            | FaultKind::Crash { restart_after_ms: ms, .. }
+            | FaultKind::RedisClockJump { by_ms: ms, .. }
+            | FaultKind::DbDelay { delay_ms: ms, .. }
+            | FaultKind::RedisDelay { delay_ms: ms, .. }
+            | FaultKind::GatewayLatency { extra_ms: ms, .. }
+            | FaultKind::GatewayConflicts { for_ms: ms } => ms,
+            FaultKind::RedisRestart { persistence, .. } => {
+                Persistence::ALL.iter().position(|p| *p == persistence).expect("every mode is listed") as u64
+            }
+            FaultKind::ExpireLease { .. }
+            | FaultKind::Redeliver { .. }
+            | FaultKind::DuplicateDelivery { .. }
+            | FaultKind::LostResponse { .. } => 0,
+        }
+    }
+
+    /// What this fault aims at (targets it does not take read as the first of each).
+    pub fn aim(&self) -> Aim {
+        Aim {
+            worker: self.worker().unwrap_or(WorkerId(0)),
+            merchant: self.merchant().unwrap_or(MerchantId(0)),
+            instance: self.instance().unwrap_or(0),
+        }
+    }
+
+    /// The merchant whose lease this fault acts on, if it acts on one.
+    pub fn merchant(&self) -> Option<MerchantId> {
+        match *self {
+            FaultKind::ExpireLease { merchant, .. } => Some(merchant),
+            FaultKind::Pause { .. }
+            | FaultKind::Crash { .. }
+            | FaultKind::RedisClockJump { .. }
+            | FaultKind::RedisRestart { .. }
+            | FaultKind::Redeliver { .. }
+            | FaultKind::DuplicateDelivery { .. }
+            | FaultKind::DbDelay { .. }
+            | FaultKind::GatewayLatency { .. }
+            | FaultKind::LostResponse { .. }
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::RedisDelay { .. } => None,
+        }
+    }
+
+    /// The same fault with another size.
+    pub fn resized(&self, size: u64) -> FaultKind {
+        self.kind().make(self.aim(), size)
+    }
+
     pub fn kind(&self) -> FaultName {
         FaultName::from(self)
     }
@@ -298,6 +350,7 @@ mod tests {
             for size in ends {
                 let made = kind.make(aim, size);
                 assert_eq!(made.kind(), kind);
+                assert_eq!(made.resized(made.size()), made, "size and aim rebuild the fault");
                 assert!(Fault { kind: made, trigger: Trigger::At { at_ms: 0 } }.validate(0, 2, 1).is_ok());
             }
         }

@@ -1,0 +1,69 @@
+//! `fencesim shrink FILE`: a failure found by exploration, made small, still fails the
+//! same way and replays to its own hash.
+
+use fencesim::runner::run;
+use fencesim::tell::replay_file::ReplayFile;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fencesim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().unwrap()
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fencesim-shrink-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn a_failure_found_by_explore_shrinks_to_at_most_three_faults_and_still_fails_the_same_way() {
+    let dir = out_dir("renewal");
+    let explored = fencesim(&[
+        "explore",
+        "--mechanism",
+        "ttl-renewal",
+        "--seeds",
+        "2000",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(explored.status.code(), Some(1), "{}", String::from_utf8_lossy(&explored.stdout));
+    let found = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let original = ReplayFile::load(&found).unwrap();
+    let shrunk = fencesim(&["shrink", found.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&shrunk.stdout);
+    assert_eq!(shrunk.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&shrunk.stderr));
+    assert!(text.contains("shrunk, still breaking"), "{text}");
+    let path = found.with_file_name(format!("{}.shrunk.json", found.file_stem().unwrap().to_string_lossy()));
+    assert!(text.contains(&format!("replay with: fencesim replay {}", path.display())), "{text}");
+    let small = ReplayFile::load(&path).unwrap();
+    assert!(small.fault_plan.faults.len() <= 3, "{text}");
+    assert!(small.fault_plan.faults.len() <= original.fault_plan.faults.len());
+    let again = run(&small.scenario().unwrap(), small.seed).unwrap();
+    assert_eq!(format!("{:016x}", again.trace_hash), small.expected_trace_hash, "it replays to its own hash");
+    assert!(
+        again.check(&original.violations[0]).is_violation(),
+        "it still breaks {}",
+        original.violations[0]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_that_breaks_nothing_or_is_not_a_replay_file_is_refused_with_exit_2() {
+    let dir = out_dir("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let saved = fencesim(&["run", "--mechanism", "fenced", "--save-replay", dir.to_str().unwrap()]);
+    assert_eq!(saved.status.code(), Some(0));
+    let passing = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let refused = fencesim(&["shrink", passing.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("records no broken invariant"));
+    let garbage = dir.join("garbage.json");
+    std::fs::write(&garbage, "{ not json").unwrap();
+    let refused = fencesim(&["shrink", garbage.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("malformed"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
