@@ -67,3 +67,29 @@ fn a_file_that_breaks_nothing_or_is_not_a_replay_file_is_refused_with_exit_2() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("malformed"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn explore_shrinks_the_first_failure_it_keeps_and_keeps_both_files() {
+    let dir = out_dir("explore");
+    let explored =
+        fencesim(&["explore", "--mechanism", "redlock", "--seeds", "50", "--out", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&explored.stdout);
+    assert_eq!(explored.status.code(), Some(1), "{text}");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    // the first failure and its shrunk form; a seed run beside it may be kept as well
+    let shrunk: Vec<&String> = files.iter().filter(|name| name.ends_with(".shrunk.json")).collect();
+    assert!(!shrunk.is_empty(), "{files:?}");
+    for small in shrunk {
+        assert!(files.contains(&small.replace(".shrunk.json", ".json")), "{files:?}");
+    }
+    assert!(text.contains("shrunk, still breaking"), "{text}");
+    assert!(
+        text.trim_end().ends_with(".shrunk.json"),
+        "the story ends with the smaller file's replay command: {text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

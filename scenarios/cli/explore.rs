@@ -5,9 +5,11 @@ use crate::cli::args::{
     default_jobs, parse_count, parse_gateway, parse_jobs, parse_mechanism, parse_scenario, parse_seed,
 };
 use crate::cli::bad_input;
+use crate::cli::shrink::print_shrunk;
 use fencesim::model::Mechanism;
 use fencesim::scenario::FaultMask;
 use fencesim::search::explore::{explore, ExploreConfig, ExploreReport};
+use fencesim::search::shrink::{shrink_file, Shrunk};
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
@@ -43,6 +45,23 @@ pub struct ExploreArgs {
     out: PathBuf,
     #[arg(long)]
     json: bool,
+    /// Keep the failures as found, without shrinking them
+    #[arg(long)]
+    no_shrink: bool,
+}
+
+/// Shrinks the first failure kept for each invariant (a file shrinks once, for the first
+/// invariant it is the first to break).
+fn shrink_failures(report: &ExploreReport) -> Result<Vec<Shrunk>, String> {
+    let mut covered: Vec<String> = Vec::new();
+    let mut shrunk = Vec::new();
+    for path in &report.replay_files {
+        let file = ReplayFile::load(path)?;
+        let Some(invariant) = file.violations.iter().find(|name| !covered.contains(name)) else { continue };
+        shrunk.push(shrink_file(path, Some(invariant))?);
+        covered.extend(file.violations.iter().cloned());
+    }
+    Ok(shrunk)
 }
 
 fn print_report(config: &ExploreConfig, report: &ExploreReport) {
@@ -95,10 +114,21 @@ pub fn run(args: ExploreArgs) -> ExitCode {
         Ok(report) => report,
         Err(error) => return bad_input(error),
     };
+    let shrunk = match args.no_shrink {
+        true => Vec::new(),
+        false => match shrink_failures(&report) {
+            Ok(shrunk) => shrunk,
+            Err(error) => return bad_input(error),
+        },
+    };
     if args.json {
-        println!("{}", serde_json::to_string(&report).expect("a report serializes"));
+        let mut value = serde_json::to_value(&report).expect("a report serializes");
+        let paths: Vec<String> = shrunk.iter().map(|s| s.path.display().to_string()).collect();
+        value["shrunk_files"] = serde_json::json!(paths);
+        println!("{value}");
     } else {
         print_report(&config, &report);
+        shrunk.iter().for_each(print_shrunk);
     }
     if report.first_failing_seed.is_some() {
         ExitCode::from(1)

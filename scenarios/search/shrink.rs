@@ -3,9 +3,12 @@
 //! then one at a time); then the numbers, each fault's size and trigger halved while it
 //! still fails; then the world, fewer workers and fewer rows; then the plan once more.
 
+use crate::runner::{run, Outcome};
 use crate::scenario::Scenario;
+use crate::tell::replay_file::ReplayFile;
 use fencesim_model::{MerchantId, RefundId, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
+use std::path::{Path, PathBuf};
 
 /// "Does this smaller candidate still fail the same way?"
 pub trait StillFails: FnMut(&Scenario) -> Result<bool, String> {}
@@ -168,4 +171,54 @@ pub fn shrink_scenario(scenario: &Scenario, mut still_fails: impl StillFails) ->
         }
     }
     Ok(smallest)
+}
+
+/// A replay file made small.
+pub struct Shrunk {
+    pub invariant: String,
+    pub before: Scenario,
+    pub after: Outcome,
+    pub path: PathBuf,
+}
+
+impl Shrunk {
+    /// What shrinking took away, in one line.
+    pub fn removed(&self) -> String {
+        let (before, after) = (&self.before.world, &self.after.scenario.world);
+        format!(
+            "faults {} -> {}, workers {} -> {}, rows {} -> {}",
+            before.faults.faults.len(),
+            after.faults.faults.len(),
+            before.workers,
+            after.workers,
+            before.rows.len(),
+            after.rows.len()
+        )
+    }
+}
+
+/// `failure.json` becomes `failure.shrunk.json`, beside it.
+pub fn shrunk_path(file: &Path) -> PathBuf {
+    let stem = file.file_stem().map_or("replay".into(), |stem| stem.to_string_lossy().into_owned());
+    file.with_file_name(format!("{stem}.shrunk.json"))
+}
+
+/// Shrinks the failure a replay file holds while it still breaks `invariant` (default: the
+/// file's first), and writes the smaller file beside it.
+pub fn shrink_file(file: &Path, invariant: Option<&str>) -> Result<Shrunk, String> {
+    let replay = ReplayFile::load(file)?;
+    let invariant = invariant
+        .map(str::to_owned)
+        .or_else(|| replay.violations.first().cloned())
+        .ok_or_else(|| format!("{}: the file records no broken invariant to keep", file.display()))?;
+    let before = replay.scenario().map_err(|error| format!("{}: {error}", file.display()))?;
+    let seed = replay.seed;
+    let breaks =
+        |candidate: &Scenario| run(candidate, seed).map(|outcome| outcome.check(&invariant).is_violation());
+    if !breaks(&before)? {
+        return Err(format!("{}: the run does not break {invariant}", file.display()));
+    }
+    let after = run(&shrink_scenario(&before, breaks)?, seed)?;
+    let path = ReplayFile::from_outcome(&after).write_as(&shrunk_path(file))?;
+    Ok(Shrunk { invariant, before, after, path })
 }
