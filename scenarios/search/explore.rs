@@ -177,6 +177,13 @@ pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<Explo
     let elapsed = start.elapsed().as_secs_f64();
     gathered.violations.retain(|_, seeds| *seeds > 0);
     let first_failing_seed = gathered.failing.first().copied();
+    // Files are written as failures arrive; one that arrived past the seed an exploration
+    // stopped at was never counted: drop it, so that the files do not depend on timing.
+    for (seed, path) in &gathered.written {
+        if !gathered.failing.contains(seed) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
     let written = &gathered.written;
     Ok(ExploreReport {
         seeds_run,
