@@ -20,18 +20,7 @@ fn out_dir(name: &str) -> PathBuf {
 }
 
 fn explore_with(mechanism: Mechanism, seeds: u64, jobs: usize, out: &std::path::Path) -> ExploreReport {
-    let config = ExploreConfig {
-        scenario: "random".into(),
-        mechanism,
-        gateway: GatewayMode::Idempotent,
-        from: 1,
-        seeds,
-        jobs,
-        keep_going: false,
-        out: out.to_path_buf(),
-        allowed: FaultMask::ALL,
-        progress: false,
-    };
+    let config = ExploreConfig::random(mechanism, 1, seeds, jobs, out.to_path_buf());
     explore(&config, &AtomicBool::new(false)).unwrap()
 }
 

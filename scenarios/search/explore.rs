@@ -82,6 +82,25 @@ pub struct ExploreConfig {
     pub progress: bool,
 }
 
+impl ExploreConfig {
+    /// Seeds `from..from + seeds` of the random scenario under `mechanism`, every fault
+    /// kind on, an idempotent gateway, stopping at the first failure, no progress bar.
+    pub fn random(mechanism: Mechanism, from: u64, seeds: u64, jobs: usize, out: PathBuf) -> ExploreConfig {
+        ExploreConfig {
+            scenario: "random".into(),
+            mechanism,
+            gateway: GatewayMode::Idempotent,
+            from,
+            seeds,
+            jobs,
+            keep_going: false,
+            out,
+            allowed: FaultMask::ALL,
+            progress: false,
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct ExploreReport {
     pub seeds_run: u64,

@@ -5,7 +5,6 @@
 use crate::scenario::FaultMask;
 use crate::search::explore::{explore, ExploreConfig};
 use fencesim_model::{Mechanism, Safety};
-use fencesim_sim::GatewayMode;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
@@ -50,17 +49,11 @@ pub fn false_alarm_runs(seeds: u64, jobs: usize) -> Result<Vec<FalseAlarmRun>, S
             Some(kinds) => FaultMask::ALL.without_names(kinds)?,
             None => FaultMask::ALL,
         };
+        let out = std::env::temp_dir().join("fencesim-false-alarms");
         let config = ExploreConfig {
-            scenario: "random".into(),
-            mechanism,
-            gateway: GatewayMode::Idempotent,
-            from: 1,
-            seeds,
-            jobs,
             keep_going: true,
-            out: std::env::temp_dir().join("fencesim-false-alarms"),
             allowed,
-            progress: false,
+            ..ExploreConfig::random(mechanism, 1, seeds, jobs, out)
         };
         let report = explore(&config, &AtomicBool::new(false))?;
         runs.push(FalseAlarmRun {
