@@ -301,6 +301,13 @@ mod tests {
             let scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
             for fault in &scenario.world.faults.faults {
                 seen.insert(fault.kind.kind());
+                let size = fault.kind.size();
+                let within = match fault.kind.kind().sizes(scenario.world.ttl_ms) {
+                    Size::None => size == 0,
+                    Size::Ms(range) => range.contains(&size),
+                    Size::OneOf(choices) => size < choices as u64,
+                };
+                assert!(within, "seed {seed}: {:?} outside its sizes", fault.kind);
             }
         }
         assert_eq!(seen.len(), FaultName::COUNT, "kinds drawn: {seen:?}");

@@ -34,6 +34,9 @@ pub(crate) struct World {
     pub store: SqliteRefunds,
     /// Whether a restarted Redis runs the deployment's start-up routine.
     pub start_routine: bool,
+    /// Whether any fault is triggered by a request (if none, requests go uncounted and
+    /// unlocked: the adapters' hot path stays as it was).
+    pub call_triggered: bool,
     /// Wakes the time-keeping loop when a new deadline or a completion appears.
     pub changed: Notify,
     /// Wakes a worker waiting on the queue.

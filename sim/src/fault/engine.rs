@@ -106,9 +106,6 @@ impl World {
     /// Fires the faults `worker` triggers by sending a request on `hop` (its `nth`).
     /// Returns whether one of them stops the worker's own process.
     pub(crate) fn fire_call_triggers(&self, state: &mut State, worker: WorkerId, hop: Hop) -> bool {
-        if !state.faults.call_triggered {
-            return false;
-        }
         let nth = state.faults.count_call(worker, hop);
         self.fire_triggered(state, worker, Trigger::Call { worker, hop, nth })
     }

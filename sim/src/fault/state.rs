@@ -31,8 +31,6 @@ pub(crate) struct FaultState {
     step_counts: Vec<[u32; StepKind::COUNT]>,
     /// How many requests each worker sent on each hop: `[worker][hop]`.
     call_counts: Vec<[u32; Hop::COUNT]>,
-    /// Whether any fault is triggered by a call (if none, requests need not be counted).
-    pub call_triggered: bool,
     pub last_fault_ms: Option<u64>,
 }
 
@@ -51,7 +49,6 @@ impl FaultState {
             timed,
             step_counts: vec![[0; StepKind::COUNT]; workers],
             call_counts: vec![[0; Hop::COUNT]; workers],
-            call_triggered: faults.iter().any(|fault| matches!(fault.trigger, Trigger::Call { .. })),
             last_fault_ms: None,
         }
     }

@@ -32,6 +32,9 @@ impl Link {
     /// A request is about to leave on `hop`: count it and fire the faults it triggers. A
     /// fault that stops this worker's own process takes hold right here, before it leaves.
     pub async fn request(&self, hop: Hop) {
+        if !self.world.call_triggered {
+            return;
+        }
         let stops = {
             let mut state = self.world.lock();
             self.world.fire_call_triggers(&mut state, self.worker, hop)
