@@ -19,6 +19,7 @@ pub mod job;
 pub mod lease;
 pub mod mechanism;
 pub mod named;
+pub mod payment;
 pub mod ports;
 pub mod refund;
 pub mod step;
@@ -30,9 +31,10 @@ pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, Worker
 pub use job::{Delivery, Job};
 pub use lease::{counter_key, LeaseClient, TokenClient};
 pub use mechanism::{Mechanism, Safety};
+pub use payment::{Retry, RETRY};
 pub use ports::{
-    BackendError, Clock, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseStore, Probe, RedisInstance,
-    RefundStore, TokenSource,
+    BackendError, Clock, Gateway, GatewayCall, GatewayError, IdempotencyKey, JobQueue, LeaseStore, Probe,
+    RedisInstance, RefundStore, TokenSource,
 };
 pub use refund::{
     FenceViolation, Receipt, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome,

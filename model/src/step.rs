@@ -4,6 +4,7 @@
 
 use crate::ids::{MerchantId, RefundId, Token};
 use crate::job::Job;
+use crate::ports::{GatewayCall, GatewayError};
 use crate::refund::{FenceViolation, Receipt, WriteKind};
 use serde::{Deserialize, Serialize};
 use strum::{EnumCount, EnumDiscriminants, EnumIter, IntoStaticStr};
@@ -79,6 +80,15 @@ pub enum Step {
     Released {
         released: bool,
     },
+    /// A gateway request failed; the worker retries, looks the refund up, or gives up.
+    /// `attempt` counts this request's tries for the row, from 1.
+    GatewayFailed {
+        refund: RefundId,
+        call: GatewayCall,
+        error: GatewayError,
+        attempt: u32,
+    },
+    // New steps go last: a trace's hash includes each step's variant position.
 }
 
 /// Why a batch was given up. The job is not acked, so the queue hands it on.
@@ -90,6 +100,8 @@ pub enum AbandonReason {
     LeaseLost,
     GatewayUnavailable,
     BackendError,
+    /// A refund call's outcome stayed unknown: it timed out and no lookup could tell.
+    OutcomeUnknown,
 }
 
 impl std::fmt::Display for AbandonReason {
@@ -99,6 +111,7 @@ impl std::fmt::Display for AbandonReason {
             AbandonReason::LeaseLost => "lease lost",
             AbandonReason::GatewayUnavailable => "gateway unavailable",
             AbandonReason::BackendError => "backend error",
+            AbandonReason::OutcomeUnknown => "refund outcome unknown",
         })
     }
 }

@@ -5,13 +5,15 @@
 //! 3. if the mechanism fences, take a token (`INCR fence:settle:m`) for the whole batch;
 //! 4. for each row of `m` that is not `sent`, in id order: if it is `sending`, ask the
 //!    gateway whether the refund already exists; claim it; call the gateway with the refund
-//!    id as idempotency key (unless the refund already existed); confirm it;
+//!    id as idempotency key (unless the refund already existed), retrying as `payment`
+//!    says when the gateway fails; confirm it;
 //! 5. release the lease by compare-and-delete; ack the job only when the batch completed.
 
 use crate::ids::{MerchantId, RefundId, Token, WorkerId};
 use crate::job::{Delivery, Job};
 use crate::mechanism::{Mechanism, OnRejectedWrite, ReleasePolicy, TokenPolicy};
-use crate::ports::{Clock, Gateway, IdempotencyKey, JobQueue, LeaseStore, Probe, RefundStore, TokenSource};
+use crate::payment::Payer;
+use crate::ports::{Clock, Gateway, JobQueue, LeaseStore, Probe, RefundStore, TokenSource};
 use crate::refund::{FenceViolation, RefundRow, RefundState, WriteGuard, WriteKind};
 use crate::step::{AbandonReason, Step};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -232,11 +234,11 @@ where
 
     async fn settle_row(&self, row: &RefundRow, guard: WriteGuard, held: &Held<'_>) -> Result<(), Abandon> {
         let ports = &self.ports;
+        let payer = Payer { gateway: &ports.gateway, probe: &ports.probe, clock: &ports.clock };
         // A row left in `sending` may mean a call already went out: ask before paying.
         let mut paid = None;
         if row.state == RefundState::Sending {
-            let found =
-                ports.gateway.find(row.id).await.map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?;
+            let found = payer.look_up(row.id).await.map_err(Abandon)?;
             ports.probe.reached(Step::AfterLookup { refund: row.id, found: found.is_some() }).await;
             paid = found;
         }
@@ -249,11 +251,7 @@ where
 
         let receipt = match paid {
             Some(receipt) => receipt,
-            None => ports
-                .gateway
-                .refund(row.id, IdempotencyKey::of(row.id), row.amount)
-                .await
-                .map_err(|_| Abandon(AbandonReason::GatewayUnavailable))?,
+            None => payer.pay(row).await.map_err(Abandon)?,
         };
         ports.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
 

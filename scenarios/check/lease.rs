@@ -92,6 +92,7 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
                 believers.remove(worker);
             }
             Step::JobReceived { .. }
+            | Step::GatewayFailed { .. }
             | Step::LeaseBusy { .. }
             | Step::TokenTaken { .. }
             | Step::RowsSelected { .. }

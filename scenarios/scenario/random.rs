@@ -181,6 +181,7 @@ fn nth_arrival(step: StepKind, rng: &mut ChaCha8Rng) -> u32 {
         | StepKind::AfterGatewayCall
         | StepKind::AfterConfirm
         | StepKind::LeaseChecked => rng.gen_range(1..=20),
+        StepKind::GatewayFailed => rng.gen_range(1..=3),
         StepKind::JobReceived
         | StepKind::LeaseAcquired
         | StepKind::LeaseBusy

@@ -3,7 +3,9 @@
 use crate::clock::WallMs;
 use crate::fault::{FaultKind, Trigger};
 use crate::gateway::CallOutcome;
-use fencesim_model::{Cents, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind};
+use fencesim_model::{
+    Cents, GatewayCall, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind,
+};
 use serde::Serialize;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -168,6 +170,19 @@ pub enum EventKind {
         holder: Option<String>,
         ttl_ms: u64,
     },
+    /// The gateway refused a request at once (an outage): nothing moved.
+    GatewayRefused {
+        worker: WorkerId,
+        refund: RefundId,
+        call: GatewayCall,
+    },
+    /// A refund call was held up on its way: the worker hears nothing when its answer is
+    /// due, and the call reaches the gateway at `lands_at_ms` (a `RefundCalled` then).
+    RefundTimedOut {
+        worker: WorkerId,
+        refund: RefundId,
+        lands_at_ms: u64,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -215,7 +230,9 @@ impl EventKind {
             | CounterSeeded { .. }
             | RedisRestarted { .. } => Actor::Redis,
             Write { .. } => Actor::Store,
-            Lookup { .. } | RefundCalled { .. } => Actor::Gateway,
+            Lookup { .. } | RefundCalled { .. } | GatewayRefused { .. } | RefundTimedOut { .. } => {
+                Actor::Gateway
+            }
             Step { worker, .. } => Actor::Worker(*worker),
             FaultFired { .. } | Resumed { .. } | Restarted { .. } => Actor::Faults,
         }

@@ -184,6 +184,9 @@ fn tick(world: &World, now: u64) -> Vec<WorkerId> {
     let mut state = world.lock();
     let state = &mut *state;
     world.fire_timed(state, now);
+    for call in state.faults.take_landed(now) {
+        world.reach(state, &call, true);
+    }
     let handle = Handle::current();
     for (at, worker) in FaultState::take_due(&mut state.faults.resumes, now) {
         if let Some(node) = world.node_of(worker) {

@@ -73,5 +73,16 @@ fn fault_words(fault: &FaultKind) -> (String, String) {
             format!("for {} ms the gateway refuses concurrent calls with one key", fmt_ms(for_ms)),
             "Note over G: conflicts".to_owned(),
         ),
+        FaultKind::GatewayTimeout { worker, late_ms } => (
+            format!(
+                "{worker}'s next refund call will be held up {} ms on the way: {worker} hears a timeout",
+                fmt_ms(late_ms)
+            ),
+            "Note over G: timeout".to_owned(),
+        ),
+        FaultKind::GatewayOutage { for_ms } => (
+            format!("for {} ms the gateway refuses every request", fmt_ms(for_ms)),
+            "Note over G: outage".to_owned(),
+        ),
     }
 }

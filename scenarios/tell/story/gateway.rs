@@ -20,6 +20,21 @@ impl Narrator<'_> {
                 )
             }
             EventKind::RefundCalled { .. } => self.refund_called(at, kind),
+            EventKind::GatewayRefused { worker, refund, call } => self.push(
+                at,
+                Actor::Gateway,
+                format!("{worker}'s {call} for {refund} is refused: the gateway is down, nothing moves"),
+                vec![format!("{worker}->>G: {call} {refund}"), format!("G-->>{worker}: unavailable")],
+            ),
+            EventKind::RefundTimedOut { worker, refund, lands_at_ms } => self.push(
+                at,
+                Actor::Gateway,
+                format!(
+                    "{worker} pays {refund}, and the call is held up on the way: {worker} will hear nothing, and the call lands at {}",
+                    self.wall(*lands_at_ms)
+                ),
+                vec![format!("{worker}-)G: refund {refund} (held up)")],
+            ),
             // the other components' events are told by their own narrators
             _ => {}
         }

@@ -41,7 +41,10 @@ impl Narrator<'_> {
             | EventKind::RedisRestarted { .. }
             | EventKind::TokenIssued { .. } => self.redis_event(at, kind),
             EventKind::Write { .. } => self.store_event(at, kind),
-            EventKind::Lookup { .. } | EventKind::RefundCalled { .. } => self.gateway_event(at, kind),
+            EventKind::Lookup { .. }
+            | EventKind::RefundCalled { .. }
+            | EventKind::GatewayRefused { .. }
+            | EventKind::RefundTimedOut { .. } => self.gateway_event(at, kind),
             EventKind::Step { worker, step } => self.step(at, *worker, step),
             EventKind::FaultFired { .. } | EventKind::Restarted { .. } | EventKind::Resumed { .. } => {
                 self.fault_event(at, kind)

@@ -30,6 +30,10 @@ impl Narrator<'_> {
                 format!("completes the batch for {merchant}"),
                 vec![format!("Note over {worker}: batch complete")],
             ),
+            Step::GatewayFailed { refund, call, error, attempt } => (
+                format!("its {call} for {refund} failed ({error}), try {attempt}"),
+                vec![format!("Note over {worker}: {call} failed: {error}")],
+            ),
             // routine steps: the events of the components they touch tell them
             Step::JobReceived { .. }
             | Step::LeaseAcquired { .. }

@@ -54,6 +54,12 @@ impl World {
             FaultKind::GatewayConflicts { for_ms } => {
                 state.faults.conflicts_until_ms = state.faults.conflicts_until_ms.max(now + for_ms)
             }
+            FaultKind::GatewayTimeout { worker, late_ms } => {
+                state.faults.armed[worker.0 as usize].late_ms = Some(late_ms)
+            }
+            FaultKind::GatewayOutage { for_ms } => {
+                state.faults.outage_until_ms = state.faults.outage_until_ms.max(now + for_ms)
+            }
         }
         self.changed.notify_one();
     }
@@ -146,6 +152,7 @@ impl World {
         });
         let faults = &state.faults;
         let lifecycle = faults.resumes.iter().map(|r| r.0).chain(faults.restarts.iter().map(|r| r.0));
-        timed.chain(lifecycle).min()
+        let landings = faults.late_calls.iter().map(|c| c.lands_at_ms);
+        timed.chain(lifecycle).chain(landings).min()
     }
 }

@@ -45,6 +45,12 @@ pub enum FaultKind {
     GatewayConflicts { for_ms: u64 },
     /// The worker's next Redis command is held up on its way there.
     RedisDelay { worker: WorkerId, delay_ms: u64 },
+    /// The worker's next refund call is held up on its way for `late_ms`: the worker hears
+    /// nothing when its answer is due (a timeout, outcome unknown), and the call still
+    /// lands, late, and does what a call does then.
+    GatewayTimeout { worker: WorkerId, late_ms: u64 },
+    /// For a while, the gateway refuses every lookup and refund call at once: nothing moves.
+    GatewayOutage { for_ms: u64 },
     // New kinds go last: a trace's hash includes each event's variant position.
 }
 
@@ -101,6 +107,8 @@ impl FaultName {
                 Size::Ms(ttl_ms / 4..=ttl_ms * 2)
             }
             FaultName::GatewayConflicts => Size::Ms(ttl_ms..=ttl_ms * 3),
+            FaultName::GatewayTimeout => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
+            FaultName::GatewayOutage => Size::Ms(ttl_ms / 10..=ttl_ms),
             FaultName::ExpireLease
             | FaultName::Redeliver
             | FaultName::DuplicateDelivery
@@ -127,6 +135,8 @@ impl FaultName {
             FaultName::GatewayLatency => FaultKind::GatewayLatency { worker, extra_ms: size },
             FaultName::LostResponse => FaultKind::LostResponse { worker },
             FaultName::GatewayConflicts => FaultKind::GatewayConflicts { for_ms: size },
+            FaultName::GatewayTimeout => FaultKind::GatewayTimeout { worker, late_ms: size },
+            FaultName::GatewayOutage => FaultKind::GatewayOutage { for_ms: size },
         }
     }
 }
@@ -141,7 +151,9 @@ impl FaultKind {
             | FaultKind::DbDelay { delay_ms: ms, .. }
             | FaultKind::RedisDelay { delay_ms: ms, .. }
             | FaultKind::GatewayLatency { extra_ms: ms, .. }
-            | FaultKind::GatewayConflicts { for_ms: ms } => ms,
+            | FaultKind::GatewayConflicts { for_ms: ms }
+            | FaultKind::GatewayTimeout { late_ms: ms, .. }
+            | FaultKind::GatewayOutage { for_ms: ms } => ms,
             FaultKind::RedisRestart { persistence, .. } => {
                 Persistence::ALL.iter().position(|p| *p == persistence).expect("every mode is listed") as u64
             }
@@ -175,7 +187,9 @@ impl FaultKind {
             | FaultKind::GatewayLatency { .. }
             | FaultKind::LostResponse { .. }
             | FaultKind::GatewayConflicts { .. }
-            | FaultKind::RedisDelay { .. } => None,
+            | FaultKind::RedisDelay { .. }
+            | FaultKind::GatewayTimeout { .. }
+            | FaultKind::GatewayOutage { .. } => None,
         }
     }
 
@@ -202,11 +216,13 @@ impl FaultKind {
             | FaultKind::DbDelay { worker, .. }
             | FaultKind::RedisDelay { worker, .. }
             | FaultKind::GatewayLatency { worker, .. }
-            | FaultKind::LostResponse { worker } => Some(worker),
+            | FaultKind::LostResponse { worker }
+            | FaultKind::GatewayTimeout { worker, .. } => Some(worker),
             FaultKind::ExpireLease { .. }
             | FaultKind::RedisClockJump { .. }
             | FaultKind::RedisRestart { .. }
-            | FaultKind::GatewayConflicts { .. } => None,
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::GatewayOutage { .. } => None,
         }
     }
 
@@ -224,7 +240,9 @@ impl FaultKind {
             | FaultKind::RedisDelay { .. }
             | FaultKind::GatewayLatency { .. }
             | FaultKind::LostResponse { .. }
-            | FaultKind::GatewayConflicts { .. } => None,
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::GatewayTimeout { .. }
+            | FaultKind::GatewayOutage { .. } => None,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use super::{Hop, Trigger};
 use crate::config::WorldConfig;
-use fencesim_model::{StepKind, WorkerId};
+use fencesim_model::{Cents, IdempotencyKey, RefundId, StepKind, WorkerId};
 use strum::EnumCount;
 
 /// Faults armed for a worker's next action.
@@ -13,12 +13,30 @@ pub struct Armed {
     /// Extra delay for the next request on each hop (the gateway's: for its answer).
     pub delay_ms: [u64; Hop::COUNT],
     pub lost_responses: u32,
+    /// How late the next refund call lands, if it is to time out.
+    pub late_ms: Option<u64>,
+}
+
+/// A refund call that timed out and is still on its way to the gateway.
+#[derive(Clone, Debug)]
+pub struct LateCall {
+    pub lands_at_ms: u64,
+    pub worker: WorkerId,
+    pub epoch: Option<u32>,
+    pub reference: RefundId,
+    pub key: IdempotencyKey,
+    pub amount: Cents,
+    pub latency_ms: u64,
 }
 
 /// The fault engine's part of the world's state.
 pub(crate) struct FaultState {
     pub armed: Vec<Armed>,
     pub conflicts_until_ms: u64,
+    /// The gateway refuses every request until then.
+    pub outage_until_ms: u64,
+    /// Refund calls that timed out and have not landed yet, in the order they were sent.
+    pub late_calls: Vec<LateCall>,
     /// Workers to resume, with when.
     pub resumes: Vec<(u64, WorkerId)>,
     /// Crashed workers to start again, with when.
@@ -42,6 +60,8 @@ impl FaultState {
         FaultState {
             armed: vec![Armed::default(); workers],
             conflicts_until_ms: 0,
+            outage_until_ms: 0,
+            late_calls: Vec::new(),
             resumes: Vec::new(),
             restarts: Vec::new(),
             incarnation: vec![1; workers],
@@ -77,9 +97,21 @@ impl FaultState {
         *count
     }
 
-    /// Nothing is still to come: no timed fault, no resume, no restart.
+    /// Nothing is still to come: no timed fault, no resume, no restart, no late call.
     pub fn quiet(&self) -> bool {
-        self.timed.is_empty() && self.restarts.is_empty() && self.resumes.is_empty()
+        self.timed.is_empty()
+            && self.restarts.is_empty()
+            && self.resumes.is_empty()
+            && self.late_calls.is_empty()
+    }
+
+    /// Takes the late calls that land by `now`, in the order they land (then were sent).
+    pub fn take_landed(&mut self, now: u64) -> Vec<LateCall> {
+        let (mut landed, waiting): (Vec<LateCall>, Vec<LateCall>) =
+            std::mem::take(&mut self.late_calls).into_iter().partition(|c| c.lands_at_ms <= now);
+        self.late_calls = waiting;
+        landed.sort_by_key(|c| c.lands_at_ms);
+        landed
     }
 
     /// Takes the entries of `list` due at `now`, in the order they were added.
