@@ -3,11 +3,12 @@
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
+use fencesim::mutant::Mutant;
 use fencesim::search::exhaustive::small_scope;
 use fencesim::search::false_alarms::false_alarm_runs;
 use fencesim::search::mutants::evaluate_all;
 use fencesim::tell::reports::detection::{
-    detection_report, exhaustive_section, false_alarm_section, DETECTION_REPORT,
+    detection_report, exhaustive_section, false_alarm_section, mutant_table, DETECTION_REPORT,
 };
 use fencesim::tell::write::write_report;
 use std::path::PathBuf;
@@ -34,10 +35,29 @@ pub struct MutantsArgs {
     /// The project root to write under
     #[arg(long, default_value = ".")]
     root: PathBuf,
+    /// Only these mutants (comma-separated names): prints their rows and writes no report
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<Mutant>,
+}
+
+/// `--only`: the chosen mutants' rows, nothing written.
+fn run_only(args: &MutantsArgs) -> ExitCode {
+    let reports = match evaluate_all(&args.only, args.starts, args.budget, args.jobs) {
+        Ok(reports) => reports,
+        Err(error) => return bad_input(error),
+    };
+    match args.json {
+        true => println!("{}", serde_json::json!({ "mutants": reports })),
+        false => print!("{}", mutant_table(&reports)),
+    }
+    verdict(reports.iter().all(|report| report.caught))
 }
 
 pub fn run(args: MutantsArgs) -> ExitCode {
-    let reports = match evaluate_all(args.starts, args.budget, args.jobs) {
+    if !args.only.is_empty() {
+        return run_only(&args);
+    }
+    let reports = match evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs) {
         Ok(reports) => reports,
         Err(error) => return bad_input(error),
     };

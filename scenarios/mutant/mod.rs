@@ -56,10 +56,25 @@ pub enum Mutant {
     TokenWrapsAt32Bits,
     /// The renewal ignores the script's answer: a holder never learns its lease is gone.
     RenewalIgnoresResult,
+    /// The gateway client reports a timeout as a plain failure: the worker sends the call
+    /// again without looking up whether the first one paid.
+    TimeoutTakenAsFailure,
+    /// A refund call that failed is reported as a success: the row is confirmed `sent`
+    /// although no money moved.
+    FailureTakenAsRefunded,
+    /// Each retry of a refund call is sent with a new idempotency key, so a call still on
+    /// its way and its retry are two refunds.
+    RetryMintsNewKey,
+    /// Whether the lease is still held is judged on the worker's own clock (taken at plus
+    /// TTL), not asked of Redis, which may have dropped the key sooner.
+    ExpiryJudgedOnClientClock,
+    /// The TTL is passed in whole seconds: a lease under a second gets an expiry of 0, and
+    /// Redis deletes the key at once.
+    SubsecondTtlTruncated,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 24] = [
         Mutant::ClaimFenceAtMost,
         Mutant::ConfirmFenceAtLeast,
         Mutant::ConfirmWithoutFence,
@@ -79,6 +94,11 @@ impl Mutant {
         Mutant::FenceComparedAsText,
         Mutant::TokenWrapsAt32Bits,
         Mutant::RenewalIgnoresResult,
+        Mutant::TimeoutTakenAsFailure,
+        Mutant::FailureTakenAsRefunded,
+        Mutant::RetryMintsNewKey,
+        Mutant::ExpiryJudgedOnClientClock,
+        Mutant::SubsecondTtlTruncated,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,6 +122,11 @@ impl Mutant {
             Mutant::FenceComparedAsText => "fence-compared-as-text",
             Mutant::TokenWrapsAt32Bits => "token-wraps-at-32-bits",
             Mutant::RenewalIgnoresResult => "renewal-ignores-extend-result",
+            Mutant::TimeoutTakenAsFailure => "timeout-taken-as-failure",
+            Mutant::FailureTakenAsRefunded => "failure-taken-as-refunded",
+            Mutant::RetryMintsNewKey => "retry-mints-new-key",
+            Mutant::ExpiryJudgedOnClientClock => "expiry-judged-on-client-clock",
+            Mutant::SubsecondTtlTruncated => "subsecond-ttl-truncated",
         }
     }
 
@@ -113,6 +138,7 @@ impl Mutant {
                 Mechanism::TtlRenewal
             }
             Mutant::NoReseedAfterRestart => Mechanism::FencedSeeded,
+            Mutant::ExpiryJudgedOnClientClock => Mechanism::CheckBeforeWrite,
             Mutant::ConfirmFenceAtLeast
             | Mutant::ConfirmWithoutFence
             | Mutant::ClaimRowCountIgnored
@@ -126,16 +152,21 @@ impl Mutant {
             | Mutant::ReleaseByGetThenDel
             | Mutant::AcquireSetnxThenPexpire
             | Mutant::FenceComparedAsText
-            | Mutant::TokenWrapsAt32Bits => Mechanism::FencedDbSequence,
+            | Mutant::TokenWrapsAt32Bits
+            | Mutant::TimeoutTakenAsFailure
+            | Mutant::FailureTakenAsRefunded
+            | Mutant::RetryMintsNewKey
+            | Mutant::SubsecondTtlTruncated => Mechanism::FencedDbSequence,
         }
     }
 
     /// The gateway a mutant is searched with. A claim whose row count is ignored lets a stale
-    /// worker call the gateway for a row it does not own; an idempotent gateway absorbs that
-    /// call (which is why the idempotency key exists), so the search uses one that pays.
+    /// worker call the gateway for a row it does not own, and a timeout taken as a failure
+    /// sends a paid call again; an idempotent gateway absorbs such a call (which is why the
+    /// idempotency key exists), so those searches use one that pays.
     pub fn gateway(self) -> GatewayMode {
         match self {
-            Mutant::ClaimRowCountIgnored => GatewayMode::NonIdempotent,
+            Mutant::ClaimRowCountIgnored | Mutant::TimeoutTakenAsFailure => GatewayMode::NonIdempotent,
             Mutant::ClaimFenceAtMost
             | Mutant::ConfirmFenceAtLeast
             | Mutant::ConfirmWithoutFence
@@ -153,7 +184,11 @@ impl Mutant {
             | Mutant::ExtendTtlAsSeconds
             | Mutant::FenceComparedAsText
             | Mutant::TokenWrapsAt32Bits
-            | Mutant::RenewalIgnoresResult => GatewayMode::Idempotent,
+            | Mutant::RenewalIgnoresResult
+            | Mutant::FailureTakenAsRefunded
+            | Mutant::RetryMintsNewKey
+            | Mutant::ExpiryJudgedOnClientClock
+            | Mutant::SubsecondTtlTruncated => GatewayMode::Idempotent,
         }
     }
 
@@ -169,6 +204,11 @@ impl Mutant {
             Mutant::ExtendTtlAsSeconds => Some("\"extend_life interprets TTL as seconds rather than milliseconds\" (a Ruby Redlock client's issue 44)"),
             Mutant::FenceComparedAsText | Mutant::TokenWrapsAt32Bits => Some("\"Zookeeper sequence node overflow causes perpetual re-election\" (a Python ZooKeeper client's issue 730: sequences compared as text, a signed 32-bit counter)"),
             Mutant::RenewalIgnoresResult => Some("\"RedissonLock.renewExpiration will refresh forever\" (a Java Redis client's issue 2037)"),
+            Mutant::TimeoutTakenAsFailure => Some("\"RefundReconciliationJob Auto-Fails Refunds Without Gateway Consultation — Risk of Double Refund\" (a payment platform's issue 222)"),
+            Mutant::FailureTakenAsRefunded => Some("\"A refund that fails at the payment gateway can still set the Payment to Refunded\" (an e-commerce plugin's issue 9013)"),
+            Mutant::RetryMintsNewKey => Some("\"CreatePayment tells the model the idempotency key must be 'unique for every request' — so a retried call mints a new key and charges the card twice\" (a payment platform's tool server, issue 31)"),
+            Mutant::ExpiryJudgedOnClientClock => Some("\"Distributed lock will fail if clients aren't synchronized\" (a Python Redis toolkit's issue 18)"),
+            Mutant::SubsecondTtlTruncated => Some("\"Bug: RedisTaskLock truncates sub-second TTL to zero causing immediate lock deletion\" (a Rust web framework's issue 2719)"),
             Mutant::ClaimFenceAtMost
             | Mutant::ConfirmFenceAtLeast
             | Mutant::ConfirmWithoutFence
@@ -193,14 +233,18 @@ impl Mutant {
             Mutant::TokenPerJob | Mutant::TokenPerWorker | Mutant::TokenWrapsAt32Bits => {
                 "the token source port"
             }
-            Mutant::ReleaseWithDel | Mutant::SharedLockValue | Mutant::RenewalIgnoresResult => {
-                "the lease store port"
-            }
+            Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::RenewalIgnoresResult
+            | Mutant::ExpiryJudgedOnClientClock => "the lease store port",
             Mutant::ExtendRecreates | Mutant::ExtendTtlAsSeconds => "the Redis port's renewal script",
             Mutant::ReleaseByGetThenDel => "the Redis port's release script",
-            Mutant::AcquireSetnxThenPexpire => "the Redis port's SET NX PX",
+            Mutant::AcquireSetnxThenPexpire | Mutant::SubsecondTtlTruncated => "the Redis port's SET NX PX",
             Mutant::NoReseedAfterRestart => "the deployment's Redis start-up routine",
-            Mutant::KeyPerAttempt => "the gateway port",
+            Mutant::KeyPerAttempt
+            | Mutant::TimeoutTakenAsFailure
+            | Mutant::FailureTakenAsRefunded
+            | Mutant::RetryMintsNewKey => "the gateway port",
             Mutant::AckOnReceive => "the job queue port",
         }
     }

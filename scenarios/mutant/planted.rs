@@ -3,9 +3,9 @@
 
 use super::Mutant;
 use fencesim_model::{
-    BackendError, Cents, Delivery, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseClient, LeaseStore,
-    MerchantId, Receipt, RedisInstance, RefundId, RefundStore, Statements, Token, TokenClient, TokenSource,
-    WorkerId, WriteGuard, WriteOutcome,
+    BackendError, Cents, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseClient,
+    LeaseStore, MerchantId, Receipt, RedisInstance, RefundId, RefundStore, Statements, Token, TokenClient,
+    TokenSource, WorkerId, WriteGuard, WriteOutcome,
 };
 use fencesim_sim::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
 use fencesim_sim::{Connections, Wired, WiredOf, Wiring};
@@ -46,8 +46,13 @@ impl Wiring for Planted {
         let mutant = self.0;
         let acquisitions = Arc::new(AtomicU32::new(0));
         let redis = connections.redis.iter().map(|r| PlantedRedis { inner: r.clone(), mutant }).collect();
-        let lease =
-            PlantedLease { inner: connections.lease_over(redis), mutant, acquisitions: acquisitions.clone() };
+        let lease = PlantedLease {
+            inner: connections.lease_over(redis),
+            mutant,
+            acquisitions: acquisitions.clone(),
+            clock: connections.clock.clone(),
+            deadlines: Mutex::new(BTreeMap::new()),
+        };
         let tokens = connections.tokens_over(connections.redis[0].clone(), connections.store.clone());
         let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
         let store = PlantedStore {
@@ -56,9 +61,10 @@ impl Wiring for Planted {
         };
         let gateway = PlantedGateway {
             inner: connections.gateway,
-            per_attempt: mutant == Mutant::KeyPerAttempt,
+            mutant,
             worker: connections.worker,
             acquisitions,
+            calls: Mutex::new(BTreeMap::new()),
         };
         let queue = PlantedQueue { inner: connections.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
         Wired { lease, tokens, store, gateway, queue }
@@ -85,7 +91,12 @@ impl Wiring for Planted {
             | Mutant::AcquireSetnxThenPexpire
             | Mutant::ExtendTtlAsSeconds
             | Mutant::TokenWrapsAt32Bits
-            | Mutant::RenewalIgnoresResult => right,
+            | Mutant::RenewalIgnoresResult
+            | Mutant::TimeoutTakenAsFailure
+            | Mutant::FailureTakenAsRefunded
+            | Mutant::RetryMintsNewKey
+            | Mutant::ExpiryJudgedOnClientClock
+            | Mutant::SubsecondTtlTruncated => right,
         }
     }
 
@@ -105,7 +116,10 @@ pub struct PlantedRedis {
 
 impl RedisInstance for PlantedRedis {
     async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        if self.mutant != Mutant::AcquireSetnxThenPexpire {
+        // the bug: whole seconds, and an expiry of 0 deletes the key (as the report describes)
+        let truncated = self.mutant == Mutant::SubsecondTtlTruncated;
+        let ttl_ms = if truncated { ttl_ms / 1_000 * 1_000 } else { ttl_ms };
+        if self.mutant != Mutant::AcquireSetnxThenPexpire && !(truncated && ttl_ms == 0) {
             return self.inner.set_nx_px(key, value, ttl_ms).await;
         }
         let taken = self.inner.set_nx(key, value).await?;
@@ -151,12 +165,16 @@ impl RedisInstance for PlantedRedis {
 }
 
 /// The lease, under `shared-lock-value` with one value for every worker, under
-/// `release-with-del` given back with a plain `DEL`. Counts acquisitions for the gateway's
-/// per-attempt key.
+/// `release-with-del` given back with a plain `DEL`, under `expiry-judged-on-client-clock`
+/// held until the worker's own clock says the TTL is over. Counts acquisitions for the
+/// gateway's per-attempt key.
 pub struct PlantedLease<L> {
     inner: L,
     mutant: Mutant,
     acquisitions: Arc<AtomicU32>,
+    clock: ClockClient,
+    /// When each lease (key, value) runs out by the worker's own reckoning.
+    deadlines: Mutex<BTreeMap<(String, String), u64>>,
 }
 
 impl<L> PlantedLease<L> {
@@ -172,7 +190,12 @@ impl<L> PlantedLease<L> {
 impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
     async fn acquire(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         self.acquisitions.fetch_add(1, Ordering::Relaxed);
-        self.inner.acquire(key, self.value(value), ttl_ms).await
+        let asked_at = self.clock.now_ms();
+        let taken = self.inner.acquire(key, self.value(value), ttl_ms).await?;
+        if taken {
+            self.reckon(key, value, asked_at + ttl_ms);
+        }
+        Ok(taken)
     }
 
     async fn release(&self, key: &str, value: &str) -> Result<bool, BackendError> {
@@ -187,7 +210,11 @@ impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
     }
 
     async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let asked_at = self.clock.now_ms();
         let extended = self.inner.extend(key, self.value(value), ttl_ms).await;
+        if extended == Ok(true) {
+            self.reckon(key, value, asked_at + ttl_ms);
+        }
         if self.mutant == Mutant::RenewalIgnoresResult {
             // the bug: the script's 0 is never looked at
             return extended.map(|_| true);
@@ -196,7 +223,21 @@ impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
     }
 
     async fn holds(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        if self.mutant == Mutant::ExpiryJudgedOnClientClock {
+            // the bug: the worker's own reckoning stands in for asking Redis
+            let deadlines = self.deadlines.lock().unwrap_or_else(|p| p.into_inner());
+            let deadline = deadlines.get(&(key.to_owned(), value.to_owned())).copied();
+            return Ok(deadline.is_some_and(|d| self.clock.now_ms() < d));
+        }
         self.inner.holds(key, self.value(value)).await
+    }
+}
+
+impl<L> PlantedLease<L> {
+    /// Notes when the lease runs out by the worker's own clock.
+    fn reckon(&self, key: &str, value: &str, deadline_ms: u64) {
+        let mut deadlines = self.deadlines.lock().unwrap_or_else(|p| p.into_inner());
+        deadlines.insert((key.to_owned(), value.to_owned()), deadline_ms);
     }
 }
 
@@ -266,12 +307,35 @@ impl RefundStore for PlantedStore {
 }
 
 /// The gateway, under `key-per-attempt` called with a key made per acquisition instead of
-/// the refund id.
+/// the refund id, under `retry-mints-new-key` with a new key for each retry; under
+/// `timeout-taken-as-failure` reporting a timeout as a refusal, and under
+/// `failure-taken-as-refunded` reporting any failed call as paid.
 pub struct PlantedGateway {
     inner: GatewayClient,
-    per_attempt: bool,
+    mutant: Mutant,
     worker: WorkerId,
     acquisitions: Arc<AtomicU32>,
+    /// How many refund calls this process sent for each refund.
+    calls: Mutex<BTreeMap<RefundId, u32>>,
+}
+
+impl PlantedGateway {
+    fn key(&self, reference: RefundId, key: IdempotencyKey) -> IdempotencyKey {
+        if self.mutant == Mutant::KeyPerAttempt {
+            let attempt = self.acquisitions.load(Ordering::Relaxed);
+            return IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker));
+        }
+        if self.mutant != Mutant::RetryMintsNewKey {
+            return key;
+        }
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = calls.entry(reference).or_default();
+        *sent += 1;
+        match *sent {
+            1 => key,
+            n => IdempotencyKey(format!("{reference}/retry-{n}")),
+        }
+    }
 }
 
 impl Gateway for PlantedGateway {
@@ -285,13 +349,15 @@ impl Gateway for PlantedGateway {
         key: IdempotencyKey,
         amount: Cents,
     ) -> Result<Receipt, GatewayError> {
-        let key = if self.per_attempt {
-            let attempt = self.acquisitions.load(Ordering::Relaxed);
-            IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker))
-        } else {
-            key
-        };
-        self.inner.refund(reference, key, amount).await
+        let key = self.key(reference, key);
+        let answer = self.inner.refund(reference, key, amount).await;
+        if self.mutant == Mutant::TimeoutTakenAsFailure && answer == Err(GatewayError::Timeout) {
+            return Err(GatewayError::Unavailable);
+        }
+        if self.mutant == Mutant::FailureTakenAsRefunded && answer.is_err() {
+            return Ok(Receipt { gateway_ref: 0, amount });
+        }
+        answer
     }
 }
 

@@ -122,14 +122,20 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
     })
 }
 
-/// Every mutant of the catalogue, on the pool's threads, in the catalogue's order.
-pub fn evaluate_all(starts: u64, budget: u64, jobs: usize) -> Result<Vec<MutantReport>, String> {
+/// The mutants given (the whole catalogue: `&Mutant::ALL`), on the pool's threads, in the
+/// order given.
+pub fn evaluate_all(
+    mutants: &[Mutant],
+    starts: u64,
+    budget: u64,
+    jobs: usize,
+) -> Result<Vec<MutantReport>, String> {
     let never = AtomicBool::new(false);
-    let mut reports = Vec::with_capacity(Mutant::ALL.len());
+    let mut reports = Vec::with_capacity(mutants.len());
     Pool { jobs, interrupted: &never }.run(
-        0..Mutant::ALL.len() as u64,
+        0..mutants.len() as u64,
         |_| false,
-        |index| evaluate(Mutant::ALL[index as usize], starts, budget),
+        |index| evaluate(mutants[index as usize], starts, budget),
         |_, _| {},
         |_, report| reports.push(report),
     )?;

@@ -25,6 +25,16 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
          each, starting {START_STRIDE} seeds apart. The catching plan of the first search is shrunk one fault at a \
          time. Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
     );
+    out.push_str(&mutant_table(reports));
+    let caught = reports.iter().filter(|report| report.caught).count();
+    let _ = writeln!(out, "\n{caught} of {} mutants caught.", reports.len());
+    out.push_str(&sources_section(reports));
+    out
+}
+
+/// The mutants' table: one row per mutant.
+pub fn mutant_table(reports: &[MutantReport]) -> String {
+    let mut out = String::new();
     out.push_str(
         "| mutant | planted in | gateway | caught by | seeds to detect, median | per search | shrunk plan (faults) | first seed | trace hash | wall time |\n\
          |---|---|---|---|---:|---|---:|---:|---|---:|\n",
@@ -46,9 +56,6 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
             report.wall_ms as f64 / 1000.0,
         );
     }
-    let caught = reports.iter().filter(|report| report.caught).count();
-    let _ = writeln!(out, "\n{caught} of {} mutants caught.", reports.len());
-    out.push_str(&sources_section(reports));
     out
 }
 
