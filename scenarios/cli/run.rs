@@ -4,7 +4,8 @@
 use crate::cli::args::{parse_gateway, parse_mechanism, parse_scenario, parse_seed, parse_ttl};
 use crate::cli::{bad_input, verdict};
 use fencesim::model::Mechanism;
-use fencesim::runner::{run, Outcome, DEFAULT_SEED};
+use fencesim::mutant::Mutant;
+use fencesim::runner::{run, run_planted, Outcome, DEFAULT_SEED};
 use fencesim::scenario::{self, FaultMask};
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
@@ -37,10 +38,13 @@ pub struct RunArgs {
     /// Save the run as a replay file (into this directory), failing or not
     #[arg(long)]
     save_replay: Option<PathBuf>,
+    /// Plant this bug of the mutant catalogue (`fencesim mutants` lists them) in the workers
+    #[arg(long, conflicts_with = "save_replay")]
+    mutant: Option<Mutant>,
 }
 
 /// The story, the counts, the broken invariants and, on failure, the command to reproduce.
-fn tell(outcome: &Outcome, seed: u64) {
+fn tell(outcome: &Outcome, seed: u64, mutant: Option<Mutant>) {
     let lines = story(outcome);
     print!("{}", render_story(outcome, &lines, usize::MAX));
     let tally = outcome.tally();
@@ -55,8 +59,10 @@ fn tell(outcome: &Outcome, seed: u64) {
         tally.fence_rejections
     );
     print!("{}", outcome.breach_lines("VIOLATION ", false));
-    if !outcome.passed() {
-        println!("reproduce with: {}", outcome.replay_command());
+    match (outcome.passed(), mutant) {
+        (true, _) => {}
+        (false, None) => println!("reproduce with: {}", outcome.replay_command()),
+        (false, Some(mutant)) => println!("reproduce with: {} --mutant {mutant}", outcome.replay_command()),
     }
 }
 
@@ -82,7 +88,11 @@ pub fn run_command(args: RunArgs) -> ExitCode {
     if let Some(ttl) = args.ttl_ms {
         chosen.world.ttl_ms = ttl;
     }
-    let outcome = match run(&chosen, args.seed) {
+    let ran = match args.mutant {
+        Some(mutant) => run_planted(&chosen, args.seed, mutant),
+        None => run(&chosen, args.seed),
+    };
+    let outcome = match ran {
         Ok(outcome) => outcome,
         Err(error) => return bad_input(error),
     };
@@ -92,7 +102,7 @@ pub fn run_command(args: RunArgs) -> ExitCode {
     if args.json {
         println!("{}", outcome.to_json());
     } else {
-        tell(&outcome, args.seed);
+        tell(&outcome, args.seed, args.mutant);
     }
     verdict(outcome.passed())
 }

@@ -44,7 +44,9 @@ fn counter_start(rng: &mut ChaCha8Rng) -> i64 {
 
 /// Which fault kinds the swarm may use: one bit per kind, by `FaultKind::index`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FaultMask(pub u16);
+pub struct FaultMask(pub u32);
+
+const _: () = assert!(FaultName::COUNT < 32, "FaultMask has one bit per fault kind");
 
 impl FaultMask {
     pub const ALL: FaultMask = FaultMask((1 << FaultName::COUNT) - 1);

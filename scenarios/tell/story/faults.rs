@@ -80,6 +80,20 @@ fn fault_words(fault: &FaultKind) -> (String, String) {
             ),
             "Note over G: timeout".to_owned(),
         ),
+        FaultKind::RedisReplyDelay { worker, delay_ms } => (
+            format!(
+                "the answer to {worker}'s next Redis command is held up {} ms on the way back",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},R: slow answer"),
+        ),
+        FaultKind::DbReplyDelay { worker, delay_ms } => (
+            format!(
+                "the answer to {worker}'s next database request is held up {} ms on the way back",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},D: slow answer"),
+        ),
         FaultKind::GatewayOutage { for_ms } => (
             format!("for {} ms the gateway refuses every request", fmt_ms(for_ms)),
             "Note over G: outage".to_owned(),

@@ -57,6 +57,12 @@ impl World {
             FaultKind::GatewayTimeout { worker, late_ms } => {
                 state.faults.armed[worker.0 as usize].late_ms = Some(late_ms)
             }
+            FaultKind::RedisReplyDelay { worker, delay_ms } => {
+                state.faults.hold_up_reply(worker, Hop::Redis, delay_ms)
+            }
+            FaultKind::DbReplyDelay { worker, delay_ms } => {
+                state.faults.hold_up_reply(worker, Hop::Database, delay_ms)
+            }
             FaultKind::GatewayOutage { for_ms } => {
                 state.faults.outage_until_ms = state.faults.outage_until_ms.max(now + for_ms)
             }

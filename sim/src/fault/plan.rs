@@ -51,6 +51,11 @@ pub enum FaultKind {
     GatewayTimeout { worker: WorkerId, late_ms: u64 },
     /// For a while, the gateway refuses every lookup and refund call at once: nothing moves.
     GatewayOutage { for_ms: u64 },
+    /// The answer to the worker's next Redis command is held up on its way back: the
+    /// command has run, and the worker learns of it late.
+    RedisReplyDelay { worker: WorkerId, delay_ms: u64 },
+    /// The answer to the worker's next database request is held up on its way back.
+    DbReplyDelay { worker: WorkerId, delay_ms: u64 },
     // New kinds go last: a trace's hash includes each event's variant position.
 }
 
@@ -103,9 +108,11 @@ impl FaultName {
             FaultName::Crash => Size::Ms(0..=ttl_ms * 2),
             FaultName::RedisClockJump => Size::Ms(ttl_ms / 2..=ttl_ms * 2),
             FaultName::RedisRestart => Size::OneOf(Persistence::ALL.len()),
-            FaultName::DbDelay | FaultName::RedisDelay | FaultName::GatewayLatency => {
-                Size::Ms(ttl_ms / 4..=ttl_ms * 2)
-            }
+            FaultName::DbDelay
+            | FaultName::RedisDelay
+            | FaultName::GatewayLatency
+            | FaultName::RedisReplyDelay
+            | FaultName::DbReplyDelay => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::GatewayConflicts => Size::Ms(ttl_ms..=ttl_ms * 3),
             FaultName::GatewayTimeout => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::GatewayOutage => Size::Ms(ttl_ms / 10..=ttl_ms),
@@ -137,6 +144,8 @@ impl FaultName {
             FaultName::GatewayConflicts => FaultKind::GatewayConflicts { for_ms: size },
             FaultName::GatewayTimeout => FaultKind::GatewayTimeout { worker, late_ms: size },
             FaultName::GatewayOutage => FaultKind::GatewayOutage { for_ms: size },
+            FaultName::RedisReplyDelay => FaultKind::RedisReplyDelay { worker, delay_ms: size },
+            FaultName::DbReplyDelay => FaultKind::DbReplyDelay { worker, delay_ms: size },
         }
     }
 }
@@ -153,7 +162,9 @@ impl FaultKind {
             | FaultKind::GatewayLatency { extra_ms: ms, .. }
             | FaultKind::GatewayConflicts { for_ms: ms }
             | FaultKind::GatewayTimeout { late_ms: ms, .. }
-            | FaultKind::GatewayOutage { for_ms: ms } => ms,
+            | FaultKind::GatewayOutage { for_ms: ms }
+            | FaultKind::RedisReplyDelay { delay_ms: ms, .. }
+            | FaultKind::DbReplyDelay { delay_ms: ms, .. } => ms,
             FaultKind::RedisRestart { persistence, .. } => {
                 Persistence::ALL.iter().position(|p| *p == persistence).expect("every mode is listed") as u64
             }
@@ -189,7 +200,9 @@ impl FaultKind {
             | FaultKind::GatewayConflicts { .. }
             | FaultKind::RedisDelay { .. }
             | FaultKind::GatewayTimeout { .. }
-            | FaultKind::GatewayOutage { .. } => None,
+            | FaultKind::GatewayOutage { .. }
+            | FaultKind::RedisReplyDelay { .. }
+            | FaultKind::DbReplyDelay { .. } => None,
         }
     }
 
@@ -217,7 +230,9 @@ impl FaultKind {
             | FaultKind::RedisDelay { worker, .. }
             | FaultKind::GatewayLatency { worker, .. }
             | FaultKind::LostResponse { worker }
-            | FaultKind::GatewayTimeout { worker, .. } => Some(worker),
+            | FaultKind::GatewayTimeout { worker, .. }
+            | FaultKind::RedisReplyDelay { worker, .. }
+            | FaultKind::DbReplyDelay { worker, .. } => Some(worker),
             FaultKind::ExpireLease { .. }
             | FaultKind::RedisClockJump { .. }
             | FaultKind::RedisRestart { .. }
@@ -242,7 +257,9 @@ impl FaultKind {
             | FaultKind::LostResponse { .. }
             | FaultKind::GatewayConflicts { .. }
             | FaultKind::GatewayTimeout { .. }
-            | FaultKind::GatewayOutage { .. } => None,
+            | FaultKind::GatewayOutage { .. }
+            | FaultKind::RedisReplyDelay { .. }
+            | FaultKind::DbReplyDelay { .. } => None,
         }
     }
 

@@ -12,6 +12,8 @@ use strum::EnumCount;
 pub struct Armed {
     /// Extra delay for the next request on each hop (the gateway's: for its answer).
     pub delay_ms: [u64; Hop::COUNT],
+    /// Extra delay for the answer to the next request on each hop, on its way back.
+    pub reply_delay_ms: [u64; Hop::COUNT],
     pub lost_responses: u32,
     /// How late the next refund call lands, if it is to time out.
     pub late_ms: Option<u64>,
@@ -76,6 +78,16 @@ impl FaultState {
     /// Arms `delay_ms` more for `worker`'s next request on `hop`.
     pub fn hold_up(&mut self, worker: WorkerId, hop: Hop, delay_ms: u64) {
         self.armed[worker.0 as usize].delay_ms[hop as usize] += delay_ms;
+    }
+
+    /// Arms `delay_ms` more for the answer to `worker`'s next request on `hop`.
+    pub fn hold_up_reply(&mut self, worker: WorkerId, hop: Hop, delay_ms: u64) {
+        self.armed[worker.0 as usize].reply_delay_ms[hop as usize] += delay_ms;
+    }
+
+    /// Takes the delay armed for the answer to `worker`'s next request on `hop` (0 if none).
+    pub fn take_reply_delay(&mut self, worker: WorkerId, hop: Hop) -> u64 {
+        std::mem::take(&mut self.armed[worker.0 as usize].reply_delay_ms[hop as usize])
     }
 
     /// Takes the delay armed for `worker`'s next request on `hop` (0 if none).

@@ -21,9 +21,16 @@ impl RedisClient {
         self.link.request(Hop::Redis).await;
         let delay = world.lock().faults.take_delay(self.link.worker, Hop::Redis);
         world.clock.sleep_ms(world.config.redis_latency_ms + delay).await;
-        let mut state = world.lock();
-        let now = world.clock.now_ms();
-        f(world, &mut state, now)
+        let (reply, back) = {
+            let mut state = world.lock();
+            let now = world.clock.now_ms();
+            let reply = f(world, &mut state, now);
+            (reply, state.faults.take_reply_delay(self.link.worker, Hop::Redis))
+        };
+        if back > 0 {
+            world.clock.sleep_ms(back).await;
+        }
+        reply
     }
 
     fn worker(&self) -> WorkerId {

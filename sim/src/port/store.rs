@@ -24,6 +24,15 @@ impl StoreClient {
         world.clock.sleep_ms(world.config.db_latency_ms + delay).await;
     }
 
+    /// Waits out any delay a fault armed for this request's answer on its way back.
+    async fn from_database(&self) {
+        let Link { world, worker } = &self.0;
+        let back = world.lock().faults.take_reply_delay(*worker, Hop::Database);
+        if back > 0 {
+            world.clock.sleep_ms(back).await;
+        }
+    }
+
     async fn write(
         &self,
         write: WriteKind,
@@ -33,19 +42,22 @@ impl StoreClient {
         let Link { world, worker } = &self.0;
         self.to_database().await;
         let outcome = world.store.write(write, refund, guard).map_err(backend)?;
-        let mut state = world.lock();
-        let now = world.clock.now_ms();
-        let epoch = state.ledger.current(*worker);
-        let kind = EventKind::Write {
-            worker: *worker,
-            epoch,
-            write,
-            refund,
-            token: guard.token(),
-            rows: outcome.rows_updated,
-            after: outcome.after,
-        };
-        state.record(now, kind);
+        {
+            let mut state = world.lock();
+            let now = world.clock.now_ms();
+            let epoch = state.ledger.current(*worker);
+            let kind = EventKind::Write {
+                worker: *worker,
+                epoch,
+                write,
+                refund,
+                token: guard.token(),
+                rows: outcome.rows_updated,
+                after: outcome.after,
+            };
+            state.record(now, kind);
+        }
+        self.from_database().await;
         Ok(outcome)
     }
 }
@@ -53,7 +65,9 @@ impl StoreClient {
 impl RefundStore for StoreClient {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         self.to_database().await;
-        self.0.world.store.open_refunds(merchant).map_err(backend)
+        let rows = self.0.world.store.open_refunds(merchant).map_err(backend)?;
+        self.from_database().await;
+        Ok(rows)
     }
 
     async fn claim(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
@@ -68,10 +82,13 @@ impl RefundStore for StoreClient {
         self.to_database().await;
         let Link { world, worker } = &self.0;
         let token = world.store.next_sequence_token(merchant).map_err(backend)?;
-        let mut state = world.lock();
-        let now = world.clock.now_ms();
-        let key = format!("fence_seq:{merchant}");
-        state.record(now, EventKind::TokenIssued { worker: *worker, key, token });
+        {
+            let mut state = world.lock();
+            let now = world.clock.now_ms();
+            let key = format!("fence_seq:{merchant}");
+            state.record(now, EventKind::TokenIssued { worker: *worker, key, token });
+        }
+        self.from_database().await;
         Ok(token)
     }
 }
