@@ -209,19 +209,21 @@ fn nth_call(hop: Hop, rng: &mut ChaCha8Rng) -> u32 {
     }
 }
 
-/// When a swarm fault fires: at a time (half the faults), at a protocol step or right
-/// before one of the worker's requests (a quarter each).
+/// When a swarm fault fires: at a time, at a protocol step, or right before one of the
+/// worker's requests (a third each).
 fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigger {
-    if rng.gen_bool(0.5) {
-        Trigger::At { at_ms: rng.gen_range(0..=horizon) }
-    } else if rng.gen_bool(0.5) {
-        let step = TRIGGER_STEPS[rng.gen_range(0..TRIGGER_STEPS.len())];
-        let nth = nth_arrival(step, rng);
-        Trigger::Step { worker, step, nth }
-    } else {
-        let hops: Vec<Hop> = Hop::all().collect();
-        let hop = hops[rng.gen_range(0..hops.len())];
-        Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
+    match rng.gen_range(0..3) {
+        0 => Trigger::At { at_ms: rng.gen_range(0..=horizon) },
+        1 => {
+            let step = TRIGGER_STEPS[rng.gen_range(0..TRIGGER_STEPS.len())];
+            let nth = nth_arrival(step, rng);
+            Trigger::Step { worker, step, nth }
+        }
+        _ => {
+            let hops: Vec<Hop> = Hop::all().collect();
+            let hop = hops[rng.gen_range(0..hops.len())];
+            Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
+        }
     }
 }
 
