@@ -11,5 +11,6 @@ pub mod mutants;
 pub mod pool;
 pub mod props;
 pub mod shrink;
+pub mod smaller;
 
 pub use pool::Pool;

@@ -1,12 +1,14 @@
 //! The shrinker: a failing scenario made as small as it can be while it still fails the
 //! same way. First the plan, by delta debugging (drop half the faults, then quarters, ...,
 //! then one at a time); then the numbers, each fault's size and trigger halved while it
-//! still fails; then the world, fewer workers and fewer rows; then the plan once more.
+//! still fails; then the world (`smaller`): fewer workers, merchants and rows; then the
+//! plan once more.
 
 use crate::runner::{run, Outcome};
 use crate::scenario::Scenario;
+use crate::search::smaller::{fewer_rows, without_merchant, without_worker};
 use crate::tell::replay_file::ReplayFile;
-use fencesim_model::{MerchantId, RefundId, WorkerId};
+use fencesim_model::{MerchantId, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
 use std::path::{Path, PathBuf};
 
@@ -14,37 +16,46 @@ use std::path::{Path, PathBuf};
 pub trait StillFails: FnMut(&Scenario) -> Result<bool, String> {}
 impl<F: FnMut(&Scenario) -> Result<bool, String>> StillFails for F {}
 
-/// Delta debugging over the plan's faults: removes chunks of the plan, halving the chunk
-/// size whenever no chunk can go, down to single faults.
-pub fn shrink_plan(
-    plan: &FaultPlan,
-    mut still_fails: impl FnMut(&FaultPlan) -> Result<bool, String>,
-) -> Result<FaultPlan, String> {
-    let mut faults = plan.faults.clone();
-    if !faults.is_empty() && still_fails(&FaultPlan::none())? {
-        return Ok(FaultPlan::none());
-    }
+/// Delta debugging: removes chunks of `items` while what is left still fails, halving the
+/// chunk size whenever no chunk can go, down to single items.
+pub fn ddmin<T: Clone>(
+    items: &[T],
+    mut still_fails: impl FnMut(&[T]) -> Result<bool, String>,
+) -> Result<Vec<T>, String> {
+    let mut items = items.to_vec();
     let mut chunks = 2;
-    while faults.len() >= 2 {
-        let size = faults.len().div_ceil(chunks);
+    while items.len() >= 2 {
+        let size = items.len().div_ceil(chunks);
         let mut removed = false;
-        for start in (0..faults.len()).step_by(size) {
-            let mut rest = faults.clone();
-            rest.drain(start..(start + size).min(faults.len()));
-            if still_fails(&FaultPlan { faults: rest.clone() })? {
-                faults = rest;
+        for start in (0..items.len()).step_by(size) {
+            let mut rest = items.clone();
+            rest.drain(start..(start + size).min(items.len()));
+            if still_fails(&rest)? {
+                items = rest;
                 chunks = (chunks - 1).max(2);
                 removed = true;
                 break;
             }
         }
         if !removed {
-            if chunks >= faults.len() {
+            if chunks >= items.len() {
                 break;
             }
-            chunks = (chunks * 2).min(faults.len());
+            chunks = (chunks * 2).min(items.len());
         }
     }
+    Ok(items)
+}
+
+/// Delta debugging over the plan's faults (first: does no fault at all still fail?).
+pub fn shrink_plan(
+    plan: &FaultPlan,
+    mut still_fails: impl FnMut(&FaultPlan) -> Result<bool, String>,
+) -> Result<FaultPlan, String> {
+    if !plan.faults.is_empty() && still_fails(&FaultPlan::none())? {
+        return Ok(FaultPlan::none());
+    }
+    let faults = ddmin(&plan.faults, |faults| still_fails(&FaultPlan { faults: faults.to_vec() }))?;
     Ok(FaultPlan { faults })
 }
 
@@ -60,7 +71,9 @@ fn smaller(fault: &Fault) -> Vec<Fault> {
         }
     }
     let trigger = match fault.trigger {
-        Trigger::At { at_ms } if at_ms > 0 => vec![Trigger::At { at_ms: at_ms / 2 }],
+        Trigger::At { at_ms } if at_ms > 0 => {
+            vec![Trigger::At { at_ms: at_ms / 2 }, Trigger::At { at_ms: at_ms * 3 / 4 }]
+        }
         Trigger::Step { worker, step, nth } if nth > 1 => {
             vec![Trigger::Step { worker, step, nth: 1 }, Trigger::Step { worker, step, nth: nth / 2 }]
         }
@@ -94,80 +107,118 @@ fn shrink_numbers(scenario: &mut Scenario, still_fails: &mut impl StillFails) ->
     }
 }
 
-/// One worker fewer, if no fault names the last one.
-fn fewer_workers(scenario: &Scenario) -> Option<Scenario> {
-    let last = WorkerId(scenario.world.workers.checked_sub(1)?);
-    let named = |fault: &Fault| fault.kind.worker() == Some(last) || fault.trigger.worker() == Some(last);
-    if scenario.world.workers <= 1 || scenario.world.faults.faults.iter().any(named) {
-        return None;
-    }
-    let mut trial = scenario.clone();
-    trial.world.workers -= 1;
-    Some(trial)
-}
-
-/// The merchant's rows without its last `count` (none if it would be left with none).
-fn fewer_rows(scenario: &Scenario, merchant: MerchantId, count: usize) -> Option<Scenario> {
-    let ids: Vec<RefundId> =
-        scenario.world.rows.iter().filter(|row| row.merchant == merchant).map(|row| row.id).collect();
-    if count == 0 || ids.len() <= count {
-        return None;
-    }
-    let dropped = &ids[ids.len() - count..];
-    let mut trial = scenario.clone();
-    trial.world.rows.retain(|row| !dropped.contains(&row.id));
-    Some(trial)
-}
-
-/// Drops the merchant's last rows, half at a time and then one at a time, while it fails.
-fn shrink_rows(
-    scenario: &mut Scenario,
-    merchant: MerchantId,
-    still_fails: &mut impl StillFails,
-) -> Result<(), String> {
-    let count =
-        |scenario: &Scenario| scenario.world.rows.iter().filter(|row| row.merchant == merchant).count();
-    for halving in [true, false] {
-        loop {
-            let drop = if halving { count(scenario) / 2 } else { 1 };
-            let Some(trial) = fewer_rows(scenario, merchant, drop) else { break };
-            if !still_fails(&trial)? {
-                break;
-            }
-            *scenario = trial;
-        }
-    }
-    Ok(())
-}
-
-/// Fewer workers, then fewer rows per merchant, while the scenario still fails.
-fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
-    while let Some(trial) = fewer_workers(scenario) {
-        if !(trial.world.validate().is_ok() && still_fails(&trial)?) {
-            break;
-        }
-        *scenario = trial;
-    }
+/// Delta debugging over the rows (any rows, of any merchant), then one merchant's rows at
+/// a time from either end, while the scenario still fails.
+fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    let rows = ddmin(&scenario.world.rows, |rows| {
+        let mut trial = scenario.clone();
+        trial.world.rows = rows.to_vec();
+        Ok(trial.world.validate().is_ok() && still_fails(&trial)?)
+    })?;
+    scenario.world.rows = rows;
     let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
     for merchant in merchants {
-        shrink_rows(scenario, merchant, still_fails)?;
+        for from_end in [true, false] {
+            while keep(scenario, fewer_rows(scenario, merchant, 1, from_end), still_fails)? {}
+        }
     }
     Ok(())
 }
 
-/// The smallest scenario found that still fails: plan, numbers, world, plan again.
+/// Keeps `trial` if it is a valid world that still fails.
+fn keep(
+    scenario: &mut Scenario,
+    trial: Option<Scenario>,
+    still_fails: &mut impl StillFails,
+) -> Result<bool, String> {
+    let Some(trial) = trial else { return Ok(false) };
+    if trial.world.validate().is_ok() && still_fails(&trial)? {
+        *scenario = trial;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Fewer workers (any the plan does not name), fewer merchants, then fewer rows per
+/// merchant, while the scenario still fails.
+fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    let mut worker = scenario.world.workers;
+    while worker > 0 {
+        worker -= 1;
+        keep(scenario, without_worker(scenario, WorkerId(worker)), still_fails)?;
+    }
+    let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
+    for merchant in &merchants {
+        keep(scenario, without_merchant(scenario, *merchant), still_fails)?;
+    }
+    shrink_rows(scenario, still_fails)
+}
+
+/// The shortest TTL and visibility timeout a shrunk world gets: below them a run is all
+/// lease churn and redelivery, slow to run and no easier to read.
+const SHORTEST_TTL_MS: u64 = 20;
+const SHORTEST_VISIBILITY_MS: u64 = 100;
+
+/// How many candidate runs one shrink may spend: shrinking stops there with the smallest
+/// failing scenario found so far.
+pub const SHRINK_RUNS: u32 = 600;
+
+/// The world's own durations halved, one at a time: the lease's TTL and the queue's
+/// visibility timeout (a shorter run needs fewer rows to reach the same race).
+fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
+    let mut candidates = Vec::new();
+    let world = &scenario.world;
+    if world.ttl_ms / 2 >= SHORTEST_TTL_MS {
+        let mut trial = scenario.clone();
+        trial.world.ttl_ms /= 2;
+        candidates.push(trial);
+    }
+    if world.visibility_timeout_ms / 2 >= SHORTEST_VISIBILITY_MS {
+        let mut trial = scenario.clone();
+        trial.world.visibility_timeout_ms /= 2;
+        candidates.push(trial);
+    }
+    candidates
+}
+
+/// Halves the world's durations while the scenario still fails.
+fn shrink_times(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    'again: loop {
+        for trial in shorter_times(scenario) {
+            if keep(scenario, Some(trial), still_fails)? {
+                continue 'again;
+            }
+        }
+        return Ok(());
+    }
+}
+
+/// The smallest scenario found that still fails: the plan, the numbers, the world, its
+/// durations, over and over while any of them gets smaller (each can make room for the
+/// next: a shorter visibility timeout needs fewer rows to hand a job on mid-batch).
 pub fn shrink_scenario(scenario: &Scenario, mut still_fails: impl StillFails) -> Result<Scenario, String> {
+    let mut runs = 0;
+    let mut still_fails = |trial: &Scenario| {
+        runs += 1;
+        if runs > SHRINK_RUNS {
+            return Ok(false);
+        }
+        still_fails(trial)
+    };
     let mut smallest = scenario.clone();
-    for round in 0..2 {
+    for _round in 0..6 {
+        let before = smallest.clone();
         let plan = shrink_plan(&smallest.world.faults, |plan| {
             let mut trial = smallest.clone();
             trial.world.faults = plan.clone();
             still_fails(&trial)
         })?;
         smallest.world.faults = plan;
-        if round == 0 {
-            shrink_numbers(&mut smallest, &mut still_fails)?;
-            shrink_world(&mut smallest, &mut still_fails)?;
+        shrink_numbers(&mut smallest, &mut still_fails)?;
+        shrink_world(&mut smallest, &mut still_fails)?;
+        shrink_times(&mut smallest, &mut still_fails)?;
+        if smallest.world == before.world {
+            break;
         }
     }
     Ok(smallest)

@@ -211,6 +211,14 @@ impl FaultKind {
         self.kind().make(self.aim(), size)
     }
 
+    /// The same fault aimed at `worker` instead (a fault that names no worker is unchanged).
+    pub fn for_worker(&self, worker: WorkerId) -> FaultKind {
+        match self.worker() {
+            Some(_) => self.kind().make(Aim { worker, ..self.aim() }, self.size()),
+            None => *self,
+        }
+    }
+
     pub fn kind(&self) -> FaultName {
         FaultName::from(self)
     }
@@ -326,6 +334,15 @@ pub struct FaultPlan {
 }
 
 impl Trigger {
+    /// The same trigger, fired by `worker` instead (a timed trigger names nobody).
+    pub fn for_worker(self, worker: WorkerId) -> Trigger {
+        match self {
+            Trigger::At { at_ms } => Trigger::At { at_ms },
+            Trigger::Step { step, nth, .. } => Trigger::Step { worker, step, nth },
+            Trigger::Call { hop, nth, .. } => Trigger::Call { worker, hop, nth },
+        }
+    }
+
     /// The worker whose step fires this trigger, if it is a step trigger.
     pub fn worker(&self) -> Option<WorkerId> {
         match *self {

@@ -25,7 +25,7 @@ impl StoreClient {
     }
 
     /// Waits out any delay a fault armed for this request's answer on its way back.
-    async fn from_database(&self) {
+    async fn answer_back(&self) {
         let Link { world, worker } = &self.0;
         let back = world.lock().faults.take_reply_delay(*worker, Hop::Database);
         if back > 0 {
@@ -57,7 +57,7 @@ impl StoreClient {
             };
             state.record(now, kind);
         }
-        self.from_database().await;
+        self.answer_back().await;
         Ok(outcome)
     }
 }
@@ -66,7 +66,7 @@ impl RefundStore for StoreClient {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         self.to_database().await;
         let rows = self.0.world.store.open_refunds(merchant).map_err(backend)?;
-        self.from_database().await;
+        self.answer_back().await;
         Ok(rows)
     }
 
@@ -88,7 +88,7 @@ impl RefundStore for StoreClient {
             let key = format!("fence_seq:{merchant}");
             state.record(now, EventKind::TokenIssued { worker: *worker, key, token });
         }
-        self.from_database().await;
+        self.answer_back().await;
         Ok(token)
     }
 }
