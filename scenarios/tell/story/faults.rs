@@ -61,6 +61,31 @@ fn fault_words(fault: &FaultKind) -> (String, String) {
             format!("{worker}'s next Redis command is held up {} ms on the way", fmt_ms(delay_ms)),
             format!("Note over {worker},R: slow hop"),
         ),
+        FaultKind::RedisReplyDelay { worker, delay_ms } => (
+            format!(
+                "the answer to {worker}'s next Redis command is held up {} ms on the way back",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},R: slow answer"),
+        ),
+        FaultKind::DbReplyDelay { worker, delay_ms } => (
+            format!(
+                "the answer to {worker}'s next database request is held up {} ms on the way back",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},D: slow answer"),
+        ),
+        FaultKind::GatewayLatency { .. }
+        | FaultKind::LostResponse { .. }
+        | FaultKind::GatewayConflicts { .. }
+        | FaultKind::GatewayTimeout { .. }
+        | FaultKind::GatewayOutage { .. } => gateway_fault_words(fault),
+    }
+}
+
+/// A gateway fault in words, and its note on the sequence diagram.
+fn gateway_fault_words(fault: &FaultKind) -> (String, String) {
+    match *fault {
         FaultKind::GatewayLatency { worker, extra_ms } => (
             format!("{worker}'s next gateway call takes {} ms longer", fmt_ms(extra_ms)),
             "Note over G: slow".to_owned(),
@@ -80,23 +105,20 @@ fn fault_words(fault: &FaultKind) -> (String, String) {
             ),
             "Note over G: timeout".to_owned(),
         ),
-        FaultKind::RedisReplyDelay { worker, delay_ms } => (
-            format!(
-                "the answer to {worker}'s next Redis command is held up {} ms on the way back",
-                fmt_ms(delay_ms)
-            ),
-            format!("Note over {worker},R: slow answer"),
-        ),
-        FaultKind::DbReplyDelay { worker, delay_ms } => (
-            format!(
-                "the answer to {worker}'s next database request is held up {} ms on the way back",
-                fmt_ms(delay_ms)
-            ),
-            format!("Note over {worker},D: slow answer"),
-        ),
         FaultKind::GatewayOutage { for_ms } => (
             format!("for {} ms the gateway refuses every request", fmt_ms(for_ms)),
             "Note over G: outage".to_owned(),
         ),
+        FaultKind::Pause { .. }
+        | FaultKind::Crash { .. }
+        | FaultKind::ExpireLease { .. }
+        | FaultKind::RedisClockJump { .. }
+        | FaultKind::RedisRestart { .. }
+        | FaultKind::Redeliver { .. }
+        | FaultKind::DuplicateDelivery { .. }
+        | FaultKind::DbDelay { .. }
+        | FaultKind::RedisDelay { .. }
+        | FaultKind::RedisReplyDelay { .. }
+        | FaultKind::DbReplyDelay { .. } => fault_words(fault),
     }
 }
