@@ -160,6 +160,36 @@ fn the_guarantees_report_is_fresh() {
     assert!(checked.len() >= 12, "{stale}");
 }
 
+#[test]
+fn each_shrunk_first_failure_in_the_guarantees_report_replays_and_still_breaks_its_invariant() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(GUARANTEES_REPORT)).unwrap_or_default();
+    let stale = "reports/shrunk is stale: regenerate it with `cargo run --release -- matrix` and commit it";
+    let section = text.split("## First failures, shrunk").nth(1).expect(stale);
+    let mut listed = std::collections::BTreeSet::new();
+    for line in section.lines().take_while(|line| !line.starts_with("## ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(file) = cells.get(8).and_then(|cell| cell.strip_prefix('`')?.strip_suffix('`')) else {
+            continue;
+        };
+        let replay = ReplayFile::load(&root.join(file)).unwrap_or_else(|e| panic!("{stale}: {e}"));
+        let outcome = run(&replay.scenario().unwrap(), replay.seed).unwrap();
+        assert_eq!(format!("{:016x}", outcome.trace_hash), replay.expected_trace_hash, "{stale} ({file})");
+        assert!(outcome.check(cells[3]).is_violation(), "{stale} ({file} breaks {})", cells[3]);
+        let world = &outcome.scenario.world;
+        let sizes =
+            [world.faults.faults.len().to_string(), world.workers.to_string(), world.rows.len().to_string()];
+        assert_eq!(cells[5..8], sizes, "{stale} ({file}: faults, workers, rows)");
+        listed.insert(file.to_owned());
+    }
+    let kept: std::collections::BTreeSet<String> = std::fs::read_dir(root.join("reports/shrunk"))
+        .expect(stale)
+        .map(|entry| format!("reports/shrunk/{}", entry.unwrap().file_name().to_string_lossy()))
+        .collect();
+    assert!(listed.len() >= 12, "{stale}");
+    assert_eq!(listed, kept, "{stale}: every file listed, every listed file kept");
+}
+
 fn fencesim(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().unwrap()
 }

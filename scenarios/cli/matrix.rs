@@ -4,7 +4,10 @@
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
 use fencesim::check::coverage::Coverage;
-use fencesim::search::matrix::{matrix, sweep, REPORT_SEEDS, SWEEP_SEEDS};
+use fencesim::search::matrix::{
+    matrix, shrink_first_failures, shrunk_file, sweep, REPORT_SEEDS, SHRUNK_DIR, SWEEP_SEEDS,
+};
+use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::{guarantees_report, GUARANTEES_REPORT};
 use fencesim::tell::write::write_report;
 use std::path::{Path, PathBuf};
@@ -25,12 +28,23 @@ pub struct MatrixArgs {
     root: PathBuf,
 }
 
-/// Runs the matrix and the sweep and writes the report under `root`.
+/// Runs the matrix, shrinks each mechanism's first failure, runs the sweep, and writes
+/// the report and the shrunk replay files under `root` (the files of an earlier run go).
 pub fn write_guarantees(root: &Path, seeds: u64, sweep_seeds: u64, jobs: usize) -> Result<String, String> {
     let mut coverage = Coverage::new();
     let cells = matrix(seeds, jobs, &mut coverage)?;
+    let shrunk = shrink_first_failures(&cells, jobs)?;
     let rows = sweep(sweep_seeds)?;
-    let text = guarantees_report(&cells, &rows, &coverage);
+    let text = guarantees_report(&cells, &shrunk, &rows, &coverage);
+    let dir = root.join(SHRUNK_DIR);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for failure in &shrunk {
+        let path = root.join(shrunk_file(failure.mechanism, failure.gateway));
+        ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
+    }
     write_report(root, GUARANTEES_REPORT, &text)?;
     Ok(text)
 }

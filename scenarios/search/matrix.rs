@@ -1,12 +1,15 @@
 //! The matrix: every mechanism with both gateway modes over the same seeds of the random
-//! scenario; and the TTL sweep: how a longer TTL trades violations for an outage.
+//! scenario, each one's first failure shrunk; and the TTL sweep: how a longer TTL trades
+//! violations for an outage.
 
 use crate::check::coverage::Coverage;
+use crate::check::table::INVARIANTS;
 use crate::runner::{run, Outcome};
 use crate::scenario::random::random_world;
-use crate::scenario::{FaultMask, Scenario};
+use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::explore::{run_seed, run_seeds};
 use crate::search::pool::Pool;
+use crate::search::shrink::shrink_scenario;
 use fencesim_model::{Mechanism, Step, StepKind, WorkerId};
 use fencesim_sim::{EventKind, Fault, FaultKind, FaultPlan, GatewayMode, Trigger, WallMs};
 use rand::{Rng, SeedableRng};
@@ -153,4 +156,53 @@ pub fn sweep(seeds: u64) -> Result<Vec<SweepRow>, String> {
         }
     }
     Ok(rows)
+}
+
+/// A mechanism's first failure over the matrix's seeds, shrunk.
+pub struct ShrunkFailure {
+    pub mechanism: Mechanism,
+    pub gateway: GatewayMode,
+    pub invariant: &'static str,
+    pub seed: u64,
+    /// The shrunk run: its scenario is what the replay file keeps.
+    pub outcome: Outcome,
+}
+
+/// Where the shrunk first failures are kept, from the project root.
+pub const SHRUNK_DIR: &str = "reports/shrunk";
+
+/// Where a cell's shrunk first failure is kept, from the project root.
+pub fn shrunk_file(mechanism: Mechanism, gateway: GatewayMode) -> String {
+    format!("{SHRUNK_DIR}/{mechanism}-{gateway}.json")
+}
+
+/// The invariant a cell broke first (the smallest seed; ties go by the invariant table).
+fn first_broken(cell: &Cell) -> Option<(&'static str, u64)> {
+    INVARIANTS
+        .iter()
+        .filter_map(|invariant| cell.broken.get(invariant.name).map(|(_, seed, _)| (invariant.name, *seed)))
+        .min_by_key(|(_, seed)| *seed)
+}
+
+/// Each cell's first failure, shrunk while it still breaks the same invariant.
+pub fn shrink_first_failures(cells: &[Cell], jobs: usize) -> Result<Vec<ShrunkFailure>, String> {
+    let failing: Vec<(&Cell, &'static str, u64)> =
+        cells.iter().filter_map(|cell| first_broken(cell).map(|(name, seed)| (cell, name, seed))).collect();
+    let never = AtomicBool::new(false);
+    let mut shrunk = Vec::with_capacity(failing.len());
+    Pool { jobs, interrupted: &never }.run(
+        0..failing.len() as u64,
+        |_| false,
+        |index| {
+            let (cell, invariant, seed) = failing[index as usize];
+            let found = scenario::build("random", seed, cell.mechanism, cell.gateway, FaultMask::ALL)?;
+            let breaks =
+                |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
+            let outcome = run(&shrink_scenario(&found, breaks)?, seed)?;
+            Ok(ShrunkFailure { mechanism: cell.mechanism, gateway: cell.gateway, invariant, seed, outcome })
+        },
+        |_, _| {},
+        |_, failure| shrunk.push(failure),
+    )?;
+    Ok(shrunk)
 }

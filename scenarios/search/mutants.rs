@@ -2,15 +2,14 @@
 //! worker or lock code of the mechanism that has that line; the suite's search (the
 //! random scenario, seed after seed) runs the same seed with and without the bug, and the
 //! mutant is caught when the bug breaks an invariant the correct code does not break on
-//! that seed. The catching plan is then shrunk, one fault at a time, to the smallest plan
-//! that still catches it.
+//! that seed. The catching scenario is then shrunk (the plan by delta debugging, then its
+//! numbers, then the world) to the smallest that still catches it.
 
 use crate::mutant::Mutant;
 use crate::runner::{run, run_planted, Outcome};
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::pool::Pool;
-use crate::search::shrink::shrink_plan;
-use fencesim_sim::FaultPlan;
+use crate::search::shrink::shrink_scenario;
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -43,12 +42,11 @@ pub fn scenario_for(mutant: Mutant, seed: u64) -> Result<Scenario, String> {
     scenario::build("random", seed, mutant.baseline(), mutant.gateway(), FaultMask::ALL)
 }
 
-/// The smallest plan that still catches the mutant with the same invariant.
-pub fn shrink(scenario: &Scenario, seed: u64, mutant: Mutant, invariant: &str) -> Result<FaultPlan, String> {
-    shrink_plan(&scenario.world.faults, |fewer| {
-        let mut trial = scenario.clone();
-        trial.world.faults = fewer.clone();
-        Ok(catches(&trial, seed, mutant)?.is_some_and(|(caught_by, _)| caught_by == invariant))
+/// The smallest scenario (plan, numbers, world) that still catches the mutant with the
+/// same invariant.
+pub fn shrink(scenario: &Scenario, seed: u64, mutant: Mutant, invariant: &str) -> Result<Scenario, String> {
+    shrink_scenario(scenario, |trial: &Scenario| {
+        Ok(catches(trial, seed, mutant)?.is_some_and(|(caught_by, _)| caught_by == invariant))
     })
 }
 
@@ -76,8 +74,10 @@ pub struct MutantReport {
     /// counts its whole budget).
     pub seeds_to_detect: Vec<u64>,
     pub seeds_to_detect_median: u64,
-    /// Faults left in the first search's plan after shrinking.
+    /// The first search's catching scenario after shrinking: faults, workers and rows left.
     pub shrunk_faults: Option<usize>,
+    pub shrunk_workers: Option<u32>,
+    pub shrunk_rows: Option<usize>,
     /// The first search's catching seed and the buggy run's trace hash.
     pub first_seed: Option<u64>,
     pub trace_hash: Option<String>,
@@ -98,12 +98,11 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
             None => seeds_to_detect.push(budget),
         }
     }
-    let shrunk_faults = match first {
-        Some((seed, invariant, _)) => {
-            Some(shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?.faults.len())
-        }
+    let shrunk = match first {
+        Some((seed, invariant, _)) => Some(shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?),
         None => None,
     };
+    let shrunk = shrunk.as_ref().map(|scenario| &scenario.world);
     let mut sorted = seeds_to_detect.clone();
     sorted.sort_unstable();
     Ok(MutantReport {
@@ -115,7 +114,9 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         invariant: first.map(|found| found.1),
         seeds_to_detect_median: sorted[sorted.len() / 2],
         seeds_to_detect,
-        shrunk_faults,
+        shrunk_faults: shrunk.map(|world| world.faults.faults.len()),
+        shrunk_workers: shrunk.map(|world| world.workers),
+        shrunk_rows: shrunk.map(|world| world.rows.len()),
         first_seed: first.map(|found| found.0),
         trace_hash: first.map(|found| format!("{:016x}", found.2)),
         wall_ms: clock.elapsed().as_millis() as u64,

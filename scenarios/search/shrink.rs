@@ -156,8 +156,8 @@ fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> R
 
 /// The shortest TTL and visibility timeout a shrunk world gets: below them a run is all
 /// lease churn and redelivery, slow to run and no easier to read.
-const SHORTEST_TTL_MS: u64 = 20;
-const SHORTEST_VISIBILITY_MS: u64 = 100;
+const SHORTEST_TTL_MS: u64 = 10;
+const SHORTEST_VISIBILITY_MS: u64 = 40;
 
 /// How many candidate runs one shrink may spend: shrinking stops there with the smallest
 /// failing scenario found so far.

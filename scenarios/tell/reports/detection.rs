@@ -22,8 +22,8 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
         "Each mutant plants one bug in the mechanism whose code has that line. The suite's search runs the random \
          scenario seed after seed, with and without the bug; the mutant is caught when the bug breaks an invariant \
          that the correct code does not break on the same seed. {starts} searches per mutant, {budget} seeds at most \
-         each, starting {START_STRIDE} seeds apart. The catching plan of the first search is shrunk one fault at a \
-         time. Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
+         each, starting {START_STRIDE} seeds apart. The catching scenario of the first search is shrunk: its plan by \
+         delta debugging, then the faults' numbers, then the world (workers, merchants, rows, TTL). Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
     );
     out.push_str(&mutant_table(reports));
     let caught = reports.iter().filter(|report| report.caught).count();
@@ -36,7 +36,7 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
 pub fn mutant_table(reports: &[MutantReport]) -> String {
     let mut out = String::new();
     out.push_str(
-        "| mutant | planted in | gateway | caught by | seeds to detect, median | per search | shrunk plan (faults) | first seed | trace hash | wall time |\n\
+        "| mutant | planted in | gateway | caught by | seeds to detect, median | per search | shrunk: faults, workers, rows | first seed | trace hash | wall time |\n\
          |---|---|---|---|---:|---|---:|---:|---|---:|\n",
     );
     for report in reports {
@@ -50,7 +50,10 @@ pub fn mutant_table(reports: &[MutantReport]) -> String {
             report.invariant.unwrap_or("NOT CAUGHT"),
             report.seeds_to_detect_median,
             per.join(", "),
-            report.shrunk_faults.map_or("-".to_owned(), |faults| faults.to_string()),
+            match (report.shrunk_faults, report.shrunk_workers, report.shrunk_rows) {
+                (Some(faults), Some(workers), Some(rows)) => format!("{faults}, {workers}, {rows}"),
+                _ => "-".to_owned(),
+            },
             report.first_seed.map_or("-".to_owned(), |seed| seed.to_string()),
             report.trace_hash.as_deref().unwrap_or("-"),
             report.wall_ms as f64 / 1000.0,

@@ -4,7 +4,7 @@
 
 use crate::check::coverage::Coverage;
 use crate::check::INVARIANTS;
-use crate::search::matrix::{Cell, SweepRow};
+use crate::search::matrix::{shrunk_file, Cell, ShrunkFailure, SweepRow};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
 use std::fmt::Write as _;
@@ -66,6 +66,30 @@ fn first_failing_seeds(out: &mut String, cells: &[Cell]) {
                 cell.mechanism, cell.gateway, cell.mechanism, cell.gateway
             );
         }
+    }
+}
+
+fn shrunk_failures(out: &mut String, shrunk: &[ShrunkFailure]) {
+    out.push_str(
+        "\n## First failures, shrunk\n\nEach mechanism's first failing seed, shrunk while it still breaks the same \
+         invariant: the plan by delta debugging, then the faults' numbers, then the world (workers, merchants, rows, \
+         TTL, visibility timeout). The smallest story of what breaks each mechanism; `fencesim replay FILE` tells it.\n\n\
+         | mechanism | gateway | invariant | seed | faults | workers | rows | replay file |\n|---|---|---|---:|---:|---:|---:|---|\n",
+    );
+    for failure in shrunk {
+        let world = &failure.outcome.scenario.world;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | `{}` |",
+            failure.mechanism,
+            failure.gateway,
+            failure.invariant,
+            failure.seed,
+            world.faults.faults.len(),
+            world.workers,
+            world.rows.len(),
+            shrunk_file(failure.mechanism, failure.gateway)
+        );
     }
 }
 
@@ -136,11 +160,17 @@ fn findings(out: &mut String, cells: &[Cell], sweep: &[SweepRow], seeds: u64) {
 }
 
 /// The report's text.
-pub fn guarantees_report(cells: &[Cell], sweep: &[SweepRow], coverage: &Coverage) -> String {
+pub fn guarantees_report(
+    cells: &[Cell],
+    shrunk: &[ShrunkFailure],
+    sweep: &[SweepRow],
+    coverage: &Coverage,
+) -> String {
     let mut out = String::new();
     let seeds = cells.first().map_or(0, |cell| cell.seeds);
     matrix_table(&mut out, cells, seeds);
     first_failing_seeds(&mut out, cells);
+    shrunk_failures(&mut out, shrunk);
     sweep_table(&mut out, sweep);
     findings(&mut out, cells, sweep, seeds);
     let _ = writeln!(out, "\n## Coverage of the matrix\n\n```text\n{}```", coverage.render());
