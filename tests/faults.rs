@@ -1,9 +1,11 @@
 //! Faults fire where the plan says, and a paused worker is frozen whole.
 
-use fencesim::model::{Cents, Mechanism, StepKind, WriteKind};
+use fencesim::model::{
+    AbandonReason, Cents, GatewayCall, GatewayError, Mechanism, Step, StepKind, WriteKind,
+};
 use fencesim::runner::run;
 use fencesim::scenario::{Scenario, A, B};
-use fencesim::sim::{EventKind, FaultKind, GatewayMode, Hop, Latency, Trigger, WallMs};
+use fencesim::sim::{CallOutcome, EventKind, FaultKind, GatewayMode, Hop, Latency, Trigger, WallMs};
 
 fn small(name: &'static str) -> fencesim::scenario::ScenarioBuilder {
     Scenario::named(name)
@@ -122,4 +124,106 @@ fn a_pause_before_the_second_redis_command_lands_between_the_lease_and_the_token
         .any(|event| matches!(&event.kind, EventKind::Write { worker, epoch: Some(1), .. } if *worker == A));
     assert!(!a_wrote, "A's first lease writes nothing");
     assert!(outcome.passed(), "{}", outcome.breach_lines("", false));
+}
+
+/// One worker, three refunds, its first refund call held up `late_ms` on the way.
+fn timed_out(late_ms: u64, gateway: GatewayMode) -> fencesim::runner::Outcome {
+    let scenario = Scenario::named("timeout")
+        .starts_at(WallMs::hms(9, 0, 0))
+        .merchant_with_refunds(fencesim::model::MerchantId(7), &[Cents(1_000); 3])
+        .lease_ttl_ms(5_000)
+        .visibility_timeout_ms(6_000)
+        .workers(1)
+        .gateway_latency(Latency::flat(30))
+        .fault(FaultKind::GatewayTimeout { worker: A, late_ms }, Trigger::At { at_ms: 0 })
+        .build();
+    run(&scenario.with_mechanism(Mechanism::FencedDbSequence, gateway), 5).unwrap()
+}
+
+fn failed_steps(outcome: &fencesim::runner::Outcome) -> Vec<(u64, GatewayCall, GatewayError, u32)> {
+    outcome
+        .record
+        .events
+        .iter()
+        .filter_map(|event| match event.kind {
+            EventKind::Step { step: Step::GatewayFailed { call, error, attempt, .. }, .. } => {
+                Some((event.at_ms, call, error, attempt))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn lookups(outcome: &fencesim::runner::Outcome) -> Vec<Option<u32>> {
+    let found = |event: &fencesim::sim::Event| match event.kind {
+        EventKind::Lookup { found, .. } => Some(found),
+        _ => None,
+    };
+    outcome.record.events.iter().filter_map(found).collect()
+}
+
+#[test]
+fn a_timed_out_refund_that_landed_is_found_by_its_lookup_and_not_paid_again() {
+    // lands 10 ms after it left: before the worker's wait of 20 ms and its lookup
+    for gateway in GatewayMode::ALL {
+        let outcome = timed_out(10, gateway);
+        assert_eq!(failed_steps(&outcome), [(30, GatewayCall::Refund, GatewayError::Timeout, 1)]);
+        assert_eq!(lookups(&outcome), [Some(1)], "the lookup finds refund #1");
+        assert_eq!(outcome.tally().gateway_refunds, 3, "{gateway}");
+        assert!(outcome.passed(), "{gateway}: {}", outcome.breach_lines("", false));
+    }
+}
+
+#[test]
+fn a_timed_out_refund_that_lands_late_is_one_refund_only_to_a_gateway_that_honours_the_key() {
+    // lands 500 ms after it left: the lookup finds nothing, the worker calls again
+    let outcome = timed_out(500, GatewayMode::Idempotent);
+    assert_eq!(lookups(&outcome), [None]);
+    let calls: Vec<CallOutcome> = outcome
+        .record
+        .events
+        .iter()
+        .filter_map(|event| match event.kind {
+            EventKind::RefundCalled { refund, outcome, .. } if refund.0 == 1 => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [CallOutcome::Created, CallOutcome::Replayed],
+        "the retry pays, the late call is a replay"
+    );
+    assert!(outcome.passed(), "{}", outcome.breach_lines("", false));
+    // a gateway that ignores the key pays the late call a second time: no worker can help it
+    let outcome = timed_out(500, GatewayMode::NonIdempotent);
+    assert!(outcome.check("no-double-refund").is_violation());
+}
+
+#[test]
+fn an_outage_is_waited_out_with_doubling_waits_and_a_longer_one_abandons_the_batch() {
+    let outage = |for_ms| {
+        let scenario = small("outage")
+            .fault(FaultKind::GatewayOutage { for_ms }, Trigger::At { at_ms: 0 })
+            .build()
+            .with_mechanism(Mechanism::FencedDbSequence, GatewayMode::Idempotent);
+        run(&scenario, 5).unwrap()
+    };
+    // refused at 0, 21 and 62 ms (1 ms to refuse, then waits of 20 and 40 ms); paid at 143
+    let short = outage(100);
+    let tries: Vec<(u64, u32)> =
+        failed_steps(&short).iter().map(|(at, _, _, attempt)| (*at, *attempt)).collect();
+    assert_eq!(tries, [(1, 1), (22, 2), (63, 3)]);
+    assert!(short.passed(), "{}", short.breach_lines("", false));
+    assert_eq!(short.tally().gateway_refunds, 20);
+    // four refusals: the batch is given up, the job comes back, and the next batch pays
+    let long = outage(1_000);
+    let abandoned = long.record.events.iter().any(|event| {
+        matches!(
+            event.kind,
+            EventKind::Step { step: Step::BatchAbandoned { reason: AbandonReason::GatewayUnavailable }, .. }
+        )
+    });
+    assert!(abandoned);
+    assert!(long.passed(), "{}", long.breach_lines("", false));
+    assert_eq!(long.tally().gateway_refunds, 20);
 }

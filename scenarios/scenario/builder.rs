@@ -122,6 +122,13 @@ impl ScenarioBuilder {
         self
     }
 
+    /// Any fault of the catalogue, with its trigger.
+    pub fn fault(mut self, kind: FaultKind, trigger: Trigger) -> Self {
+        let plan = std::mem::take(&mut self.scenario.world.faults);
+        self.scenario.world.faults = plan.with(kind, trigger);
+        self
+    }
+
     /// Leaves out every fault planned so far (a variation of a story starts from its world).
     pub fn without_faults(mut self) -> Self {
         self.scenario.world.faults.faults.clear();

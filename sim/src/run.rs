@@ -214,6 +214,7 @@ fn settled(world: &World) -> bool {
     state.queue.all_done()
         && state.faults.resumes.is_empty()
         && state.faults.restarts.is_empty()
+        && state.faults.late_calls.is_empty()
         && (0..world.config.workers).all(idle)
 }
 
