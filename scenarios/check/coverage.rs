@@ -3,6 +3,7 @@
 //! situations it claims to test.
 
 use crate::scenario::random::TRIGGER_STEPS;
+use fencesim_model::{Step, RETRY};
 use fencesim_sim::{EventKind, FaultName, Hop, RunRecord, Trigger};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -16,14 +17,18 @@ pub enum Sometimes {
     StaleWriteRejected,
     JobDeliveredAgain,
     CounterWentBackwards,
+    RefundTimedOut,
+    GatewayErrorRetried,
 }
 
 impl Sometimes {
-    pub const ALL: [Sometimes; 4] = [
+    pub const ALL: [Sometimes; 6] = [
         Sometimes::LeaseExpiredWhileHeld,
         Sometimes::StaleWriteRejected,
         Sometimes::JobDeliveredAgain,
         Sometimes::CounterWentBackwards,
+        Sometimes::RefundTimedOut,
+        Sometimes::GatewayErrorRetried,
     ];
 
     pub fn name(self) -> &'static str {
@@ -32,13 +37,17 @@ impl Sometimes {
             Sometimes::StaleWriteRejected => "a stale write was rejected",
             Sometimes::JobDeliveredAgain => "a job was delivered again",
             Sometimes::CounterWentBackwards => "a counter went backwards",
+            Sometimes::RefundTimedOut => "a refund call timed out",
+            Sometimes::GatewayErrorRetried => "a gateway request was retried",
         }
     }
 }
 
 /// A small set of indices, one bit each: an exploration keeps one per seed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Bits(u16);
+pub struct Bits(u32);
+
+const _: () = assert!(FaultName::COUNT <= 32 && Sometimes::ALL.len() <= 32, "Bits holds 32");
 
 impl Bits {
     pub fn insert(&mut self, index: usize) {
@@ -99,6 +108,12 @@ impl Touched {
                 }
                 EventKind::JobDelivered { delivery, .. } if *delivery > 1 => {
                     touched.reached(Sometimes::JobDeliveredAgain)
+                }
+                EventKind::RefundTimedOut { .. } => touched.reached(Sometimes::RefundTimedOut),
+                EventKind::Step { step: Step::GatewayFailed { attempt, .. }, .. }
+                    if *attempt < RETRY.tries =>
+                {
+                    touched.reached(Sometimes::GatewayErrorRetried)
                 }
                 EventKind::TokenIssued { key, token, .. } => {
                     let previous = last_token.insert(key.as_str(), token.0);
