@@ -4,7 +4,7 @@
 
 use crate::clock::SimClock;
 use crate::config::WorldConfig;
-use crate::fault::{FaultState, Trigger};
+use crate::fault::{CallCounter, FaultState};
 use crate::history::EventKind;
 use crate::port::{ClockClient, GatewayClient, Link, ProbeClient, QueueClient, RedisClient, StoreClient};
 use crate::record::RunRecord;
@@ -44,11 +44,7 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
             state: Mutex::new(State::new(&config, redis)),
             store,
             start_routine: wiring.start_routine(),
-            call_triggered: config
-                .faults
-                .faults
-                .iter()
-                .any(|fault| matches!(fault.trigger, Trigger::Call { .. })),
+            calls: CallCounter::new(&config),
             changed: Notify::new(),
             worker_wake: (0..config.workers).map(|_| Notify::new()).collect(),
             nodes: Mutex::new(vec![None; config.workers as usize]),

@@ -4,7 +4,7 @@
 
 use crate::clock::SimClock;
 use crate::config::WorldConfig;
-use crate::fault::FaultState;
+use crate::fault::{CallCounter, FaultState};
 use crate::gateway::GatewayCore;
 use crate::history::{Event, EventKind};
 use crate::ledger::EpochLedger;
@@ -34,9 +34,8 @@ pub(crate) struct World {
     pub store: SqliteRefunds,
     /// Whether a restarted Redis runs the deployment's start-up routine.
     pub start_routine: bool,
-    /// Whether any fault is triggered by a request (if none, requests go uncounted and
-    /// unlocked: the adapters' hot path stays as it was).
-    pub call_triggered: bool,
+    /// Counts each worker's requests and says which fire a call trigger.
+    pub calls: CallCounter,
     /// Wakes the time-keeping loop when a new deadline or a completion appears.
     pub changed: Notify,
     /// Wakes a worker waiting on the queue.

@@ -115,10 +115,9 @@ impl World {
         self.fire_triggered(state, worker, Trigger::Step { worker, step, nth })
     }
 
-    /// Fires the faults `worker` triggers by sending a request on `hop` (its `nth`).
+    /// Fires the faults `worker` triggers by sending its `nth` request on `hop`.
     /// Returns whether one of them stops the worker's own process.
-    pub(crate) fn fire_call_triggers(&self, state: &mut State, worker: WorkerId, hop: Hop) -> bool {
-        let nth = state.faults.count_call(worker, hop);
+    pub(crate) fn fire_call_triggers(&self, state: &mut State, worker: WorkerId, hop: Hop, nth: u32) -> bool {
         self.fire_triggered(state, worker, Trigger::Call { worker, hop, nth })
     }
 

@@ -5,6 +5,7 @@
 use super::{Hop, Trigger};
 use crate::config::WorldConfig;
 use fencesim_model::{Cents, IdempotencyKey, RefundId, StepKind, WorkerId};
+use std::sync::atomic::{AtomicU32, Ordering};
 use strum::EnumCount;
 
 /// Faults armed for a worker's next action.
@@ -49,8 +50,6 @@ pub(crate) struct FaultState {
     pub timed: Vec<usize>,
     /// How often each worker reached each step: `[worker][step]`.
     step_counts: Vec<[u32; StepKind::COUNT]>,
-    /// How many requests each worker sent on each hop: `[worker][hop]`.
-    call_counts: Vec<[u32; Hop::COUNT]>,
     pub last_fault_ms: Option<u64>,
 }
 
@@ -70,7 +69,6 @@ impl FaultState {
             crashed: vec![false; workers],
             timed,
             step_counts: vec![[0; StepKind::COUNT]; workers],
-            call_counts: vec![[0; Hop::COUNT]; workers],
             last_fault_ms: None,
         }
     }
@@ -102,12 +100,6 @@ impl FaultState {
         *count
     }
 
-    /// Counts a request of `worker` on `hop` and returns how many it has sent now.
-    pub fn count_call(&mut self, worker: WorkerId, hop: Hop) -> u32 {
-        let count = &mut self.call_counts[worker.0 as usize][hop as usize];
-        *count += 1;
-        *count
-    }
 
     /// Nothing is still to come: no timed fault, no resume, no restart, no late call.
     pub fn quiet(&self) -> bool {
@@ -137,5 +129,42 @@ impl FaultState {
             !is_due
         });
         due
+    }
+}
+
+/// Counts each worker's requests per hop, without the world's lock, and says which counts
+/// fire a call trigger of the plan: the request path stays cheap whatever the plan holds.
+pub(crate) struct CallCounter {
+    counts: Vec<[AtomicU32; Hop::COUNT]>,
+    /// The request counts that fire a trigger: `[worker][hop]`, sorted.
+    firing: Vec<[Vec<u32>; Hop::COUNT]>,
+}
+
+impl CallCounter {
+    pub fn new(config: &WorldConfig) -> CallCounter {
+        let workers = config.workers as usize;
+        let mut firing: Vec<[Vec<u32>; Hop::COUNT]> = (0..workers).map(|_| Default::default()).collect();
+        for fault in &config.faults.faults {
+            if let Trigger::Call { worker, hop, nth } = fault.trigger {
+                if let Some(counts) = firing.get_mut(worker.0 as usize) {
+                    counts[hop as usize].push(nth);
+                }
+            }
+        }
+        for nths in firing.iter_mut().flatten() {
+            nths.sort_unstable();
+        }
+        let counts = (0..workers).map(|_| Default::default()).collect();
+        CallCounter { counts, firing }
+    }
+
+    /// Counts a request of `worker` on `hop`; its number if that fires a trigger.
+    pub fn count(&self, worker: WorkerId, hop: Hop) -> Option<u32> {
+        let firing = &self.firing[worker.0 as usize][hop as usize];
+        if firing.is_empty() {
+            return None;
+        }
+        let nth = self.counts[worker.0 as usize][hop as usize].fetch_add(1, Ordering::Relaxed) + 1;
+        firing.binary_search(&nth).is_ok().then_some(nth)
     }
 }
