@@ -227,8 +227,9 @@ fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigge
     }
 }
 
-/// A swarm fault plan: the seed switches each allowed kind on or off, then draws 1 to 6
-/// faults of the kinds that are on. Durations are scaled to the TTL, where races live.
+/// A swarm fault plan: the seed switches each allowed kind on or off, then draws from 1 to
+/// 6 faults, or to as many as there are kinds on, of the kinds that are on (so that each
+/// kind on has a fair chance to appear however many are). Durations are scaled to the TTL, where races live.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
     let kinds: Vec<FaultName> = FaultName::all().collect();
@@ -239,7 +240,7 @@ pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPl
     }
     let horizon = horizon_ms(world);
     let instances = world.redis_instances() as u8;
-    let count = rng.gen_range(1..=6);
+    let count = rng.gen_range(1..=on.len().max(6));
     let mut faults = Vec::with_capacity(count);
     for _ in 0..count {
         let worker = WorkerId(rng.gen_range(0..world.workers));
@@ -282,7 +283,7 @@ mod tests {
                 let rows = world.rows.iter().filter(|row| row.merchant == job.merchant).count();
                 assert!((5..=80).contains(&rows), "{rows}");
             }
-            assert!(world.faults.faults.len() <= 6);
+            assert!(world.faults.faults.len() <= FaultName::COUNT.max(6));
             assert!(world.validate().is_ok(), "seed {seed}: {:?}", world.validate());
             let again = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
             assert_eq!(again.world, scenario.world);

@@ -100,7 +100,6 @@ impl FaultState {
         *count
     }
 
-
     /// Nothing is still to come: no timed fault, no resume, no restart, no late call.
     pub fn quiet(&self) -> bool {
         self.timed.is_empty()
