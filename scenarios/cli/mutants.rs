@@ -17,7 +17,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct MutantsArgs {
     /// Independent searches per mutant
-    #[arg(long, default_value_t = 5, value_parser = parse_count, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 15, value_parser = parse_count, allow_hyphen_values = true)]
     starts: u64,
     /// Seeds per search at most
     #[arg(long, default_value_t = 2_000, value_parser = parse_count, allow_hyphen_values = true)]
