@@ -10,6 +10,7 @@ use crate::runner::{run, DEFAULT_SEED};
 use crate::scenario::{self, worked_example, FaultMask, Scenario};
 use crate::search::explore::{run_seed, run_seeds};
 use crate::search::pool::Pool;
+use crate::search::seeds::SeedRange;
 use fencesim_model::{Mechanism, MerchantId, RefundId, SqliteRefunds, Step, WriteGuard, WriteKind};
 use fencesim_sim::{run_world, trace_hash, EventKind, GatewayMode, RunRecord};
 use serde::Serialize;
@@ -181,7 +182,7 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
     let on = |jobs| Pool { jobs, interrupted: &never };
     let timed = |jobs: usize| -> Result<f64, String> {
         let clock = Instant::now();
-        run_seeds(&on(jobs), 1..seeds + 1, false, work, |_| {}, |_| {})?;
+        run_seeds(&on(jobs), SeedRange::first(seeds)?, false, work, |_| {}, |_| {})?;
         Ok(clock.elapsed().as_secs_f64())
     };
     // Best of three, alternating, so that a noisy neighbour does not decide the speed-up.
@@ -192,14 +193,14 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
     }
     let after_1000 = {
         if seeds < 1_000 {
-            run_seeds(&on(2), seeds + 1..1_001, false, work, |_| {}, |_| {})?;
+            run_seeds(&on(2), SeedRange::new(seeds + 1, 1_000 - seeds)?, false, work, |_| {}, |_| {})?;
         }
         peak_rss_mb()
     };
     // the floor: every statement those seeds executed, on bare databases
     let (simulated, floor) = explore_floor(seeds, mechanism, gateway)?;
     let after_many = if memory_seeds > 1_000 {
-        run_seeds(&on(2), 1_001..memory_seeds + 1, false, work, |_| {}, |_| {})?;
+        run_seeds(&on(2), SeedRange::new(1_001, memory_seeds - 1_000)?, false, work, |_| {}, |_| {})?;
         peak_rss_mb()
     } else {
         0.0

@@ -198,3 +198,47 @@ fn the_old_names_still_work() {
     let help = stdout(&fencesim(&["--help"]));
     assert!(help.contains("mechanisms") && help.contains("strategies"), "{help}");
 }
+
+/// The end of the seed space: the last seed runs, on any number of threads, and a range
+/// past it is refused with the largest valid count (it used to spin for ever, or run fewer
+/// seeds than asked and say nothing).
+#[test]
+fn explore_runs_the_last_seed_and_refuses_a_range_past_it() {
+    let out = std::env::temp_dir().join(format!("fencesim-test-seed-end-{}", std::process::id()));
+    let out = out.to_str().unwrap();
+    for extra in [&[][..], &["--keep-going"][..]] {
+        for jobs in ["1", "2"] {
+            let mut args = vec![
+                "explore",
+                "--mechanism",
+                "fenced-db-sequence",
+                "--seeds",
+                "1",
+                "--jobs",
+                jobs,
+                "--json",
+            ];
+            args.extend(["--from", "18446744073709551615", "--out", out]);
+            args.extend(extra);
+            let output = fencesim(&args);
+            assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+            assert_eq!(json(&output)["seeds_run"], 1, "jobs {jobs} {extra:?}");
+        }
+    }
+    let tail =
+        ["explore", "--mechanism", "ttl-only", "--from", "18446744073709551613", "--seeds", "3", "--json"];
+    let output = fencesim(&[&tail[..], &["--keep-going", "--no-shrink", "--out", out]].concat());
+    assert_eq!(json(&output)["seeds_run"], 3, "{}", stderr(&output));
+    let past =
+        fencesim(&["explore", "--mechanism", "fenced", "--from", "18446744073709551613", "--seeds", "5"]);
+    assert_eq!(past.status.code(), Some(2));
+    assert!(
+        stderr(&past).contains("the largest valid --seeds from 18446744073709551613 is 3"),
+        "{}",
+        stderr(&past)
+    );
+    let mutants = fencesim(&["mutants", "--only", "release-with-del", "--starts", "18446744073709551615"]);
+    assert_eq!(mutants.status.code(), Some(2), "{}", stderr(&mutants));
+    assert!(stderr(&mutants).contains("run past the last seed"), "{}", stderr(&mutants));
+    let _ = std::fs::remove_dir_all(out);
+}

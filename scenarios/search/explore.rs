@@ -6,6 +6,7 @@ use crate::check::INVARIANTS;
 use crate::runner::{run, Outcome};
 use crate::scenario::{self, FaultMask};
 use crate::search::pool::Pool;
+use crate::search::seeds::SeedRange;
 use crate::tell::replay_file::ReplayFile;
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
@@ -50,16 +51,16 @@ pub fn run_seed(
 /// failing seed. Returns how many seeds `in_order` received.
 pub fn run_seeds(
     pool: &Pool<'_>,
-    seeds: std::ops::Range<u64>,
+    seeds: SeedRange,
     stop_at_first: bool,
     work: impl Fn(u64) -> Result<SeedResult, String> + Sync,
     mut on_arrival: impl FnMut(&mut SeedResult),
     mut in_order: impl FnMut(SeedResult),
 ) -> Result<u64, String> {
     pool.run(
-        seeds,
+        seeds.positions(),
         |result: &SeedResult| stop_at_first && !result.violations.is_empty(),
-        work,
+        |position| work(seeds.seed(position)),
         |_, result| {
             on_arrival(result);
             result.failure = None;
@@ -167,6 +168,7 @@ impl Gathered {
 
 pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<ExploreReport, String> {
     scenario::known(&config.scenario)?;
+    let seeds = SeedRange::new(config.from, config.seeds)?;
     let bar = progress_bar(config);
     let start = Instant::now();
     let gathered = Gathered {
@@ -182,7 +184,7 @@ pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<Explo
     let arrivals = std::cell::RefCell::new(gathered);
     let seeds_run = run_seeds(
         &Pool { jobs: config.jobs, interrupted },
-        config.from..config.from.saturating_add(config.seeds),
+        seeds,
         !config.keep_going,
         |seed| run_seed(name, seed, mechanism, gateway, allowed),
         |result| arrivals.borrow_mut().arrived(result, &config.out, &bar),

@@ -9,6 +9,7 @@ use crate::scenario::random::random_world;
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::explore::{run_seed, run_seeds};
 use crate::search::pool::Pool;
+use crate::search::seeds::SeedRange;
 use crate::search::shrink::shrink_scenario;
 use fencesim_model::{Mechanism, Step, StepKind, WorkerId};
 use fencesim_sim::{EventKind, Fault, FaultKind, FaultPlan, GatewayMode, Trigger, WallMs};
@@ -40,7 +41,7 @@ pub fn matrix(seeds: u64, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Ce
             let mut broken: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
             let ran = run_seeds(
                 &pool,
-                1..seeds + 1,
+                SeedRange::first(seeds)?,
                 false,
                 |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL),
                 |_| {},

@@ -10,6 +10,7 @@ pub mod matrix;
 pub mod mutants;
 pub mod pool;
 pub mod props;
+pub mod seeds;
 pub mod shrink;
 pub mod smaller;
 

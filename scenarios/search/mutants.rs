@@ -9,6 +9,7 @@ use crate::mutant::Mutant;
 use crate::runner::{run, run_planted, Outcome};
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::pool::Pool;
+use crate::search::seeds::SeedRange;
 use crate::search::shrink::shrink_scenario;
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
@@ -52,7 +53,8 @@ pub fn shrink(scenario: &Scenario, seed: u64, mutant: Mutant, invariant: &str) -
 
 /// One search: the first seed from `start` (within `budget` seeds) that catches it.
 pub fn search(mutant: Mutant, start: u64, budget: u64) -> Result<Option<(u64, &'static str, u64)>, String> {
-    for seed in start..start + budget {
+    let seeds = SeedRange::new(start, budget)?;
+    for seed in seeds.positions().map(|position| seeds.seed(position)) {
         if let Some((invariant, hash)) = catches(&scenario_for(mutant, seed)?, seed, mutant)? {
             return Ok(Some((seed, invariant, hash)));
         }
@@ -131,6 +133,12 @@ pub fn evaluate_all(
     budget: u64,
     jobs: usize,
 ) -> Result<Vec<MutantReport>, String> {
+    // the last search's last seed must be a seed
+    let span = (starts.max(1) - 1).checked_mul(START_STRIDE).and_then(|span| span.checked_add(budget));
+    span.map_or(
+        Err(format!("{starts} searches of {budget} seeds run past the last seed")),
+        SeedRange::first,
+    )?;
     let never = AtomicBool::new(false);
     let mut reports = Vec::with_capacity(mutants.len());
     Pool { jobs, interrupted: &never }.run(

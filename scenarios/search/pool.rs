@@ -31,9 +31,13 @@ struct Shared<'a> {
 impl Shared<'_> {
     /// The next item for a thread, or none when the run is over for it.
     fn take(&self) -> Option<u64> {
-        let item = self.next.fetch_add(1, Ordering::Relaxed);
-        let over = item >= self.items.end
-            || item > self.stop_above.load(Ordering::Relaxed)
+        // never past the end: a counter that wrapped would start the range over
+        let end = self.items.end;
+        let item = self
+            .next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < end).then(|| n + 1))
+            .ok()?;
+        let over = item > self.stop_above.load(Ordering::Relaxed)
             || self.interrupted.load(Ordering::Relaxed)
             || self.failed.load(Ordering::Relaxed);
         (!over).then_some(item)
@@ -172,5 +176,16 @@ mod tests {
             |_, _| {},
         );
         assert_eq!(failed, Err("item 7".to_owned()));
+    }
+
+    #[test]
+    fn a_range_that_ends_at_the_top_of_the_counter_ends() {
+        let never = AtomicBool::new(false);
+        let mut seen = Vec::new();
+        let top = u64::MAX - 3..u64::MAX;
+        let ran = Pool { jobs: 3, interrupted: &never }
+            .run(top.clone(), |_: &u64| false, Ok, |_, _| {}, |item, _| seen.push(item))
+            .unwrap();
+        assert_eq!((ran, seen), (3, top.collect::<Vec<u64>>()));
     }
 }
