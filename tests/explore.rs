@@ -305,33 +305,79 @@ fn bad_replay_files_and_bad_explore_arguments_exit_2_with_a_reason() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Ctrl-C (SIGINT) and what CI runners and schedulers send (SIGTERM) both stop the search
+/// with the summary of what ran; a run cut short that found nothing exits 3, not 0.
 #[test]
 fn an_interrupted_explore_still_reports_what_it_ran() {
-    let out = out_dir("interrupt");
-    let child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
-        .args([
-            "explore",
-            "--mechanism",
-            "fenced-db-sequence",
-            "--seeds",
-            "100000000",
-            "--jobs",
-            "1",
-            "--json",
-        ])
-        .args(["--out", out.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1_500));
-    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(killed.success());
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "no violation, interrupted cleanly");
-    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(value["interrupted"], true);
-    assert!(value["seeds_run"].as_u64().unwrap() > 0);
-    assert!(value["seeds_run"].as_u64().unwrap() < 100_000_000);
+    for signal in ["-INT", "-TERM"] {
+        let out = out_dir("interrupt");
+        let child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(["explore", "--mechanism", "fenced-db-sequence", "--seeds", "100000000", "--jobs", "1"])
+            .args(["--json", "--out", out.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        let killed = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+        assert!(killed.success());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{signal}: no violation, interrupted");
+        let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(value["interrupted"], true, "{signal}");
+        assert!(value["seeds_run"].as_u64().unwrap() > 0);
+        assert!(value["seeds_run"].as_u64().unwrap() < 100_000_000);
+    }
+}
+
+/// A replay file that cannot be written (a full disk, a path that is not a directory)
+/// stops the search at once: the summary of what it found still prints, no temporary file
+/// is left behind, and the exit code says the run did not do what was asked.
+#[test]
+fn a_write_failure_stops_explore_with_its_summary_and_leaves_nothing_behind() {
+    let dir = out_dir("unwritable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, b"").unwrap();
+    let out = blocker.join("failures");
+    let output = fencesim(&[
+        "explore",
+        "--mechanism",
+        "ttl-only",
+        "--seeds",
+        "5000",
+        "--keep-going",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("stopped: cannot create"), "{stderr}");
+    assert!(stdout.contains("explored ") && stdout.contains("first failing seed:"), "{stdout}");
+    let ran: u64 = stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(ran < 5000, "stopped at once, not after every seed: {ran}");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert_eq!(left, [std::ffi::OsString::from("a-file")]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// --keep-going names each broken invariant once with its first seeds, and one replay
+/// command, however many seeds failed; --json lists every file.
+#[test]
+fn keep_going_text_stays_short_and_json_lists_every_file() {
+    let out = out_dir("keep-going");
+    let args =
+        ["explore", "--mechanism", "ttl-only", "--seeds", "60", "--keep-going", "--no-shrink", "--out"];
+    let text = fencesim(&[&args[..], &[out.to_str().unwrap()]].concat());
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(1));
+    assert_eq!(stdout.matches("replay with:").count(), 1, "{stdout}");
+    assert!(stdout.contains("no-stale-confirm: broken in "), "{stdout}");
+    let json = fencesim(&[&args[..], &[out.to_str().unwrap(), "--json"]].concat());
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let files = value["replay_files"].as_array().unwrap().len();
+    assert!(files > 5, "{files}");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), files);
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 #[test]

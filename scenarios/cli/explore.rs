@@ -4,11 +4,11 @@
 use crate::cli::args::{
     default_jobs, parse_count, parse_gateway, parse_jobs, parse_mechanism, parse_scenario, parse_seed,
 };
-use crate::cli::bad_input;
 use crate::cli::shrink::print_shrunk;
+use crate::cli::{bad_input, INTERRUPTED};
 use fencesim::model::Mechanism;
 use fencesim::scenario::FaultMask;
-use fencesim::search::explore::{explore, ExploreConfig, ExploreReport};
+use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, FIRST_SEEDS};
 use fencesim::search::shrink::{shrink_file, Shrunk};
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
@@ -79,13 +79,21 @@ fn print_report(config: &ExploreConfig, report: &ExploreReport) {
         println!("no violation");
     }
     for (name, seeds) in &report.violations {
-        println!("  {name}: broken in {seeds} seed(s)");
+        let first: Vec<String> =
+            report.first_seeds.get(name).into_iter().flatten().map(|seed| seed.to_string()).collect();
+        let more = if *seeds as usize > first.len() { ", ..." } else { "" };
+        println!("  {name}: broken in {seeds} seed(s): {}{more}", first.join(", "));
     }
     print!("{}", report.coverage.render());
     if let Some(seed) = report.first_failing_seed {
         println!("first failing seed: {seed}");
     }
-    for path in &report.replay_files {
+    // one line per file while there are few; many are counted (`--json` lists them all)
+    let files = &report.replay_files;
+    if files.len() > FIRST_SEEDS {
+        println!("{} replay files in {}; the first:", files.len(), config.out.display());
+    }
+    for path in files.iter().take(if files.len() > FIRST_SEEDS { 1 } else { FIRST_SEEDS }) {
         println!("replay with: {}", ReplayFile::command(path));
     }
 }
@@ -114,7 +122,7 @@ pub fn run(args: ExploreArgs) -> ExitCode {
         Ok(report) => report,
         Err(error) => return bad_input(error),
     };
-    let shrunk = match args.no_shrink {
+    let shrunk = match args.no_shrink || report.write_error.is_some() {
         true => Vec::new(),
         false => match shrink_failures(&report) {
             Ok(shrunk) => shrunk,
@@ -130,9 +138,18 @@ pub fn run(args: ExploreArgs) -> ExitCode {
         print_report(&config, &report);
         shrunk.iter().for_each(print_shrunk);
     }
-    if report.first_failing_seed.is_some() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    exit_code(&report)
+}
+
+/// 2 when a replay file could not be written (after the summary of what was found), 1
+/// for a violation, 3 for an interrupted run that found none, 0 for a finished clean one.
+fn exit_code(report: &ExploreReport) -> ExitCode {
+    if let Some(error) = &report.write_error {
+        return bad_input(format!("stopped: {error}"));
+    }
+    match (report.first_failing_seed.is_some(), report.interrupted) {
+        (true, _) => ExitCode::from(1),
+        (false, true) => ExitCode::from(INTERRUPTED),
+        (false, false) => ExitCode::SUCCESS,
     }
 }

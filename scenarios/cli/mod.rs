@@ -61,6 +61,10 @@ pub fn bad_input(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The exit code of a run cut short (Ctrl-C, SIGTERM) that found no violation: it did
+/// not finish, so it cannot say "none".
+pub const INTERRUPTED: u8 = 3;
+
 /// 0 when nothing was broken, 1 when something was.
 pub fn verdict(passed: bool) -> ExitCode {
     if passed {

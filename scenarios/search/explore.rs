@@ -112,9 +112,16 @@ pub struct ExploreReport {
     pub seeds_per_second: f64,
     pub interrupted: bool,
     pub coverage: Coverage,
-    #[serde(skip)]
+    /// Every failing seed's replay file, in seed order.
     pub replay_files: Vec<PathBuf>,
+    /// The first few seeds that broke each invariant.
+    pub first_seeds: BTreeMap<&'static str, Vec<u64>>,
+    /// A replay file could not be written (a full disk): the exploration stopped there.
+    pub write_error: Option<String>,
 }
+
+/// How many of an invariant's failing seeds a report names.
+pub const FIRST_SEEDS: usize = 5;
 
 fn progress_bar(config: &ExploreConfig) -> indicatif::ProgressBar {
     if !config.progress {
@@ -134,13 +141,21 @@ struct Gathered {
     written: BTreeMap<u64, PathBuf>,
     write_error: Option<String>,
     violations: BTreeMap<&'static str, u64>,
+    first_seeds: BTreeMap<&'static str, Vec<u64>>,
     coverage: Coverage,
     failing: Vec<u64>,
 }
 
 impl Gathered {
-    /// A failing seed's replay file is written whole before anything reports it.
-    fn arrived(&mut self, result: &mut SeedResult, out: &std::path::Path, bar: &indicatif::ProgressBar) {
+    /// A failing seed's replay file is written whole before anything reports it; a file
+    /// that cannot be written stops the exploration (`halt`) with what it found so far.
+    fn arrived(
+        &mut self,
+        result: &mut SeedResult,
+        out: &std::path::Path,
+        bar: &indicatif::ProgressBar,
+        halt: &AtomicBool,
+    ) {
         bar.inc(1);
         let Some(outcome) = result.failure.take() else { return };
         self.failures += 1;
@@ -151,6 +166,7 @@ impl Gathered {
             }
             Err(error) => {
                 self.write_error.get_or_insert(error);
+                halt.store(true, Ordering::Relaxed);
             }
         }
     }
@@ -159,6 +175,10 @@ impl Gathered {
         self.coverage.add(&result.touched);
         for invariant in &result.violations {
             *self.violations.entry(invariant).or_default() += 1;
+            let first = self.first_seeds.entry(invariant).or_default();
+            if first.len() < FIRST_SEEDS {
+                first.push(result.seed);
+            }
         }
         if !result.violations.is_empty() {
             self.failing.push(result.seed);
@@ -176,6 +196,7 @@ pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<Explo
         written: BTreeMap::new(),
         write_error: None,
         violations: INVARIANTS.iter().map(|invariant| (invariant.name, 0)).collect(),
+        first_seeds: BTreeMap::new(),
         coverage: Coverage::new(),
         failing: Vec::new(),
     };
@@ -187,14 +208,11 @@ pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<Explo
         seeds,
         !config.keep_going,
         |seed| run_seed(name, seed, mechanism, gateway, allowed),
-        |result| arrivals.borrow_mut().arrived(result, &config.out, &bar),
+        |result| arrivals.borrow_mut().arrived(result, &config.out, &bar, interrupted),
         |result| arrivals.borrow_mut().in_order(result),
     )?;
     bar.finish_and_clear();
     let mut gathered = arrivals.into_inner();
-    if let Some(error) = gathered.write_error {
-        return Err(error);
-    }
     let elapsed = start.elapsed().as_secs_f64();
     gathered.violations.retain(|_, seeds| *seeds > 0);
     let first_failing_seed = gathered.failing.first().copied();
@@ -215,5 +233,7 @@ pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<Explo
         interrupted: interrupted.load(Ordering::Relaxed),
         coverage: gathered.coverage,
         replay_files: gathered.failing.iter().filter_map(|seed| written.get(seed).cloned()).collect(),
+        first_seeds: gathered.first_seeds,
+        write_error: gathered.write_error,
     })
 }

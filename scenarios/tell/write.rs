@@ -7,8 +7,8 @@ use std::path::Path;
 pub fn write_whole(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().map_or_else(|| "file".into(), |name| name.to_string_lossy());
     let temporary = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&temporary, contents)?;
-    std::fs::rename(&temporary, path).inspect_err(|_| {
+    // a write that fails (a full disk) leaves nothing behind, not even its temporary file
+    std::fs::write(&temporary, contents).and_then(|()| std::fs::rename(&temporary, path)).inspect_err(|_| {
         let _ = std::fs::remove_file(&temporary);
     })
 }
