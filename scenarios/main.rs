@@ -6,7 +6,17 @@ use clap::Parser;
 use cli::{Cli, Command};
 use std::process::ExitCode;
 
+/// Output piped into a program that stops reading (`| head`) ends the process quietly, as
+/// a command-line tool should, instead of failing on every later line it prints.
+fn quiet_on_a_closed_pipe() {
+    // SAFETY: restores the default action of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_on_a_closed_pipe();
     match Cli::parse().command {
         Command::Demo(args) => cli::demo::run(args),
         Command::Run(args) => cli::run::run_command(args),

@@ -242,3 +242,132 @@ fn explore_runs_the_last_seed_and_refuses_a_range_past_it() {
     assert!(stderr(&mutants).contains("run past the last seed"), "{}", stderr(&mutants));
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// Every key of a replay file, at every level, misspelled: refused, naming the key.
+fn misspell_each_key(value: &serde_json::Value, path: &str, out: &mut Vec<(String, serde_json::Value)>) {
+    let root_edits = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut root = value.clone();
+        edit(&mut root);
+        root
+    };
+    match value {
+        serde_json::Value::Object(map) => {
+            for key in map.keys() {
+                let edited = root_edits(&|root| {
+                    let object = root.as_object_mut().unwrap();
+                    let moved = object.remove(key).unwrap();
+                    object.insert(format!("{key}_typo"), moved);
+                });
+                out.push((format!("{path}.{key}"), edited));
+            }
+            for (key, inner) in map {
+                let mut found = Vec::new();
+                misspell_each_key(inner, &format!("{path}.{key}"), &mut found);
+                for (where_, edited) in found {
+                    let mut root = value.clone();
+                    root[key] = edited;
+                    out.push((where_, root));
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            // the first item of each list stands for them all
+            if let Some(first) = items.first() {
+                let mut found = Vec::new();
+                misspell_each_key(first, &format!("{path}[0]"), &mut found);
+                for (where_, edited) in found {
+                    let mut root = value.clone();
+                    root[0] = edited;
+                    out.push((where_, root));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn a_misspelled_field_at_any_level_of_a_replay_file_is_refused_by_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // a file with rows, jobs, counters, per-refund latencies and faults of both trigger kinds
+    let text = std::fs::read_to_string(root.join("tests/data/many-fields.json")).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(fencesim::tell::replay_file::ReplayFile::parse(&text).is_ok());
+    let mut edits = Vec::new();
+    misspell_each_key(&value, "", &mut edits);
+    assert!(edits.len() > 40, "{} keys", edits.len());
+    let mut failures = Vec::new();
+    for (where_, edited) in &edits {
+        let Err(refused) = fencesim::tell::replay_file::ReplayFile::parse(&edited.to_string()) else {
+            failures.push(format!("{where_}: accepted"));
+            continue;
+        };
+        let key = where_.rsplit('.').next().unwrap();
+        let named = [format!("{key}_typo"), format!("`{key}`"), format!("\"{key}\"")];
+        if !named.iter().any(|name| refused.contains(name.as_str())) {
+            failures.push(format!("{where_}: {refused}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // and from the command line: exit 2, the field named
+    let dir = std::env::temp_dir().join(format!("fencesim-test-typo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (where_, edited) = edits.iter().find(|(where_, _)| where_.ends_with("per_refund_ms")).unwrap();
+    let file = dir.join("typo.json");
+    std::fs::write(&file, edited.to_string()).unwrap();
+    let output = fencesim(&["replay", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{where_}");
+    assert!(stderr(&output).contains("per_refund_ms_typo"), "{}", stderr(&output));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_replay_file_with_a_key_twice_an_unknown_invariant_or_past_a_limit_is_refused() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("tests/data/many-fields.json")).unwrap();
+    let parse = |text: &str| fencesim::tell::replay_file::ReplayFile::parse(text).unwrap_err();
+    let twice = text.replacen("\"seed\":", "\"seed\": 5, \"seed\":", 1);
+    assert!(parse(&twice).contains("the key \"seed\" appears twice"), "{}", parse(&twice));
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["violations"] = serde_json::json!(["no-double-refund", "no-free-lunch"]);
+    assert!(parse(&value.to_string()).contains("unknown invariant 'no-free-lunch'"));
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let job = value["parameters"]["jobs"][0].clone();
+    value["parameters"]["jobs"] = serde_json::Value::Array(vec![job; 1_001]);
+    assert!(
+        parse(&value.to_string()).contains("jobs: at most 1000, got 1001"),
+        "{}",
+        parse(&value.to_string())
+    );
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["parameters"]["ttl_ms"] = serde_json::json!(86_400_001u64);
+    assert!(
+        parse(&value.to_string()).contains("ttl_ms: at most 86400000 ms"),
+        "{}",
+        parse(&value.to_string())
+    );
+    // the command line's door has the same limit
+    let output = fencesim(&["run", "--mechanism", "fenced", "--ttl-ms", "86400001"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("at most 86400000 ms"), "{}", stderr(&output));
+    let output = fencesim(&["run", "--mechanism", "fenced", "--ttl-ms", "9223372036854775808"]);
+    assert!(stderr(&output).contains("at most 86400000 ms"), "{}", stderr(&output));
+}
+
+#[test]
+fn replay_reads_no_more_than_its_cap_and_tells_an_edited_file_from_a_changed_build() {
+    let output = fencesim(&["replay", "/dev/zero"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("larger than 67108864 bytes"), "{}", stderr(&output));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("tests/data/many-fields.json")).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["parameters"]["lookup_latency_ms"] = serde_json::json!(9);
+    let dir = std::env::temp_dir().join(format!("fencesim-test-edited-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("edited.json");
+    std::fs::write(&file, value.to_string()).unwrap();
+    let output = fencesim(&["replay", file.to_str().unwrap()]);
+    assert!(stdout(&output).contains("the file was edited since it was written"), "{}", stdout(&output));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// A settlement job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Job {
     pub id: JobId,
     pub merchant: MerchantId,

@@ -41,6 +41,7 @@ impl fmt::Display for RefundState {
 
 /// One refund as the store holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RefundRow {
     pub id: RefundId,
     pub merchant: MerchantId,

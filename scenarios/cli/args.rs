@@ -47,9 +47,12 @@ pub fn parse_seed(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("the seed must be a whole number from 0 to {}, got '{text}'", u64::MAX))
 }
 
+/// A TTL from 1 ms to the world's limit on durations (the same a replay file meets).
 pub fn parse_ttl(text: &str) -> Result<u64, String> {
-    match text.parse::<i64>() {
-        Ok(ms) if ms > 0 => Ok(ms as u64),
+    let most = fencesim::sim::Limits::DURATION_MS;
+    match text.parse::<i128>() {
+        Ok(ms) if ms > 0 && ms <= i128::from(most) => Ok(ms as u64),
+        Ok(ms) if ms > 0 => Err(format!("the TTL may be at most {most} ms (one day), got {ms}")),
         Ok(ms) => Err(format!("the TTL must be a positive number of milliseconds, got {ms}")),
         Err(_) => Err(format!("the TTL must be a whole number of milliseconds, got '{text}'")),
     }

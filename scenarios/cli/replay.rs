@@ -22,10 +22,12 @@ fn compare_hash(outcome: &Outcome, replay: &ReplayFile) {
     if hash == replay.expected_trace_hash {
         println!("trace hash {hash}: matches the file");
     } else {
-        println!(
-            "trace hash {hash}: DIFFERS from the file's {} (this build behaves differently)",
-            replay.expected_trace_hash
-        );
+        let why = match replay.edited() {
+            Some(true) => "the file was edited since it was written: its content hash differs",
+            Some(false) => "the file is as written: this build behaves differently",
+            None => "the file has no content hash: it was edited, or this build behaves differently",
+        };
+        println!("trace hash {hash}: DIFFERS from the file's {} ({why})", replay.expected_trace_hash);
     }
 }
 

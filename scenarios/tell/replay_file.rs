@@ -2,6 +2,7 @@
 //! out (not regenerated from the seed), so a file keeps its meaning when the generator
 //! changes. A malformed, truncated or future-version file is refused with a reason.
 
+use crate::check::invariant;
 use crate::runner::Outcome;
 use crate::scenario::{known, mechanism_named, Scenario};
 use crate::tell::write::write_whole;
@@ -12,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 pub const FORMAT: &str = "fencesim-replay";
 pub const FORMAT_VERSION: u32 = 1;
+/// The largest replay file read: a world at every limit fits in a few tens of megabytes.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +36,11 @@ pub struct ReplayFile {
     pub expected_trace_hash: String,
     /// The invariants the run broke when the file was written.
     pub violations: Vec<String>,
+    /// A hash of what the run is made of (seed, mechanism, gateway, plan, parameters) when
+    /// the file was written: when the trace differs, it tells an edited file from a build
+    /// that behaves differently. Files written before it existed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
 }
 
 const SPLIT_OUT: [&str; 3] = ["mechanism", "gateway_mode", "faults"];
@@ -67,7 +75,26 @@ impl ReplayFile {
                 .filter(|check| check.is_violation())
                 .map(|check| check.invariant.to_owned())
                 .collect(),
+            content_hash: None,
         }
+        .with_content_hash()
+    }
+
+    fn with_content_hash(mut self) -> ReplayFile {
+        self.content_hash = Some(self.content());
+        self
+    }
+
+    /// The hash of what the run is made of, as this file says it now.
+    pub fn content(&self) -> String {
+        let what =
+            serde_json::json!([self.seed, self.mechanism, self.gateway, self.fault_plan, self.parameters]);
+        format!("{:016x}", twox_hash::XxHash64::oneshot(0, what.to_string().as_bytes()))
+    }
+
+    /// Whether the file was changed since it was written: `None` when it cannot tell.
+    pub fn edited(&self) -> Option<bool> {
+        self.content_hash.as_ref().map(|written| *written != self.content())
     }
 
     /// The scenario the file describes.
@@ -83,16 +110,23 @@ impl ReplayFile {
         Ok(Scenario { name, base: WallMs(self.base_ms), world })
     }
 
-    /// Reads and checks a replay file.
+    /// Reads and checks a replay file, reading no more than `MAX_FILE_BYTES`.
     pub fn load(path: &Path) -> Result<ReplayFile, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        use std::io::Read as _;
+        let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", path.display());
+        let mut text = String::new();
+        let file = std::fs::File::open(path).map_err(cannot)?;
+        file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(cannot)?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(format!("{}: larger than {MAX_FILE_BYTES} bytes, not a replay file", path.display()));
+        }
         ReplayFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     pub fn parse(text: &str) -> Result<ReplayFile, String> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("truncated or malformed JSON: {e}"))?;
+        let value: serde_json::Value = serde_json::from_str::<UniqueKeys>(text)
+            .map_err(|e| format!("truncated or malformed JSON: {e}"))?
+            .0;
         if value.get("format").and_then(|format| format.as_str()) != Some(FORMAT) {
             return Err(format!("not a replay file: expected \"format\": \"{FORMAT}\""));
         }
@@ -104,12 +138,15 @@ impl ReplayFile {
                     env!("CARGO_PKG_VERSION")
                 ))
             }
-            None => return Err("no format_version".to_owned()),
+            None => return Err("no \"format_version\"".to_owned()),
         }
         let file: ReplayFile = serde_json::from_value(value).map_err(|e| format!("bad field: {e}"))?;
         u64::from_str_radix(&file.expected_trace_hash, 16).map_err(|_| {
             format!("expected_trace_hash '{}' is not a hexadecimal hash", file.expected_trace_hash)
         })?;
+        if let Some(unknown) = file.violations.iter().find(|name| invariant(name).is_none()) {
+            return Err(format!("violations: unknown invariant '{unknown}'"));
+        }
         file.scenario()?;
         Ok(file)
     }
@@ -130,5 +167,68 @@ impl ReplayFile {
 
     pub fn command(path: &Path) -> String {
         format!("fencesim replay {}", path.display())
+    }
+}
+
+/// A JSON value whose objects have no key twice: a file that says `ttl_ms` twice is
+/// refused, not read as whichever came last.
+struct UniqueKeys(serde_json::Value);
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueKeysVisitor).map(UniqueKeys)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(UniqueKeys(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some((key, UniqueKeys(value))) = map.next_entry::<String, UniqueKeys>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("the key \"{key}\" appears twice")));
+            }
+            object.insert(key, value);
+        }
+        Ok(serde_json::Value::Object(object))
     }
 }

@@ -7,8 +7,23 @@ use crate::gateway::GatewayMode;
 use fencesim_model::{Job, Mechanism, MerchantId, RefundId, RefundRow};
 use serde::{Deserialize, Serialize};
 
+/// What a world may ask for, whichever door it comes in by (the command line, a replay
+/// file, a scenario): every run within them ends, in time and memory that grow with them.
+pub struct Limits;
+
+impl Limits {
+    pub const WORKERS: u32 = 26;
+    pub const JOBS: usize = 1_000;
+    pub const ROWS: usize = 200_000;
+    pub const FAULTS: usize = 1_000;
+    /// Any duration of the world (TTL, visibility timeout, latencies, a fault's size, the
+    /// settle bound, a timed trigger): one day.
+    pub const DURATION_MS: u64 = 86_400_000;
+}
+
 /// Gateway latency: per refund where the scenario says, else a default.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Latency {
     pub default_ms: u64,
     /// Indexed by refund number; 0 means "use the default".
@@ -80,10 +95,18 @@ impl WorldConfig {
         self.mechanism.redis_instances()
     }
 
-    /// The plan and the parameters make sense together; a reason if not.
+    /// The plan and the parameters make sense together and stay within `Limits`; a reason
+    /// naming the field if not.
     pub fn validate(&self) -> Result<(), String> {
-        if self.workers == 0 || self.workers > 26 {
-            return Err(format!("workers must be between 1 and 26, got {}", self.workers));
+        if self.workers == 0 || self.workers > Limits::WORKERS {
+            return Err(format!("workers must be between 1 and {}, got {}", Limits::WORKERS, self.workers));
+        }
+        let counts = [("jobs", self.jobs.len(), Limits::JOBS), ("rows", self.rows.len(), Limits::ROWS)];
+        let faults = [("faults", self.faults.faults.len(), Limits::FAULTS)];
+        for (field, count, most) in counts.into_iter().chain(faults) {
+            if count > most {
+                return Err(format!("{field}: at most {most}, got {count}"));
+            }
         }
         if self.ttl_ms == 0 {
             return Err("the TTL must be a positive number of milliseconds".to_owned());
@@ -91,6 +114,35 @@ impl WorldConfig {
         if self.visibility_timeout_ms == 0 {
             return Err("the visibility timeout must be a positive number of milliseconds".to_owned());
         }
+        self.durations_within_limits()?;
         self.faults.validate(self.workers, self.redis_instances() as u8)
+    }
+
+    /// Every duration at most `Limits::DURATION_MS`.
+    fn durations_within_limits(&self) -> Result<(), String> {
+        let latencies = std::iter::once(self.refund_latency.default_ms)
+            .chain(self.refund_latency.per_refund_ms.iter().copied());
+        let durations = [
+            ("ttl_ms", self.ttl_ms),
+            ("visibility_timeout_ms", self.visibility_timeout_ms),
+            ("settle_ms", self.settle_ms),
+            ("lookup_latency_ms", self.lookup_latency_ms),
+            ("db_latency_ms", self.db_latency_ms),
+            ("redis_latency_ms", self.redis_latency_ms),
+            ("refund_latency", latencies.max().unwrap_or(0)),
+        ];
+        let faults = self.faults.faults.iter().map(|fault| {
+            let at = match fault.trigger {
+                crate::fault::Trigger::At { at_ms } => at_ms,
+                crate::fault::Trigger::Step { .. } | crate::fault::Trigger::Call { .. } => 0,
+            };
+            ("a fault's size or time", fault.kind.size().max(at))
+        });
+        match durations.into_iter().chain(faults).find(|(_, ms)| *ms > Limits::DURATION_MS) {
+            Some((field, ms)) => {
+                Err(format!("{field}: at most {} ms (one day), got {ms}", Limits::DURATION_MS))
+            }
+            None => Ok(()),
+        }
     }
 }
