@@ -19,6 +19,11 @@ impl Limits {
     /// Any duration of the world (TTL, visibility timeout, latencies, a fault's size, the
     /// settle bound, a timed trigger): one day.
     pub const DURATION_MS: u64 = 86_400_000;
+    /// Events one run may record, beyond `EVENTS_PER_ITEM` for each row and job: a world
+    /// that churns past it (a job handed back every millisecond for a day) is stopped and
+    /// refused, not run for hours.
+    pub const EVENTS: usize = 1_000_000;
+    pub const EVENTS_PER_ITEM: usize = 20;
 }
 
 /// Gateway latency: per refund where the scenario says, else a default.
@@ -90,6 +95,11 @@ impl Default for WorldConfig {
 }
 
 impl WorldConfig {
+    /// The events this world may record before it is stopped as churning without end.
+    pub fn event_budget(&self) -> usize {
+        Limits::EVENTS + Limits::EVENTS_PER_ITEM * (self.rows.len() + self.jobs.len())
+    }
+
     /// Redis instances the lease lives on: as many as the mechanism asks for.
     pub fn redis_instances(&self) -> usize {
         self.mechanism.redis_instances()

@@ -37,7 +37,8 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
         .map_err(|e| format!("cannot place the token counters: {e}"))?;
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let config = config.clone();
-    Ok(rt.block_on(async move {
+    let budget = config.event_budget();
+    let record = rt.block_on(async move {
         // The clock starts inside the runtime, at the simulated instant the run begins.
         let world = World {
             clock: SimClock::start(),
@@ -51,7 +52,14 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
             config,
         };
         drive(world, Arc::new(wiring), seed).await
-    }))
+    });
+    if record.events.len() >= budget {
+        return Err(format!(
+            "the run was stopped at {budget} events ({} ms simulated): the world churns without end (a visibility timeout far below the TTL?)",
+            record.ended_at_ms
+        ));
+    }
+    Ok(record)
 }
 
 /// The first hash map the simulator builds in a process draws the process's hashing seed
@@ -140,6 +148,9 @@ async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord 
 async fn keep_time<W: Wiring>(world: &Arc<World>, wiring: &W, joins: &mut [Option<JoinHandle<()>>]) -> bool {
     loop {
         let now = world.clock.now_ms();
+        if world.lock().events.len() >= world.config.event_budget() {
+            return false;
+        }
         for worker in tick(world, now) {
             let incarnation = {
                 let mut state = world.lock();
