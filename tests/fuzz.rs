@@ -111,6 +111,27 @@ fn a_mutated_replay_file_is_refused_with_a_reason_or_runs_within_its_bounds() {
     assert!(refused > 0 && ran > 0, "refused {refused}, ran {ran}: the edits reach both ends");
 }
 
+/// Runs the binary in `dir`; its exit status, or none if it ran past a minute (killed).
+fn run_for_a_minute(args: &[&str], dir: &std::path::Path) -> Option<std::process::ExitStatus> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let clock = Instant::now();
+    while clock.elapsed() < Duration::from_secs(60) {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
 /// The command line's words and hostile values: every combination ends with a code of its
 /// own (0, 1, 2 or 3), never a panic (101), within a minute.
 #[test]
@@ -165,25 +186,9 @@ fn the_command_line_never_panics_or_hangs_on_hostile_arguments() {
     std::fs::write(dir.join("many-fields.json"), include_str!("data/many-fields.json")).unwrap();
     runner(60)
         .run(&prop::collection::vec(words, 1..8), |args| {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
-                .args(&args)
-                .current_dir(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let clock = Instant::now();
-            let status = loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    break status;
-                }
-                if clock.elapsed() > Duration::from_secs(60) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    prop_assert!(false, "{args:?} ran past a minute");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
+            let status = run_for_a_minute(&args, &dir);
+            prop_assert!(status.is_some(), "{args:?} ran past a minute");
+            let status = status.unwrap();
             prop_assert!(matches!(status.code(), Some(0..=3)), "{args:?}: {status:?}");
             Ok(())
         })
