@@ -4,6 +4,7 @@
 //! ends when it falls below one without its holder's release.
 
 use fencesim_model::WorkerId;
+use std::collections::BTreeMap;
 
 /// A lease Redis granted: the truth the checkers judge by.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,8 +20,6 @@ pub struct Epoch {
 
 /// A value held on some instances, on its way to (or past) a majority.
 struct Grant {
-    key: String,
-    value: String,
     worker: WorkerId,
     /// One bit per instance that holds it now.
     holders: u8,
@@ -29,7 +28,8 @@ struct Grant {
 
 pub struct EpochLedger {
     majority: u32,
-    grants: Vec<Grant>,
+    /// Grants by key, then by value: found without looking at any other lease's.
+    grants: BTreeMap<String, BTreeMap<String, Grant>>,
     epochs: Vec<Epoch>,
     /// The epoch each worker's latest acquisition opened (none after a crash).
     current: Vec<Option<u32>>,
@@ -39,11 +39,15 @@ impl EpochLedger {
     pub fn new(instances: usize, workers: usize) -> EpochLedger {
         assert!((1..=8).contains(&instances), "one bit per instance in a grant's holders");
         let majority = (instances / 2 + 1) as u32;
-        EpochLedger { majority, grants: Vec::new(), epochs: Vec::new(), current: vec![None; workers] }
+        EpochLedger { majority, grants: BTreeMap::new(), epochs: Vec::new(), current: vec![None; workers] }
+    }
+
+    fn grant(&self, key: &str, value: &str) -> Option<&Grant> {
+        self.grants.get(key)?.get(value)
     }
 
     fn grant_mut(&mut self, key: &str, value: &str) -> Option<&mut Grant> {
-        self.grants.iter_mut().find(|g| g.key == key && g.value == value)
+        self.grants.get_mut(key)?.get_mut(value)
     }
 
     /// `worker`'s `SET key value NX` succeeded on `instance` at `now_ms`. Returns the epoch
@@ -58,11 +62,9 @@ impl EpochLedger {
     ) -> Option<u32> {
         // A value no instance holds any more starts a new grant (a lock value that is not
         // unique comes back for another worker).
-        self.grants.retain(|g| !(g.key == key && g.value == value && g.holders == 0));
-        if self.grant_mut(key, value).is_none() {
-            let grant =
-                Grant { key: key.to_owned(), value: value.to_owned(), worker, holders: 0, epoch: None };
-            self.grants.push(grant);
+        if self.grant(key, value).is_none_or(|grant| grant.holders == 0) {
+            let grant = Grant { worker, holders: 0, epoch: None };
+            self.grants.entry(key.to_owned()).or_default().insert(value.to_owned(), grant);
         }
         let (majority, number) = (self.majority, self.epochs.len() as u32 + 1);
         let grant = self.grant_mut(key, value).expect("just inserted");
@@ -106,13 +108,17 @@ impl EpochLedger {
 
     /// Keys and values `instance` holds now, as far as grants go.
     pub fn held_on(&self, instance: u8) -> Vec<(String, String)> {
-        let on = |g: &&Grant| g.holders & (1 << instance) != 0;
-        self.grants.iter().filter(on).map(|g| (g.key.clone(), g.value.clone())).collect()
+        let values =
+            self.grants.iter().flat_map(|(key, values)| values.iter().map(move |(value, g)| (key, value, g)));
+        values
+            .filter(|(_, _, g)| g.holders & (1 << instance) != 0)
+            .map(|(key, value, _)| (key.clone(), value.clone()))
+            .collect()
     }
 
     /// Did `worker` make the grant of `value` at `key`?
     pub fn granted_to(&self, key: &str, value: &str, worker: WorkerId) -> bool {
-        self.grants.iter().any(|g| g.key == key && g.value == value && g.worker == worker)
+        self.grant(key, value).is_some_and(|g| g.worker == worker)
     }
 
     /// The epoch `worker`'s writes are attributed to now.

@@ -6,6 +6,7 @@
 //! An unacked delivery becomes visible again when its timeout passes.
 
 use fencesim_model::{Delivery, Job, JobId, WorkerId};
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum JobState {
@@ -36,6 +37,8 @@ pub enum QueueEvent {
     VisibilityExpired { job: JobId, worker: WorkerId, receipt: u32, at_ms: u64 },
 }
 
+/// The queue's state, indexed so that every operation costs what it touches, not the
+/// number of jobs ever queued: jobs done stay in `jobs` and are never looked at again.
 #[derive(Clone, Debug)]
 pub struct QueueCore {
     jobs: Vec<JobSlot>,
@@ -43,6 +46,16 @@ pub struct QueueCore {
     visibility_timeout_ms: u64,
     next_receipt: u32,
     closed: bool,
+    /// Slots that are `Visible`, by index (the order jobs are handed out in).
+    visible: BTreeSet<usize>,
+    /// The slot `Assigned` to each worker, if any (a worker is handed one at a time).
+    assigned: Vec<Option<usize>>,
+    /// Slots `InFlight`, by when they become visible again.
+    in_flight: BTreeSet<(u64, usize)>,
+    /// Slots `InFlight`, by receipt.
+    by_receipt: BTreeMap<u32, usize>,
+    /// Slots not `Done`.
+    open: usize,
 }
 
 impl QueueCore {
@@ -53,37 +66,51 @@ impl QueueCore {
             visibility_timeout_ms,
             next_receipt: 1,
             closed: false,
+            visible: BTreeSet::new(),
+            assigned: vec![None; workers],
+            in_flight: BTreeSet::new(),
+            by_receipt: BTreeMap::new(),
+            open: 0,
         }
     }
 
+    fn push(&mut self, slot: JobSlot) {
+        self.visible.insert(self.jobs.len());
+        self.jobs.push(slot);
+        self.open += 1;
+    }
+
     pub fn enqueue(&mut self, job: Job, out: &mut Vec<QueueEvent>) {
-        self.jobs.push(JobSlot { job, state: JobState::Visible, last_holder: None, deliveries: 0 });
+        self.push(JobSlot { job, state: JobState::Visible, last_holder: None, deliveries: 0 });
         self.assign(out);
     }
 
-    /// Makes timed-out deliveries visible again and hands visible jobs to idle workers.
+    /// An in-flight slot becomes visible again; its event says when.
+    fn expire(&mut self, index: usize, at_ms: u64, out: &mut Vec<QueueEvent>) {
+        let slot = &mut self.jobs[index];
+        let JobState::InFlight { worker, receipt, visible_at_ms } = slot.state else { return };
+        slot.state = JobState::Visible;
+        self.in_flight.remove(&(visible_at_ms, index));
+        self.by_receipt.remove(&receipt);
+        self.visible.insert(index);
+        out.push(QueueEvent::VisibilityExpired { job: slot.job.id, worker, receipt, at_ms });
+    }
+
+    /// Makes timed-out deliveries visible again (in job order) and hands visible jobs to
+    /// idle workers.
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<QueueEvent>) {
-        for slot in &mut self.jobs {
-            if let JobState::InFlight { worker, receipt, visible_at_ms } = slot.state {
-                if visible_at_ms <= now_ms {
-                    slot.state = JobState::Visible;
-                    out.push(QueueEvent::VisibilityExpired {
-                        job: slot.job.id,
-                        worker,
-                        receipt,
-                        at_ms: visible_at_ms,
-                    });
-                }
-            }
+        let mut due: Vec<(usize, u64)> =
+            self.in_flight.range(..(now_ms + 1, 0)).map(|&(at, index)| (index, at)).collect();
+        due.sort_unstable();
+        for (index, at) in due {
+            self.expire(index, at, out);
         }
         self.assign(out);
     }
 
     fn assign(&mut self, out: &mut Vec<QueueEvent>) {
-        for slot in &mut self.jobs {
-            if slot.state != JobState::Visible {
-                continue;
-            }
+        while let Some(&index) = self.visible.first() {
+            let slot = &self.jobs[index];
             let chosen = self
                 .consumers
                 .iter()
@@ -96,16 +123,19 @@ impl QueueCore {
             let Some((worker, _)) = chosen else { return };
             let receipt = self.next_receipt;
             self.next_receipt += 1;
+            let slot = &mut self.jobs[index];
             slot.deliveries += 1;
             slot.last_holder = Some(worker);
             slot.state = JobState::Assigned { worker, receipt };
+            self.visible.remove(&index);
+            self.assigned[worker.0 as usize] = Some(index);
             self.consumers[worker.0 as usize] = Consumer::Busy;
             out.push(QueueEvent::Delivered { job: slot.job.id, worker, receipt, delivery: slot.deliveries });
         }
     }
 
-    /// The worker asks for a job: its assigned delivery if it has one (the visibility
-    /// timeout starts now), else it becomes idle and may be handed a visible job.
+    /// The worker asks for its next job: the one assigned to it, if any; otherwise it
+    /// becomes idle and waits.
     pub fn receive(&mut self, worker: WorkerId, now_ms: u64, out: &mut Vec<QueueEvent>) -> Option<Delivery> {
         if let Some(delivery) = self.take_assigned(worker, now_ms) {
             return Some(delivery);
@@ -118,73 +148,61 @@ impl QueueCore {
     }
 
     fn take_assigned(&mut self, worker: WorkerId, now_ms: u64) -> Option<Delivery> {
-        let timeout = self.visibility_timeout_ms;
-        self.jobs.iter_mut().find_map(|slot| match slot.state {
-            JobState::Assigned { worker: w, receipt } if w == worker => {
-                slot.state = JobState::InFlight { worker, receipt, visible_at_ms: now_ms + timeout };
-                Some(Delivery { job: slot.job, receipt })
-            }
-            _ => None,
-        })
+        let index = self.assigned[worker.0 as usize].take()?;
+        let slot = &mut self.jobs[index];
+        let JobState::Assigned { receipt, .. } = slot.state else { return None };
+        let visible_at_ms = now_ms + self.visibility_timeout_ms;
+        slot.state = JobState::InFlight { worker, receipt, visible_at_ms };
+        self.in_flight.insert((visible_at_ms, index));
+        self.by_receipt.insert(receipt, index);
+        Some(Delivery { job: slot.job, receipt })
     }
 
     /// Is a delivery waiting for this worker?
     pub fn has_assigned(&self, worker: WorkerId) -> bool {
-        self.jobs.iter().any(|s| matches!(s.state, JobState::Assigned { worker: w, .. } if w == worker))
+        self.assigned[worker.0 as usize].is_some()
     }
 
     /// Acks a delivery. Refused (`false`) unless it is a current one.
     pub fn ack(&mut self, delivery: Delivery) -> bool {
-        let current = self
-            .jobs
-            .iter_mut()
-            .find(|s| matches!(s.state, JobState::InFlight { receipt, .. } if receipt == delivery.receipt));
-        match current {
-            Some(slot) => {
-                slot.state = JobState::Done;
-                true
-            }
-            None => false,
+        let Some(index) = self.by_receipt.remove(&delivery.receipt) else { return false };
+        if let JobState::InFlight { visible_at_ms, .. } = self.jobs[index].state {
+            self.in_flight.remove(&(visible_at_ms, index));
         }
+        self.jobs[index].state = JobState::Done;
+        self.open -= 1;
+        true
+    }
+
+    /// The in-flight slots of `worker`, in job order.
+    fn held_by(&self, worker: WorkerId) -> Vec<usize> {
+        let mut held: Vec<usize> = self
+            .in_flight
+            .iter()
+            .map(|&(_, index)| index)
+            .filter(|&index| matches!(self.jobs[index].state, JobState::InFlight { worker: w, .. } if w == worker))
+            .collect();
+        held.sort_unstable();
+        held
     }
 
     /// The queue gives up on `worker`'s delivery now, as if its timeout had passed.
     pub fn redeliver_from(&mut self, worker: WorkerId, now_ms: u64, out: &mut Vec<QueueEvent>) -> bool {
-        let mut any = false;
-        for slot in &mut self.jobs {
-            if let JobState::InFlight { worker: w, receipt, .. } = slot.state {
-                if w == worker {
-                    slot.state = JobState::Visible;
-                    out.push(QueueEvent::VisibilityExpired {
-                        job: slot.job.id,
-                        worker,
-                        receipt,
-                        at_ms: now_ms,
-                    });
-                    any = true;
-                }
-            }
+        let held = self.held_by(worker);
+        for &index in &held {
+            self.expire(index, now_ms, out);
         }
         self.assign(out);
-        any
+        !held.is_empty()
     }
 
     /// The queue delivers `worker`'s job a second time, to someone else, while the first
     /// delivery is still in flight.
     pub fn duplicate_from(&mut self, worker: WorkerId, out: &mut Vec<QueueEvent>) -> bool {
-        let held: Vec<(Job, u32)> = self
-            .jobs
-            .iter()
-            .filter(|s| matches!(s.state, JobState::InFlight { worker: w, .. } if w == worker))
-            .map(|s| (s.job, s.deliveries))
-            .collect();
-        for (job, deliveries) in &held {
-            self.jobs.push(JobSlot {
-                job: *job,
-                state: JobState::Visible,
-                last_holder: Some(worker),
-                deliveries: *deliveries,
-            });
+        let held = self.held_by(worker);
+        for &index in &held {
+            let JobSlot { job, deliveries, .. } = self.jobs[index];
+            self.push(JobSlot { job, state: JobState::Visible, last_holder: Some(worker), deliveries });
         }
         self.assign(out);
         !held.is_empty()
@@ -192,17 +210,11 @@ impl QueueCore {
 
     /// When the next in-flight delivery times out.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.jobs
-            .iter()
-            .filter_map(|s| match s.state {
-                JobState::InFlight { visible_at_ms, .. } => Some(visible_at_ms),
-                _ => None,
-            })
-            .min()
+        self.in_flight.first().map(|&(at, _)| at)
     }
 
     pub fn all_done(&self) -> bool {
-        self.jobs.iter().all(|s| s.state == JobState::Done)
+        self.open == 0
     }
 
     pub fn is_idle(&self, worker: WorkerId) -> bool {
