@@ -16,8 +16,9 @@ impl SeedRange {
         if count == 0 {
             return Err("--seeds must be at least 1".to_owned());
         }
-        let largest = u64::MAX - from + 1;
-        if from > 0 && count > largest {
+        if from.checked_add(count - 1).is_none() {
+            // from is at least 1 here: from seed 0 every count fits
+            let largest = u64::MAX - from + 1;
             return Err(format!(
                 "--seeds {count} from seed {from} runs past the last seed ({}): the largest valid --seeds from {from} is {largest}",
                 u64::MAX
