@@ -18,6 +18,8 @@ pub struct Outcome {
     pub record: RunRecord,
     pub checks: Vec<Check>,
     pub trace_hash: u64,
+    /// The bug of the mutant catalogue planted in the workers, if any.
+    pub mutant: Option<Mutant>,
 }
 
 /// What a run did, in counts a reader can compare across mechanisms.
@@ -41,18 +43,26 @@ pub struct Tally {
 }
 
 pub fn run(scenario: &Scenario, seed: u64) -> Result<Outcome, String> {
-    judge(scenario, run_world(&scenario.world, seed)?)
+    judge(scenario, run_world(&scenario.world, seed)?, None)
 }
 
 /// The same run with `mutant` planted in the workers' ports.
 pub fn run_planted(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<Outcome, String> {
-    judge(scenario, run_wired(&scenario.world, seed, Planted(mutant))?)
+    judge(scenario, run_wired(&scenario.world, seed, Planted(mutant))?, Some(mutant))
 }
 
-fn judge(scenario: &Scenario, record: RunRecord) -> Result<Outcome, String> {
+/// `run`, or `run_planted` when a mutant is given.
+pub fn run_with(scenario: &Scenario, seed: u64, mutant: Option<Mutant>) -> Result<Outcome, String> {
+    match mutant {
+        Some(mutant) => run_planted(scenario, seed, mutant),
+        None => run(scenario, seed),
+    }
+}
+
+fn judge(scenario: &Scenario, record: RunRecord, mutant: Option<Mutant>) -> Result<Outcome, String> {
     let checks = check_all(&Facts { record: &record, world: &scenario.world, base: scenario.base });
     let trace_hash = trace_hash(&record.events);
-    Ok(Outcome { scenario: scenario.clone(), record, checks, trace_hash })
+    Ok(Outcome { scenario: scenario.clone(), record, checks, trace_hash, mutant })
 }
 
 impl Outcome {
@@ -157,8 +167,9 @@ impl Outcome {
 
     /// The command that reproduces this run.
     pub fn replay_command(&self) -> String {
+        let planted = self.mutant.map(|mutant| format!(" --mutant {mutant}")).unwrap_or_default();
         format!(
-            "fencesim run --scenario {} --mechanism {} --gateway {} --seed {}",
+            "fencesim run --scenario {} --mechanism {} --gateway {} --seed {}{planted}",
             self.scenario.name,
             self.scenario.world.mechanism.name(),
             self.scenario.world.gateway_mode.name(),

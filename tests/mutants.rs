@@ -2,7 +2,9 @@
 //! is what the project's command gives today.
 
 use fencesim::mutant::Mutant;
-use fencesim::search::mutants::{catches, scenario_for};
+use fencesim::runner::{run, run_with};
+use fencesim::search::mutants::{catches, scenario_for, MUTANT_FILES};
+use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::detection::{parse_detections, Detection, DETECTION_REPORT};
 use std::process::Command;
 
@@ -17,11 +19,35 @@ fn every_mutant_is_caught_by_the_seed_the_detection_report_names() {
     let rows = committed();
     let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants`");
     assert_eq!(rows.len(), Mutant::ALL.len(), "{stale}");
-    for Detection { mutant, invariant, first_seed: seed, trace_hash } in rows {
+    for Detection { mutant, invariant, first_seed: seed, trace_hash, .. } in rows {
         let caught = catches(&scenario_for(mutant, seed).unwrap(), seed, mutant).unwrap();
         let (by, trace) = caught.unwrap_or_else(|| panic!("{mutant} is not caught by seed {seed}: {stale}"));
         assert_eq!(by, invariant, "{mutant}: {stale}");
         assert_eq!(format!("{trace:016x}"), trace_hash, "{mutant}: {stale}");
+    }
+}
+
+/// Each mutant's shrunk catching run replays to its hash with the mutant planted, breaks
+/// the invariant that caught it, keeps it without the mutant, and is as small as the
+/// report says.
+#[test]
+fn each_shrunk_catching_run_replays_and_catches_its_mutant() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let stale = format!("{MUTANT_FILES} is stale: regenerate it with `cargo run --release -- mutants`");
+    let rows = committed();
+    assert_eq!(rows.len(), Mutant::ALL.len(), "{stale}");
+    for Detection { mutant, invariant, shrunk, .. } in rows {
+        let file = ReplayFile::load(&root.join(format!("{MUTANT_FILES}/{mutant}.json"))).expect(&stale);
+        assert_eq!(file.mutant, Some(mutant), "{stale}");
+        let scenario = file.scenario().unwrap();
+        let planted = run_with(&scenario, file.seed, file.mutant).unwrap();
+        assert_eq!(format!("{:016x}", planted.trace_hash), file.expected_trace_hash, "{mutant}: {stale}");
+        assert!(planted.check(&invariant).is_violation(), "{mutant} breaks {invariant}: {stale}");
+        let right = run(&scenario, file.seed).unwrap();
+        assert!(!right.check(&invariant).is_violation(), "{mutant}: the right code keeps {invariant}");
+        let world = &scenario.world;
+        let sizes = format!("{}, {}, {}", world.faults.faults.len(), world.workers, world.rows.len());
+        assert_eq!(sizes, shrunk, "{mutant}: {stale}");
     }
 }
 

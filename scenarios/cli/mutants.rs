@@ -6,12 +6,12 @@ use crate::cli::{bad_input, verdict};
 use fencesim::mutant::Mutant;
 use fencesim::search::exhaustive::small_scope;
 use fencesim::search::false_alarms::false_alarm_runs;
-use fencesim::search::mutants::evaluate_all;
+use fencesim::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
 use fencesim::tell::reports::detection::{
     detection_report, exhaustive_section, false_alarm_section, mutant_table, DETECTION_REPORT,
 };
 use fencesim::tell::write::write_report;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -53,6 +53,22 @@ fn run_only(args: &MutantsArgs) -> ExitCode {
     verdict(reports.iter().all(|report| report.caught))
 }
 
+/// Each mutant's shrunk catching run as `reports/mutants/NAME.json` (those of an earlier
+/// run go).
+fn keep_shrunk(root: &Path, reports: &[MutantReport]) -> Result<(), String> {
+    let dir = root.join(MUTANT_FILES);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for report in reports {
+        if let Some(file) = &report.shrunk_file {
+            file.write_as(&dir.join(format!("{}.json", report.name)))?;
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: MutantsArgs) -> ExitCode {
     if !args.only.is_empty() {
         return run_only(&args);
@@ -76,7 +92,9 @@ pub fn run(args: MutantsArgs) -> ExitCode {
     let text = detection_report(&reports, args.starts, args.budget)
         + &exhaustive
         + &false_alarm_section(&false_alarms);
-    if let Err(error) = write_report(&args.root, DETECTION_REPORT, &text) {
+    if let Err(error) =
+        keep_shrunk(&args.root, &reports).and_then(|()| write_report(&args.root, DETECTION_REPORT, &text))
+    {
         return bad_input(error);
     }
     if args.json {

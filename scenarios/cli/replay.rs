@@ -2,7 +2,7 @@
 //! file's, the failure told as a story; with `--check-determinism`, run twice.
 
 use crate::cli::{bad_input, verdict};
-use fencesim::runner::{run, Outcome};
+use fencesim::runner::{run_with, Outcome};
 use fencesim::scenario::Scenario;
 use fencesim::tell::failure::{first_difference, tell_failure};
 use fencesim::tell::replay_file::ReplayFile;
@@ -33,7 +33,8 @@ fn compare_hash(outcome: &Outcome, replay: &ReplayFile) {
 
 /// Runs the plan again in a fresh runtime on another thread; `Ok(false)` when it differs.
 fn check_determinism(outcome: &Outcome, scenario: Scenario, seed: u64) -> Result<bool, String> {
-    match std::thread::spawn(move || run(&scenario, seed)).join() {
+    let mutant = outcome.mutant;
+    match std::thread::spawn(move || run_with(&scenario, seed, mutant)).join() {
         Ok(Ok(second)) => match first_difference(outcome, &second) {
             None => {
                 println!("determinism: two fresh runs gave the same {} events", outcome.record.events.len());
@@ -66,7 +67,10 @@ pub fn run_command(args: ReplayArgs) -> ExitCode {
         replay.seed,
         replay.fault_plan.faults.len()
     );
-    let outcome = match run(&scenario, replay.seed) {
+    if let Some(mutant) = replay.mutant {
+        println!("with the mutant {mutant} planted in the workers");
+    }
+    let outcome = match run_with(&scenario, replay.seed, replay.mutant) {
         Ok(outcome) => outcome,
         Err(error) => return bad_input(error),
     };

@@ -5,7 +5,7 @@ use crate::cli::args::{parse_gateway, parse_mechanism, parse_scenario, parse_see
 use crate::cli::{bad_input, verdict};
 use fencesim::model::Mechanism;
 use fencesim::mutant::Mutant;
-use fencesim::runner::{run, run_planted, Outcome, DEFAULT_SEED};
+use fencesim::runner::{run_with, Outcome, DEFAULT_SEED};
 use fencesim::scenario::{self, FaultMask};
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
@@ -39,12 +39,12 @@ pub struct RunArgs {
     #[arg(long)]
     save_replay: Option<PathBuf>,
     /// Plant this bug of the mutant catalogue (`fencesim mutants` lists them) in the workers
-    #[arg(long, conflicts_with = "save_replay")]
+    #[arg(long)]
     mutant: Option<Mutant>,
 }
 
 /// The story, the counts, the broken invariants and, on failure, the command to reproduce.
-fn tell(outcome: &Outcome, seed: u64, mutant: Option<Mutant>) {
+fn tell(outcome: &Outcome, seed: u64) {
     let lines = story(outcome);
     print!("{}", render_story(outcome, &lines, usize::MAX));
     let tally = outcome.tally();
@@ -59,10 +59,8 @@ fn tell(outcome: &Outcome, seed: u64, mutant: Option<Mutant>) {
         tally.fence_rejections
     );
     print!("{}", outcome.breach_lines("VIOLATION ", false));
-    match (outcome.passed(), mutant) {
-        (true, _) => {}
-        (false, None) => println!("reproduce with: {}", outcome.replay_command()),
-        (false, Some(mutant)) => println!("reproduce with: {} --mutant {mutant}", outcome.replay_command()),
+    if !outcome.passed() {
+        println!("reproduce with: {}", outcome.replay_command());
     }
 }
 
@@ -88,11 +86,7 @@ pub fn run_command(args: RunArgs) -> ExitCode {
     if let Some(ttl) = args.ttl_ms {
         chosen.world.ttl_ms = ttl;
     }
-    let ran = match args.mutant {
-        Some(mutant) => run_planted(&chosen, args.seed, mutant),
-        None => run(&chosen, args.seed),
-    };
-    let outcome = match ran {
+    let outcome = match run_with(&chosen, args.seed, args.mutant) {
         Ok(outcome) => outcome,
         Err(error) => return bad_input(error),
     };
@@ -102,7 +96,7 @@ pub fn run_command(args: RunArgs) -> ExitCode {
     if args.json {
         println!("{}", outcome.to_json());
     } else {
-        tell(&outcome, args.seed, args.mutant);
+        tell(&outcome, args.seed);
     }
     verdict(outcome.passed())
 }

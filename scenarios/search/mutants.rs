@@ -11,9 +11,13 @@ use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use crate::search::shrink::shrink_scenario;
+use crate::tell::replay_file::ReplayFile;
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
+
+/// Where each mutant's shrunk catching run is kept, from the project root.
+pub const MUTANT_FILES: &str = "reports/mutants";
 
 /// Where each search starts: the seeds are far apart so that the searches are independent.
 pub const START_STRIDE: u64 = 100_000;
@@ -80,6 +84,9 @@ pub struct MutantReport {
     pub shrunk_faults: Option<usize>,
     pub shrunk_workers: Option<u32>,
     pub shrunk_rows: Option<usize>,
+    /// The shrunk catching run, with the mutant planted, as a replay file.
+    #[serde(skip)]
+    pub shrunk_file: Option<ReplayFile>,
     /// The first search's catching seed and the buggy run's trace hash.
     pub first_seed: Option<u64>,
     pub trace_hash: Option<String>,
@@ -101,10 +108,18 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         }
     }
     let shrunk = match first {
-        Some((seed, invariant, _)) => Some(shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?),
+        Some((seed, invariant, _)) => {
+            let smallest = shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?;
+            Some(ReplayFile::from_outcome(&run_planted(&smallest, seed, mutant)?))
+        }
         None => None,
     };
-    let shrunk = shrunk.as_ref().map(|scenario| &scenario.world);
+    let shrunk_file = shrunk.clone();
+    let shrunk = match &shrunk {
+        Some(file) => Some(file.scenario()?.world),
+        None => None,
+    };
+    let shrunk = shrunk.as_ref();
     let mut sorted = seeds_to_detect.clone();
     sorted.sort_unstable();
     Ok(MutantReport {
@@ -119,6 +134,7 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         shrunk_faults: shrunk.map(|world| world.faults.faults.len()),
         shrunk_workers: shrunk.map(|world| world.workers),
         shrunk_rows: shrunk.map(|world| world.rows.len()),
+        shrunk_file,
         first_seed: first.map(|found| found.0),
         trace_hash: first.map(|found| format!("{:016x}", found.2)),
         wall_ms: clock.elapsed().as_millis() as u64,

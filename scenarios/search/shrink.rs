@@ -4,7 +4,7 @@
 //! still fails; then the world (`smaller`): fewer workers, merchants and rows; then the
 //! plan once more.
 
-use crate::runner::{run, Outcome};
+use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
 use crate::search::smaller::{fewer_rows, without_merchant, without_worker};
 use crate::tell::replay_file::ReplayFile;
@@ -264,12 +264,13 @@ pub fn shrink_file(file: &Path, invariant: Option<&str>) -> Result<Shrunk, Strin
         .ok_or_else(|| format!("{}: the file records no broken invariant to keep", file.display()))?;
     let before = replay.scenario().map_err(|error| format!("{}: {error}", file.display()))?;
     let seed = replay.seed;
-    let breaks =
-        |candidate: &Scenario| run(candidate, seed).map(|outcome| outcome.check(&invariant).is_violation());
+    let breaks = |candidate: &Scenario| {
+        run_with(candidate, seed, replay.mutant).map(|outcome| outcome.check(&invariant).is_violation())
+    };
     if !breaks(&before)? {
         return Err(format!("{}: the run does not break {invariant}", file.display()));
     }
-    let after = run(&shrink_scenario(&before, breaks)?, seed)?;
+    let after = run_with(&shrink_scenario(&before, breaks)?, seed, replay.mutant)?;
     let path = ReplayFile::from_outcome(&after).write_as(&shrunk_path(file))?;
     Ok(Shrunk { invariant, before, after, path })
 }

@@ -3,6 +3,7 @@
 //! changes. A malformed, truncated or future-version file is refused with a reason.
 
 use crate::check::invariant;
+use crate::mutant::Mutant;
 use crate::runner::Outcome;
 use crate::scenario::{known, mechanism_named, Scenario};
 use crate::tell::write::write_whole;
@@ -41,6 +42,9 @@ pub struct ReplayFile {
     /// that behaves differently. Files written before it existed have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_hash: Option<String>,
+    /// The bug of the mutant catalogue planted in the workers, if the run had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutant: Option<Mutant>,
 }
 
 const SPLIT_OUT: [&str; 3] = ["mechanism", "gateway_mode", "faults"];
@@ -76,6 +80,7 @@ impl ReplayFile {
                 .map(|check| check.invariant.to_owned())
                 .collect(),
             content_hash: None,
+            mutant: outcome.mutant,
         }
         .with_content_hash()
     }
@@ -87,8 +92,11 @@ impl ReplayFile {
 
     /// The hash of what the run is made of, as this file says it now.
     pub fn content(&self) -> String {
-        let what =
+        let mut what =
             serde_json::json!([self.seed, self.mechanism, self.gateway, self.fault_plan, self.parameters]);
+        if let (Some(mutant), Some(parts)) = (self.mutant, what.as_array_mut()) {
+            parts.push(serde_json::json!(mutant));
+        }
         format!("{:016x}", twox_hash::XxHash64::oneshot(0, what.to_string().as_bytes()))
     }
 

@@ -23,7 +23,8 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
          scenario seed after seed, with and without the bug; the mutant is caught when the bug breaks an invariant \
          that the correct code does not break on the same seed. {starts} searches per mutant, {budget} seeds at most \
          each, starting {START_STRIDE} seeds apart. The catching scenario of the first search is shrunk: its plan by \
-         delta debugging, then the faults' numbers, then the world (workers, merchants, rows, TTL). Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
+         delta debugging, then the faults' numbers, then the world (workers, merchants, rows, TTL); the shrunk run is kept as \
+         `reports/mutants/NAME.json`, which `fencesim replay` runs with the mutant planted. Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
     );
     out.push_str(&mutant_table(reports));
     let caught = reports.iter().filter(|report| report.caught).count();
@@ -147,6 +148,8 @@ pub struct Detection {
     pub invariant: String,
     pub first_seed: u64,
     pub trace_hash: String,
+    /// The shrunk catching run's faults, workers and rows, as the table gives them.
+    pub shrunk: String,
 }
 
 /// The mutant rows of a detection report, read by their column headers.
@@ -167,6 +170,7 @@ pub fn parse_detections(report: &str) -> Vec<Detection> {
                 invariant: column("caught by")?.to_owned(),
                 first_seed: column("first seed")?.parse().ok()?,
                 trace_hash: column("trace hash")?.to_owned(),
+                shrunk: column("shrunk: faults, workers, rows")?.to_owned(),
             })
         })();
         rows.extend(row);
