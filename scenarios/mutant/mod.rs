@@ -10,8 +10,9 @@ pub use planted::Planted;
 
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
+use strum::EnumCount;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::EnumCount)]
 pub enum Mutant {
     /// The claim accepts `fence <= token` instead of `fence < token`.
     ClaimFenceAtMost,
@@ -73,180 +74,263 @@ pub enum Mutant {
     SubsecondTtlTruncated,
 }
 
-impl Mutant {
-    pub const ALL: [Mutant; 24] = [
-        Mutant::ClaimFenceAtMost,
-        Mutant::ConfirmFenceAtLeast,
-        Mutant::ConfirmWithoutFence,
-        Mutant::ClaimRowCountIgnored,
-        Mutant::TokenPerJob,
-        Mutant::TokenPerWorker,
-        Mutant::ReleaseWithDel,
-        Mutant::SharedLockValue,
-        Mutant::ExtendRecreates,
-        Mutant::NoReseedAfterRestart,
-        Mutant::KeyPerAttempt,
-        Mutant::ClaimAcceptsSent,
-        Mutant::AckOnReceive,
-        Mutant::ReleaseByGetThenDel,
-        Mutant::AcquireSetnxThenPexpire,
-        Mutant::ExtendTtlAsSeconds,
-        Mutant::FenceComparedAsText,
-        Mutant::TokenWrapsAt32Bits,
-        Mutant::RenewalIgnoresResult,
-        Mutant::TimeoutTakenAsFailure,
-        Mutant::FailureTakenAsRefunded,
-        Mutant::RetryMintsNewKey,
-        Mutant::ExpiryJudgedOnClientClock,
-        Mutant::SubsecondTtlTruncated,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::ClaimFenceAtMost => "claim-fence-at-most",
-            Mutant::ConfirmFenceAtLeast => "confirm-fence-at-least",
-            Mutant::ConfirmWithoutFence => "confirm-without-fence",
-            Mutant::ClaimRowCountIgnored => "claim-row-count-ignored",
-            Mutant::TokenPerJob => "token-per-job",
-            Mutant::TokenPerWorker => "token-per-worker",
-            Mutant::ReleaseWithDel => "release-with-del",
-            Mutant::SharedLockValue => "shared-lock-value",
-            Mutant::ExtendRecreates => "extend-recreates",
-            Mutant::NoReseedAfterRestart => "no-reseed-after-restart",
-            Mutant::KeyPerAttempt => "key-per-attempt",
-            Mutant::ClaimAcceptsSent => "claim-accepts-sent",
-            Mutant::AckOnReceive => "ack-on-receive",
-            Mutant::ReleaseByGetThenDel => "release-by-get-then-del",
-            Mutant::AcquireSetnxThenPexpire => "acquire-setnx-then-pexpire",
-            Mutant::ExtendTtlAsSeconds => "extend-ttl-ms-as-seconds",
-            Mutant::FenceComparedAsText => "fence-compared-as-text",
-            Mutant::TokenWrapsAt32Bits => "token-wraps-at-32-bits",
-            Mutant::RenewalIgnoresResult => "renewal-ignores-extend-result",
-            Mutant::TimeoutTakenAsFailure => "timeout-taken-as-failure",
-            Mutant::FailureTakenAsRefunded => "failure-taken-as-refunded",
-            Mutant::RetryMintsNewKey => "retry-mints-new-key",
-            Mutant::ExpiryJudgedOnClientClock => "expiry-judged-on-client-clock",
-            Mutant::SubsecondTtlTruncated => "subsecond-ttl-truncated",
-        }
-    }
-
+/// What the catalogue knows of one mutant.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    pub mutant: Mutant,
+    pub name: &'static str,
     /// The mechanism the bug is planted in: one whose code has the buggy line.
-    pub fn baseline(self) -> Mechanism {
-        match self {
-            Mutant::ClaimFenceAtMost => Mechanism::Fenced,
-            Mutant::ExtendRecreates | Mutant::ExtendTtlAsSeconds | Mutant::RenewalIgnoresResult => {
-                Mechanism::TtlRenewal
-            }
-            Mutant::NoReseedAfterRestart => Mechanism::FencedSeeded,
-            Mutant::ExpiryJudgedOnClientClock => Mechanism::CheckBeforeWrite,
-            Mutant::ConfirmFenceAtLeast
-            | Mutant::ConfirmWithoutFence
-            | Mutant::ClaimRowCountIgnored
-            | Mutant::TokenPerJob
-            | Mutant::TokenPerWorker
-            | Mutant::ReleaseWithDel
-            | Mutant::SharedLockValue
-            | Mutant::KeyPerAttempt
-            | Mutant::ClaimAcceptsSent
-            | Mutant::AckOnReceive
-            | Mutant::ReleaseByGetThenDel
-            | Mutant::AcquireSetnxThenPexpire
-            | Mutant::FenceComparedAsText
-            | Mutant::TokenWrapsAt32Bits
-            | Mutant::TimeoutTakenAsFailure
-            | Mutant::FailureTakenAsRefunded
-            | Mutant::RetryMintsNewKey
-            | Mutant::SubsecondTtlTruncated => Mechanism::FencedDbSequence,
-        }
-    }
-
-    /// The gateway a mutant is searched with. A claim whose row count is ignored lets a stale
-    /// worker call the gateway for a row it does not own, and a timeout taken as a failure
-    /// sends a paid call again; an idempotent gateway absorbs such a call (which is why the
-    /// idempotency key exists), so those searches use one that pays.
-    pub fn gateway(self) -> GatewayMode {
-        match self {
-            Mutant::ClaimRowCountIgnored | Mutant::TimeoutTakenAsFailure => GatewayMode::NonIdempotent,
-            Mutant::ClaimFenceAtMost
-            | Mutant::ConfirmFenceAtLeast
-            | Mutant::ConfirmWithoutFence
-            | Mutant::TokenPerJob
-            | Mutant::TokenPerWorker
-            | Mutant::ReleaseWithDel
-            | Mutant::SharedLockValue
-            | Mutant::ExtendRecreates
-            | Mutant::NoReseedAfterRestart
-            | Mutant::KeyPerAttempt
-            | Mutant::ClaimAcceptsSent
-            | Mutant::AckOnReceive
-            | Mutant::ReleaseByGetThenDel
-            | Mutant::AcquireSetnxThenPexpire
-            | Mutant::ExtendTtlAsSeconds
-            | Mutant::FenceComparedAsText
-            | Mutant::TokenWrapsAt32Bits
-            | Mutant::RenewalIgnoresResult
-            | Mutant::FailureTakenAsRefunded
-            | Mutant::RetryMintsNewKey
-            | Mutant::ExpiryJudgedOnClientClock
-            | Mutant::SubsecondTtlTruncated => GatewayMode::Idempotent,
-        }
-    }
-
+    pub baseline: Mechanism,
+    /// The gateway the mutant is searched with. A claim whose row count is ignored lets a
+    /// stale worker call the gateway for a row it does not own, and a timeout taken as a
+    /// failure sends a paid call again; an idempotent gateway absorbs such a call (which is
+    /// why the idempotency key exists), so those searches use one that pays.
+    pub gateway: GatewayMode,
+    /// Where the bug is planted: the port it wraps, or the statement it rewrites.
+    pub planted_in: &'static str,
     /// The public report the bug is modelled on, by its title and where it was filed; none
     /// for the catalogue's own bugs.
-    pub fn source(self) -> Option<&'static str> {
-        match self {
-            Mutant::AckOnReceive => Some("an ACH gateway's pull request 138, whose maintainer wrote \"We used to ack this early and it caused a bunch of issues\""),
-            Mutant::KeyPerAttempt => Some("\"Idempotency key for /payments depends on volatile request fields\" (a payment connector's issue 1305)"),
-            Mutant::ExtendRecreates => Some("\"Lock extension via lock method allows extending expired locks\" (a Ruby Redlock client's issue 36)"),
-            Mutant::ReleaseByGetThenDel => Some("\"Fix race condition in redis.lock.Lock.release\" (a Python Redis client's pull request 1031)"),
-            Mutant::AcquireSetnxThenPexpire => Some("\"Dead lock in redis lock provider\" (a Java scheduler-lock library's issue 65)"),
-            Mutant::ExtendTtlAsSeconds => Some("\"extend_life interprets TTL as seconds rather than milliseconds\" (a Ruby Redlock client's issue 44)"),
-            Mutant::FenceComparedAsText | Mutant::TokenWrapsAt32Bits => Some("\"Zookeeper sequence node overflow causes perpetual re-election\" (a Python ZooKeeper client's issue 730: sequences compared as text, a signed 32-bit counter)"),
-            Mutant::RenewalIgnoresResult => Some("\"RedissonLock.renewExpiration will refresh forever\" (a Java Redis client's issue 2037)"),
-            Mutant::TimeoutTakenAsFailure => Some("\"RefundReconciliationJob Auto-Fails Refunds Without Gateway Consultation — Risk of Double Refund\" (a payment platform's issue 222)"),
-            Mutant::FailureTakenAsRefunded => Some("\"A refund that fails at the payment gateway can still set the Payment to Refunded\" (an e-commerce plugin's issue 9013)"),
-            Mutant::RetryMintsNewKey => Some("\"CreatePayment tells the model the idempotency key must be 'unique for every request' — so a retried call mints a new key and charges the card twice\" (a payment platform's tool server, issue 31)"),
-            Mutant::ExpiryJudgedOnClientClock => Some("\"Distributed lock will fail if clients aren't synchronized\" (a Python Redis toolkit's issue 18)"),
-            Mutant::SubsecondTtlTruncated => Some("\"Bug: RedisTaskLock truncates sub-second TTL to zero causing immediate lock deletion\" (a Rust web framework's issue 2719)"),
-            Mutant::ClaimFenceAtMost
-            | Mutant::ConfirmFenceAtLeast
-            | Mutant::ConfirmWithoutFence
-            | Mutant::ClaimRowCountIgnored
-            | Mutant::TokenPerJob
-            | Mutant::TokenPerWorker
-            | Mutant::ReleaseWithDel
-            | Mutant::SharedLockValue
-            | Mutant::NoReseedAfterRestart
-            | Mutant::ClaimAcceptsSent => None,
+    pub source: Option<&'static str>,
+}
+
+/// The catalogue, one entry per mutant in declaration order (checked when it compiles).
+pub const CATALOGUE: [Spec; Mutant::COUNT] = [
+    Spec {
+        mutant: Mutant::ClaimFenceAtMost,
+        name: "claim-fence-at-most",
+        baseline: Mechanism::Fenced,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the store's claim statement",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::ConfirmFenceAtLeast,
+        name: "confirm-fence-at-least",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the store's confirm statement",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::ConfirmWithoutFence,
+        name: "confirm-without-fence",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the store's confirm statement",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::ClaimRowCountIgnored,
+        name: "claim-row-count-ignored",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::NonIdempotent,
+        planted_in: "the refund store port",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::TokenPerJob,
+        name: "token-per-job",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the token source port",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::TokenPerWorker,
+        name: "token-per-worker",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the token source port",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::ReleaseWithDel,
+        name: "release-with-del",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the lease store port",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::SharedLockValue,
+        name: "shared-lock-value",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the lease store port",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::ExtendRecreates,
+        name: "extend-recreates",
+        baseline: Mechanism::TtlRenewal,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's renewal script",
+        source: Some("\"Lock extension via lock method allows extending expired locks\" (a Ruby Redlock client's issue 36)"),
+    },
+    Spec {
+        mutant: Mutant::NoReseedAfterRestart,
+        name: "no-reseed-after-restart",
+        baseline: Mechanism::FencedSeeded,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the deployment's Redis start-up routine",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::KeyPerAttempt,
+        name: "key-per-attempt",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: Some("\"Idempotency key for /payments depends on volatile request fields\" (a payment connector's issue 1305)"),
+    },
+    Spec {
+        mutant: Mutant::ClaimAcceptsSent,
+        name: "claim-accepts-sent",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the store's claim statement",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::AckOnReceive,
+        name: "ack-on-receive",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the job queue port",
+        source: Some("an ACH gateway's pull request 138, whose maintainer wrote \"We used to ack this early and it caused a bunch of issues\""),
+    },
+    Spec {
+        mutant: Mutant::ReleaseByGetThenDel,
+        name: "release-by-get-then-del",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's release script",
+        source: Some("\"Fix race condition in redis.lock.Lock.release\" (a Python Redis client's pull request 1031)"),
+    },
+    Spec {
+        mutant: Mutant::AcquireSetnxThenPexpire,
+        name: "acquire-setnx-then-pexpire",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's SET NX PX",
+        source: Some("\"Dead lock in redis lock provider\" (a Java scheduler-lock library's issue 65)"),
+    },
+    Spec {
+        mutant: Mutant::ExtendTtlAsSeconds,
+        name: "extend-ttl-ms-as-seconds",
+        baseline: Mechanism::TtlRenewal,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's renewal script",
+        source: Some("\"extend_life interprets TTL as seconds rather than milliseconds\" (a Ruby Redlock client's issue 44)"),
+    },
+    Spec {
+        mutant: Mutant::FenceComparedAsText,
+        name: "fence-compared-as-text",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the store's claim statement",
+        source: Some("\"Zookeeper sequence node overflow causes perpetual re-election\" (a Python ZooKeeper client's issue 730: sequences compared as text, a signed 32-bit counter)"),
+    },
+    Spec {
+        mutant: Mutant::TokenWrapsAt32Bits,
+        name: "token-wraps-at-32-bits",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the token source port",
+        source: Some("\"Zookeeper sequence node overflow causes perpetual re-election\" (a Python ZooKeeper client's issue 730: sequences compared as text, a signed 32-bit counter)"),
+    },
+    Spec {
+        mutant: Mutant::RenewalIgnoresResult,
+        name: "renewal-ignores-extend-result",
+        baseline: Mechanism::TtlRenewal,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the lease store port",
+        source: Some("\"RedissonLock.renewExpiration will refresh forever\" (a Java Redis client's issue 2037)"),
+    },
+    Spec {
+        mutant: Mutant::TimeoutTakenAsFailure,
+        name: "timeout-taken-as-failure",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::NonIdempotent,
+        planted_in: "the gateway port",
+        source: Some("\"RefundReconciliationJob Auto-Fails Refunds Without Gateway Consultation — Risk of Double Refund\" (a payment platform's issue 222)"),
+    },
+    Spec {
+        mutant: Mutant::FailureTakenAsRefunded,
+        name: "failure-taken-as-refunded",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: Some("\"A refund that fails at the payment gateway can still set the Payment to Refunded\" (an e-commerce plugin's issue 9013)"),
+    },
+    Spec {
+        mutant: Mutant::RetryMintsNewKey,
+        name: "retry-mints-new-key",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: Some("\"CreatePayment tells the model the idempotency key must be 'unique for every request' — so a retried call mints a new key and charges the card twice\" (a payment platform's tool server, issue 31)"),
+    },
+    Spec {
+        mutant: Mutant::ExpiryJudgedOnClientClock,
+        name: "expiry-judged-on-client-clock",
+        baseline: Mechanism::CheckBeforeWrite,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the lease store port",
+        source: Some("\"Distributed lock will fail if clients aren't synchronized\" (a Python Redis toolkit's issue 18)"),
+    },
+    Spec {
+        mutant: Mutant::SubsecondTtlTruncated,
+        name: "subsecond-ttl-truncated",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's SET NX PX",
+        source: Some("\"Bug: RedisTaskLock truncates sub-second TTL to zero causing immediate lock deletion\" (a Rust web framework's issue 2719)"),
+    },
+];
+
+const _: () = {
+    let mut i = 0;
+    while i < CATALOGUE.len() {
+        assert!(CATALOGUE[i].mutant as usize == i, "the catalogue lists the mutants in declaration order");
+        i += 1;
+    }
+};
+
+impl Mutant {
+    /// Every mutant, in the catalogue's order.
+    pub const ALL: [Mutant; Mutant::COUNT] = {
+        let mut all = [Mutant::ClaimFenceAtMost; Mutant::COUNT];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = CATALOGUE[i].mutant;
+            i += 1;
         }
+        all
+    };
+
+    pub fn spec(self) -> &'static Spec {
+        &CATALOGUE[self as usize]
     }
 
-    /// Where the bug is planted: the port it wraps, or the statement it rewrites.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    pub fn baseline(self) -> Mechanism {
+        self.spec().baseline
+    }
+
+    pub fn gateway(self) -> GatewayMode {
+        self.spec().gateway
+    }
+
+    pub fn source(self) -> Option<&'static str> {
+        self.spec().source
+    }
+
     pub fn planted_in(self) -> &'static str {
-        match self {
-            Mutant::ClaimFenceAtMost | Mutant::ClaimAcceptsSent | Mutant::FenceComparedAsText => {
-                "the store's claim statement"
-            }
-            Mutant::ConfirmFenceAtLeast | Mutant::ConfirmWithoutFence => "the store's confirm statement",
-            Mutant::ClaimRowCountIgnored => "the refund store port",
-            Mutant::TokenPerJob | Mutant::TokenPerWorker | Mutant::TokenWrapsAt32Bits => {
-                "the token source port"
-            }
-            Mutant::ReleaseWithDel
-            | Mutant::SharedLockValue
-            | Mutant::RenewalIgnoresResult
-            | Mutant::ExpiryJudgedOnClientClock => "the lease store port",
-            Mutant::ExtendRecreates | Mutant::ExtendTtlAsSeconds => "the Redis port's renewal script",
-            Mutant::ReleaseByGetThenDel => "the Redis port's release script",
-            Mutant::AcquireSetnxThenPexpire | Mutant::SubsecondTtlTruncated => "the Redis port's SET NX PX",
-            Mutant::NoReseedAfterRestart => "the deployment's Redis start-up routine",
-            Mutant::KeyPerAttempt
-            | Mutant::TimeoutTakenAsFailure
-            | Mutant::FailureTakenAsRefunded
-            | Mutant::RetryMintsNewKey => "the gateway port",
-            Mutant::AckOnReceive => "the job queue port",
-        }
+        self.spec().planted_in
     }
 }
 
