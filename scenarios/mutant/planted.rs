@@ -234,8 +234,12 @@ impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
 }
 
 impl<L> PlantedLease<L> {
-    /// Notes when the lease runs out by the worker's own clock.
+    /// Notes when the lease runs out by the worker's own clock (only the mutant that
+    /// judges by it keeps the notes).
     fn reckon(&self, key: &str, value: &str, deadline_ms: u64) {
+        if self.mutant != Mutant::ExpiryJudgedOnClientClock {
+            return;
+        }
         let mut deadlines = self.deadlines.lock().unwrap_or_else(|p| p.into_inner());
         deadlines.insert((key.to_owned(), value.to_owned()), deadline_ms);
     }

@@ -109,17 +109,12 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
     }
     let shrunk = match first {
         Some((seed, invariant, _)) => {
-            let smallest = shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?;
-            Some(ReplayFile::from_outcome(&run_planted(&smallest, seed, mutant)?))
+            Some(run_planted(&shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?, seed, mutant)?)
         }
         None => None,
     };
-    let shrunk_file = shrunk.clone();
-    let shrunk = match &shrunk {
-        Some(file) => Some(file.scenario()?.world),
-        None => None,
-    };
-    let shrunk = shrunk.as_ref();
+    let shrunk_file = shrunk.as_ref().map(ReplayFile::from_outcome);
+    let shrunk = shrunk.as_ref().map(|outcome| &outcome.scenario.world);
     let mut sorted = seeds_to_detect.clone();
     sorted.sort_unstable();
     Ok(MutantReport {

@@ -2,7 +2,7 @@
 //! and its fault plan. `WorldConfig::default()` is a small quiet world; a scenario changes
 //! what its story needs. `validate` says what does not fit together.
 
-use crate::fault::FaultPlan;
+use crate::fault::{FaultPlan, Trigger};
 use crate::gateway::GatewayMode;
 use fencesim_model::{Job, Mechanism, MerchantId, RefundId, RefundRow};
 use serde::{Deserialize, Serialize};
@@ -143,8 +143,8 @@ impl WorldConfig {
         ];
         let faults = self.faults.faults.iter().map(|fault| {
             let at = match fault.trigger {
-                crate::fault::Trigger::At { at_ms } => at_ms,
-                crate::fault::Trigger::Step { .. } | crate::fault::Trigger::Call { .. } => 0,
+                Trigger::At { at_ms } => at_ms,
+                Trigger::Step { .. } | Trigger::Call { .. } => 0,
             };
             ("a fault's size or time", fault.kind.size().max(at))
         });

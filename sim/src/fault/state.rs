@@ -20,9 +20,10 @@ pub struct Armed {
     pub late_ms: Option<u64>,
 }
 
-/// A refund call that timed out and is still on its way to the gateway.
+/// A refund call on its way to the gateway: it lands at `lands_at_ms` (now, or later when
+/// it timed out and is held up).
 #[derive(Clone, Debug)]
-pub struct LateCall {
+pub struct RefundCall {
     pub lands_at_ms: u64,
     pub worker: WorkerId,
     pub epoch: Option<u32>,
@@ -39,7 +40,7 @@ pub(crate) struct FaultState {
     /// The gateway refuses every request until then.
     pub outage_until_ms: u64,
     /// Refund calls that timed out and have not landed yet, in the order they were sent.
-    pub late_calls: Vec<LateCall>,
+    pub late_calls: Vec<RefundCall>,
     /// Workers to resume, with when.
     pub resumes: Vec<(u64, WorkerId)>,
     /// Crashed workers to start again, with when.
@@ -109,8 +110,8 @@ impl FaultState {
     }
 
     /// Takes the late calls that land by `now`, in the order they land (then were sent).
-    pub fn take_landed(&mut self, now: u64) -> Vec<LateCall> {
-        let (mut landed, waiting): (Vec<LateCall>, Vec<LateCall>) =
+    pub fn take_landed(&mut self, now: u64) -> Vec<RefundCall> {
+        let (mut landed, waiting): (Vec<RefundCall>, Vec<RefundCall>) =
             std::mem::take(&mut self.late_calls).into_iter().partition(|c| c.lands_at_ms <= now);
         self.late_calls = waiting;
         landed.sort_by_key(|c| c.lands_at_ms);

@@ -2,7 +2,7 @@
 //! the latency, outages, timeouts, lost answers and conflicts that faults arm.
 
 use super::Link;
-use crate::fault::{Hop, LateCall};
+use crate::fault::{Hop, RefundCall};
 use crate::gateway::{CallOutcome, CallReply};
 use crate::history::EventKind;
 use crate::world::{State, World};
@@ -51,7 +51,7 @@ impl Gateway for GatewayClient {
             let now = world.clock.now_ms();
             let extra_ms = state.faults.take_delay(*worker, Hop::Gateway);
             let latency = world.config.refund_latency.of(reference) + extra_ms;
-            let call = LateCall {
+            let call = RefundCall {
                 lands_at_ms: now,
                 worker: *worker,
                 epoch: state.ledger.current(*worker),
@@ -86,7 +86,7 @@ impl World {
     fn send_late(
         &self,
         state: &mut State,
-        mut call: LateCall,
+        mut call: RefundCall,
         late_ms: u64,
     ) -> Result<Receipt, GatewayError> {
         let now = call.lands_at_ms;
@@ -104,7 +104,7 @@ impl World {
 
     /// The call reaches the gateway now: money moves (or an earlier call's record answers),
     /// and the answer is due at the returned time, unless a fault loses it.
-    fn call_gateway(&self, state: &mut State, call: LateCall) -> (u64, Result<Receipt, GatewayError>) {
+    fn call_gateway(&self, state: &mut State, call: RefundCall) -> (u64, Result<Receipt, GatewayError>) {
         let armed = &mut state.faults.armed[call.worker.0 as usize];
         let lose = armed.lost_responses > 0;
         let reply = self.reach(state, &call, lose);
@@ -122,7 +122,7 @@ impl World {
 
     /// A call lands at the gateway at `call.lands_at_ms` and is recorded; `lost`: nobody
     /// hears its answer (a conflict is always heard when anyone waits).
-    pub(crate) fn reach(&self, state: &mut State, call: &LateCall, lost: bool) -> CallReply {
+    pub(crate) fn reach(&self, state: &mut State, call: &RefundCall, lost: bool) -> CallReply {
         let now = call.lands_at_ms;
         let refuse = now < state.faults.conflicts_until_ms;
         let reply =

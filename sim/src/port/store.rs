@@ -24,12 +24,11 @@ impl StoreClient {
         world.clock.sleep_ms(world.config.db_latency_ms + delay).await;
     }
 
-    /// Waits out any delay a fault armed for this request's answer on its way back.
-    async fn answer_back(&self) {
-        let Link { world, worker } = &self.0;
-        let back = world.lock().faults.take_reply_delay(*worker, Hop::Database);
+    /// Waits out the delay a fault armed for the answer on its way back (`back`, taken
+    /// under the lock the request already held).
+    async fn answer_back(&self, back: u64) {
         if back > 0 {
-            world.clock.sleep_ms(back).await;
+            self.0.world.clock.sleep_ms(back).await;
         }
     }
 
@@ -42,7 +41,7 @@ impl StoreClient {
         let Link { world, worker } = &self.0;
         self.to_database().await;
         let outcome = world.store.write(write, refund, guard).map_err(backend)?;
-        {
+        let back = {
             let mut state = world.lock();
             let now = world.clock.now_ms();
             let epoch = state.ledger.current(*worker);
@@ -56,8 +55,9 @@ impl StoreClient {
                 after: outcome.after,
             };
             state.record(now, kind);
-        }
-        self.answer_back().await;
+            state.faults.take_reply_delay(*worker, Hop::Database)
+        };
+        self.answer_back(back).await;
         Ok(outcome)
     }
 }
@@ -65,8 +65,10 @@ impl StoreClient {
 impl RefundStore for StoreClient {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         self.to_database().await;
-        let rows = self.0.world.store.open_refunds(merchant).map_err(backend)?;
-        self.answer_back().await;
+        let Link { world, worker } = &self.0;
+        let rows = world.store.open_refunds(merchant).map_err(backend)?;
+        let back = world.lock().faults.take_reply_delay(*worker, Hop::Database);
+        self.answer_back(back).await;
         Ok(rows)
     }
 
@@ -82,13 +84,14 @@ impl RefundStore for StoreClient {
         self.to_database().await;
         let Link { world, worker } = &self.0;
         let token = world.store.next_sequence_token(merchant).map_err(backend)?;
-        {
+        let back = {
             let mut state = world.lock();
             let now = world.clock.now_ms();
             let key = format!("fence_seq:{merchant}");
             state.record(now, EventKind::TokenIssued { worker: *worker, key, token });
-        }
-        self.answer_back().await;
+            state.faults.take_reply_delay(*worker, Hop::Database)
+        };
+        self.answer_back(back).await;
         Ok(token)
     }
 }
