@@ -178,7 +178,7 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
     let mechanism = Mechanism::Fenced;
     let gateway = GatewayMode::Idempotent;
     let never = std::sync::atomic::AtomicBool::new(false);
-    let work = |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL);
+    let work = |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL, None);
     let on = |jobs| Pool { jobs, interrupted: &never };
     let timed = |jobs: usize| -> Result<f64, String> {
         let clock = Instant::now();

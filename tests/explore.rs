@@ -73,6 +73,7 @@ fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_ever
         keep_going: true,
         out: out.clone(),
         allowed: FaultMask::ALL,
+        mutant: None,
         progress: false,
     };
     let report = explore(&config, &AtomicBool::new(false)).unwrap();
@@ -116,6 +117,7 @@ fn every_mechanism_safe_unless_its_counter_is_lost_keeps_every_invariant_when_re
             keep_going: true,
             out: out.clone(),
             allowed: FaultMask::ALL.without_names("redis-restart").unwrap(),
+            mutant: None,
             progress: false,
         };
         let report = explore(&config, &AtomicBool::new(false)).unwrap();

@@ -142,3 +142,32 @@ fn the_detection_report_records_a_clean_false_alarm_run_for_every_mechanism_that
         assert!(run.violations.is_empty(), "{}: {:?}", run.command(), run.violations);
     }
 }
+
+/// `explore --mutant` plants the bug in every seed: the same seeds that are clean without
+/// it fail with it, and each replay file names the mutant, so that replaying it plants the
+/// bug again.
+#[test]
+fn explore_with_a_mutant_planted_keeps_replay_files_that_plant_it() {
+    let out = std::env::temp_dir().join(format!("fencesim-explore-mutant-{}", std::process::id()));
+    let explore = |extra: &[&str]| {
+        let mut args = vec!["explore", "--mechanism", "fenced-db-sequence", "--seeds", "20", "--keep-going"];
+        args.extend(["--no-shrink", "--json", "--out", out.to_str().unwrap()]);
+        args.extend(extra);
+        Command::new(env!("CARGO_BIN_EXE_fencesim")).args(&args).output().unwrap()
+    };
+    let clean = explore(&[]);
+    assert_eq!(clean.status.code(), Some(0), "{}", String::from_utf8_lossy(&clean.stderr));
+    let planted = explore(&["--mutant", "release-with-del"]);
+    assert_eq!(planted.status.code(), Some(1), "{}", String::from_utf8_lossy(&planted.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&planted.stdout).unwrap();
+    assert!(value["violations"]["lease-integrity"].as_u64().unwrap() > 0, "{value}");
+    let first = value["replay_files"][0].as_str().unwrap();
+    let file = ReplayFile::load(std::path::Path::new(first)).unwrap();
+    assert_eq!(file.mutant, Some(Mutant::ReleaseWithDel));
+    let replayed = Command::new(env!("CARGO_BIN_EXE_fencesim")).args(["replay", first]).output().unwrap();
+    assert_eq!(replayed.status.code(), Some(1), "{}", String::from_utf8_lossy(&replayed.stdout));
+    let unknown = explore(&["--mutant", "no-such-bug"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no-such-bug"));
+    let _ = std::fs::remove_dir_all(&out);
+}

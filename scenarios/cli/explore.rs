@@ -7,6 +7,7 @@ use crate::cli::args::{
 use crate::cli::shrink::print_shrunk;
 use crate::cli::{bad_input, INTERRUPTED};
 use fencesim::model::Mechanism;
+use fencesim::mutant::Mutant;
 use fencesim::scenario::FaultMask;
 use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, FIRST_SEEDS};
 use fencesim::search::shrink::{shrink_file, Shrunk};
@@ -48,6 +49,9 @@ pub struct ExploreArgs {
     /// Keep the failures as found, without shrinking them
     #[arg(long)]
     no_shrink: bool,
+    /// Plant this bug of the mutant catalogue (`fencesim mutants` lists them) in every run
+    #[arg(long)]
+    mutant: Option<Mutant>,
 }
 
 /// Shrinks the first failure kept for each invariant (a file shrinks once, for the first
@@ -116,6 +120,7 @@ pub fn run(args: ExploreArgs) -> ExitCode {
         keep_going: args.keep_going,
         out: args.out,
         allowed,
+        mutant: args.mutant,
         progress: !args.json,
     };
     let report = match explore(&config, &interrupted) {

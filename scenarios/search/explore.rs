@@ -3,7 +3,8 @@
 
 use crate::check::coverage::{Coverage, Touched};
 use crate::check::INVARIANTS;
-use crate::runner::{run, Outcome};
+use crate::mutant::Mutant;
+use crate::runner::{run_with, Outcome};
 use crate::scenario::{self, FaultMask};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
@@ -34,9 +35,10 @@ pub fn run_seed(
     mechanism: Mechanism,
     gateway: GatewayMode,
     allowed: FaultMask,
+    mutant: Option<Mutant>,
 ) -> Result<SeedResult, String> {
     let scenario = scenario::build(name, seed, mechanism, gateway, allowed)?;
-    let outcome = run(&scenario, seed)?;
+    let outcome = run_with(&scenario, seed, mutant)?;
     let violations: Vec<&'static str> =
         outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
     let touched = Touched::of(&outcome.record);
@@ -79,6 +81,8 @@ pub struct ExploreConfig {
     pub keep_going: bool,
     pub out: PathBuf,
     pub allowed: FaultMask,
+    /// A bug of the mutant catalogue planted in every run, if any.
+    pub mutant: Option<Mutant>,
     /// Draw a progress bar on standard error.
     pub progress: bool,
 }
@@ -97,6 +101,7 @@ impl ExploreConfig {
             keep_going: false,
             out,
             allowed: FaultMask::ALL,
+            mutant: None,
             progress: false,
         }
     }
@@ -200,14 +205,14 @@ pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<Explo
         coverage: Coverage::new(),
         failing: Vec::new(),
     };
-    let (name, mechanism, gateway, allowed) =
-        (config.scenario.as_str(), config.mechanism, config.gateway, config.allowed);
+    let (name, mechanism, gateway, allowed, mutant) =
+        (config.scenario.as_str(), config.mechanism, config.gateway, config.allowed, config.mutant);
     let arrivals = std::cell::RefCell::new(gathered);
     let seeds_run = run_seeds(
         &Pool { jobs: config.jobs, interrupted },
         seeds,
         !config.keep_going,
-        |seed| run_seed(name, seed, mechanism, gateway, allowed),
+        |seed| run_seed(name, seed, mechanism, gateway, allowed, mutant),
         |result| arrivals.borrow_mut().arrived(result, &config.out, &bar, interrupted),
         |result| arrivals.borrow_mut().in_order(result),
     )?;

@@ -43,7 +43,7 @@ pub fn matrix(seeds: u64, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Ce
                 &pool,
                 SeedRange::first(seeds)?,
                 false,
-                |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL),
+                |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL, None),
                 |_| {},
                 |result| {
                     coverage.add(&result.touched);
