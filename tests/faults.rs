@@ -126,6 +126,46 @@ fn a_pause_before_the_second_redis_command_lands_between_the_lease_and_the_token
     assert!(outcome.passed(), "{}", outcome.breach_lines("", false));
 }
 
+/// A within trigger counts only the requests inside one operation: under Redlock, A's
+/// first such Redis command is its `SET` on the second instance, so the pause lands in the
+/// middle of the majority acquisition (one instance granted, the rest not yet asked). Under
+/// a single instance no lease operation takes two round trips, and the fault never fires.
+#[test]
+fn a_within_trigger_lands_inside_an_operation_of_several_round_trips_and_nowhere_else() {
+    let scenario = small("within-trigger")
+        .fault(
+            FaultKind::Pause { worker: A, duration_ms: 50 },
+            Trigger::Within { worker: A, hop: Hop::Redis, nth: 1 },
+        )
+        .build();
+    let redlock =
+        run(&scenario.clone().with_mechanism(Mechanism::Redlock, GatewayMode::Idempotent), 3).unwrap();
+    let events = &redlock.record.events;
+    let fired = events
+        .iter()
+        .position(|event| matches!(event.kind, EventKind::FaultFired { trigger: Trigger::Within { .. }, .. }))
+        .expect("the within trigger fires under Redlock");
+    let granted_to_a = |range: &[fencesim::sim::Event]| {
+        range
+            .iter()
+            .filter(|event| matches!(event.kind, EventKind::LeaseGranted { worker, .. } if worker == A))
+            .map(|event| match event.kind {
+                EventKind::LeaseGranted { instance, .. } => instance,
+                _ => unreachable!(),
+            })
+            .collect::<Vec<u8>>()
+    };
+    assert_eq!(granted_to_a(&events[..fired]), [0], "only the first instance answered before the pause");
+    let after: Vec<u8> = granted_to_a(&events[fired..]).into_iter().take(4).collect();
+    assert_eq!(after, [1, 2, 3, 4], "the rest of the majority comes after it");
+    assert!(events[fired + 1..].iter().any(|event| event.at_ms >= events[fired].at_ms + 50));
+
+    let fenced = run(&scenario.with_mechanism(Mechanism::Fenced, GatewayMode::Idempotent), 3).unwrap();
+    let fired_at_all =
+        fenced.record.events.iter().any(|event| matches!(event.kind, EventKind::FaultFired { .. }));
+    assert!(!fired_at_all, "SET, then a step, then INCR: never two Redis commands in one operation");
+}
+
 /// One worker, three refunds, its first refund call held up `late_ms` on the way.
 fn timed_out(late_ms: u64, gateway: GatewayMode) -> fencesim::runner::Outcome {
     let scenario = Scenario::named("timeout")

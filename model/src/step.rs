@@ -132,4 +132,28 @@ impl StepKind {
     pub fn name(self) -> &'static str {
         self.into()
     }
+
+    /// Whether a batch reaches this step once per row (or per try of a row's request),
+    /// rather than once or twice per batch.
+    pub fn per_row(self) -> bool {
+        match self {
+            StepKind::LeaseChecked
+            | StepKind::AfterLookup
+            | StepKind::AfterClaim
+            | StepKind::AfterGatewayCall
+            | StepKind::AfterConfirm
+            | StepKind::WriteSkipped
+            | StepKind::GatewayFailed => true,
+            StepKind::JobReceived
+            | StepKind::LeaseAcquired
+            | StepKind::LeaseBusy
+            | StepKind::TokenTaken
+            | StepKind::RowsSelected
+            | StepKind::LeaseRenewed
+            | StepKind::FenceViolation
+            | StepKind::BatchAbandoned
+            | StepKind::BatchCompleted
+            | StepKind::Released => false,
+        }
+    }
 }

@@ -68,6 +68,8 @@ pub struct Touched {
     pub step_triggers: [u16; TRIGGER_STEPS.len()],
     /// Faults fired by a call trigger, per hop.
     pub call_triggers: [u16; Hop::COUNT],
+    /// Faults fired by a within trigger, per hop.
+    pub within_triggers: [u16; Hop::COUNT],
     /// The `Sometimes` situations reached, by their place in `Sometimes::ALL`.
     pub sometimes: Bits,
 }
@@ -82,6 +84,9 @@ impl Touched {
             }
             Trigger::Call { hop, .. } => {
                 self.call_triggers[*hop as usize] = self.call_triggers[*hop as usize].saturating_add(1)
+            }
+            Trigger::Within { hop, .. } => {
+                self.within_triggers[*hop as usize] = self.within_triggers[*hop as usize].saturating_add(1)
             }
             Trigger::At { .. } => {}
         }
@@ -137,6 +142,8 @@ pub struct Coverage {
     pub step_triggers: BTreeMap<&'static str, u64>,
     /// Faults fired by a call trigger, by what the hop counts ("Redis command", ...).
     pub call_triggers: BTreeMap<&'static str, u64>,
+    /// Faults fired by a within trigger (inside an operation), by what the hop counts.
+    pub within_triggers: BTreeMap<&'static str, u64>,
     /// Runs in which each `sometimes` situation happened.
     pub sometimes: BTreeMap<&'static str, u64>,
 }
@@ -148,6 +155,7 @@ impl Coverage {
             fault_kinds: FaultName::all().map(|kind| (kind.name(), 0)).collect(),
             step_triggers: TRIGGER_STEPS.iter().map(|step| (step.name(), 0)).collect(),
             call_triggers: Hop::all().map(|hop| (hop.call_name(), 0)).collect(),
+            within_triggers: Hop::all().map(|hop| (hop.call_name(), 0)).collect(),
             sometimes: Sometimes::ALL.iter().map(|situation| (situation.name(), 0)).collect(),
         }
     }
@@ -166,6 +174,8 @@ impl Coverage {
         for hop in Hop::all() {
             *self.call_triggers.entry(hop.call_name()).or_default() +=
                 u64::from(touched.call_triggers[hop as usize]);
+            *self.within_triggers.entry(hop.call_name()).or_default() +=
+                u64::from(touched.within_triggers[hop as usize]);
         }
         for situation in Sometimes::ALL {
             if touched.sometimes.contains(situation as usize) {
@@ -192,6 +202,11 @@ impl Coverage {
         out.pop();
         out.push_str("\n  faults triggered at calls:");
         for (call, faults) in &self.call_triggers {
+            let _ = write!(out, " {call} {faults},");
+        }
+        out.pop();
+        out.push_str("\n  faults triggered inside an operation:");
+        for (call, faults) in &self.within_triggers {
             let _ = write!(out, " {call} {faults},");
         }
         out.pop();

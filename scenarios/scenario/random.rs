@@ -210,7 +210,9 @@ fn nth_call(hop: Hop, rng: &mut ChaCha8Rng) -> u32 {
 }
 
 /// When a swarm fault fires: at a time, at a protocol step, or right before one of the
-/// worker's requests (a third each).
+/// worker's requests (a third each). Half the Redis requests chosen are counted inside an
+/// operation: a batch sends only a few Redis commands, each a lease operation, so the
+/// places where one operation takes two round trips are where a fault there matters.
 fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigger {
     match rng.gen_range(0..3) {
         0 => Trigger::At { at_ms: rng.gen_range(0..=horizon) },
@@ -222,7 +224,11 @@ fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigge
         _ => {
             let hops: Vec<Hop> = Hop::all().collect();
             let hop = hops[rng.gen_range(0..hops.len())];
-            Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
+            if hop == Hop::Redis && rng.gen_bool(0.5) {
+                Trigger::Within { worker, hop, nth: rng.gen_range(1..=3) }
+            } else {
+                Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
+            }
         }
     }
 }

@@ -26,19 +26,24 @@ fn broken(outcome: &Outcome) -> Vec<&'static str> {
     outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect()
 }
 
-/// The invariant the bug breaks on this scenario that the correct code does not, if any.
+/// The invariants the bug breaks on this scenario that the correct code does not, in the
+/// table's order, and the trace hash of the run with the bug.
+fn newly_broken(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<(Vec<&'static str>, u64), String> {
+    let right = run(scenario, seed)?;
+    let wrong = run_planted(scenario, seed, mutant)?;
+    let before = broken(&right);
+    let new = broken(&wrong).into_iter().filter(|invariant| !before.contains(invariant)).collect();
+    Ok((new, wrong.trace_hash))
+}
+
+/// The first invariant the bug breaks on this scenario that the correct code does not, if any.
 pub fn catches(
     scenario: &Scenario,
     seed: u64,
     mutant: Mutant,
 ) -> Result<Option<(&'static str, u64)>, String> {
-    let right = run(scenario, seed)?;
-    let wrong = run_planted(scenario, seed, mutant)?;
-    let before = broken(&right);
-    Ok(broken(&wrong)
-        .into_iter()
-        .find(|invariant| !before.contains(invariant))
-        .map(|invariant| (invariant, wrong.trace_hash)))
+    let (new, hash) = newly_broken(scenario, seed, mutant)?;
+    Ok(new.first().map(|invariant| (*invariant, hash)))
 }
 
 /// The scenario a mutant is searched on: the seed's random world, under the mechanism the
@@ -47,11 +52,11 @@ pub fn scenario_for(mutant: Mutant, seed: u64) -> Result<Scenario, String> {
     scenario::build("random", seed, mutant.baseline(), mutant.gateway(), FaultMask::ALL)
 }
 
-/// The smallest scenario (plan, numbers, world) that still catches the mutant with the
-/// same invariant.
+/// The smallest scenario (plan, numbers, world) on which the mutant still breaks the same
+/// invariant and the correct code does not (a smaller story may break others too).
 pub fn shrink(scenario: &Scenario, seed: u64, mutant: Mutant, invariant: &str) -> Result<Scenario, String> {
     shrink_scenario(scenario, |trial: &Scenario| {
-        Ok(catches(trial, seed, mutant)?.is_some_and(|(caught_by, _)| caught_by == invariant))
+        Ok(newly_broken(trial, seed, mutant)?.0.contains(&invariant))
     })
 }
 

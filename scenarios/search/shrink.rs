@@ -6,7 +6,7 @@
 
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
-use crate::search::smaller::{fewer_rows, without_merchant, without_worker};
+use crate::search::smaller::{condensed, cut_down, fewer_rows, without_merchant, without_worker, Rename};
 use crate::tell::replay_file::ReplayFile;
 use fencesim_model::{MerchantId, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
@@ -59,7 +59,8 @@ pub fn shrink_plan(
     Ok(FaultPlan { faults })
 }
 
-/// Smaller numbers for one fault: its size, then its trigger's time or arrival count.
+/// Smaller numbers for one fault: its size, then its trigger's time or arrival count, then
+/// the worker it names.
 fn smaller(fault: &Fault) -> Vec<Fault> {
     let mut candidates = Vec::new();
     let size = fault.kind.size();
@@ -80,10 +81,34 @@ fn smaller(fault: &Fault) -> Vec<Fault> {
         Trigger::Call { worker, hop, nth } if nth > 1 => {
             vec![Trigger::Call { worker, hop, nth: 1 }, Trigger::Call { worker, hop, nth: nth / 2 }]
         }
-        Trigger::At { .. } | Trigger::Step { .. } | Trigger::Call { .. } => Vec::new(),
+        Trigger::Within { worker, hop, nth } if nth > 1 => {
+            vec![Trigger::Within { worker, hop, nth: 1 }, Trigger::Within { worker, hop, nth: nth / 2 }]
+        }
+        Trigger::At { .. } | Trigger::Step { .. } | Trigger::Call { .. } | Trigger::Within { .. } => {
+            Vec::new()
+        }
     };
     candidates.extend(trigger.into_iter().map(|trigger| Fault { kind: fault.kind, trigger }));
+    candidates.extend(lower_workers(fault));
     candidates
+}
+
+/// The fault aimed at a worker with a lower name (A, then the one just below): once no
+/// fault names the later workers, the world can do without them.
+fn lower_workers(fault: &Fault) -> Vec<Fault> {
+    let named = fault.kind.worker().into_iter().chain(fault.trigger.worker()).max();
+    let Some(worker) = named.filter(|worker| worker.0 > 0) else { return Vec::new() };
+    let mut lower = vec![WorkerId(0)];
+    if worker.0 > 1 {
+        lower.push(WorkerId(worker.0 - 1));
+    }
+    let moved = |to: WorkerId| {
+        let kind = if fault.kind.worker() == Some(worker) { fault.kind.for_worker(to) } else { fault.kind };
+        let trigger =
+            if fault.trigger.worker() == Some(worker) { fault.trigger.for_worker(to) } else { fault.trigger };
+        Fault { kind, trigger }
+    };
+    lower.into_iter().map(moved).collect()
 }
 
 /// Halves each fault's numbers while the scenario still fails; repeats until none moves.
@@ -107,26 +132,45 @@ fn shrink_numbers(scenario: &mut Scenario, still_fails: &mut impl StillFails) ->
     }
 }
 
-/// Delta debugging over the rows (any rows, of any merchant), then one merchant's rows at
-/// a time from either end, while the scenario still fails.
+/// The fewest rows a merchant's batch is condensed into, tried smallest first, and how
+/// much slower than its share each kept row is made, in percent: a race often hangs on a
+/// batch outlasting a timeout by a few milliseconds.
+const CONDENSED_ROWS: [usize; 4] = [1, 2, 3, 5];
+const CONDENSED_PERCENT: [u64; 5] = [100, 150, 200, 300, 500];
+
+/// Both ways of renaming the workers of a world cut down.
+const RENAMES: [Rename; 2] = [Rename::InOrder, Rename::Modulo];
+
+/// Each merchant's batch condensed into as few slower rows as still fail, then delta
+/// debugging over the rows (any rows, of any merchant), then one merchant's rows at a time
+/// from either end, while the scenario still fails.
 fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
+    for merchant in &merchants {
+        'condense: for keep in CONDENSED_ROWS {
+            for percent in CONDENSED_PERCENT {
+                if keep_if_fails(scenario, condensed(scenario, *merchant, keep, percent), still_fails)? {
+                    break 'condense;
+                }
+            }
+        }
+    }
     let rows = ddmin(&scenario.world.rows, |rows| {
         let mut trial = scenario.clone();
         trial.world.rows = rows.to_vec();
         Ok(trial.world.validate().is_ok() && still_fails(&trial)?)
     })?;
     scenario.world.rows = rows;
-    let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
     for merchant in merchants {
         for from_end in [true, false] {
-            while keep(scenario, fewer_rows(scenario, merchant, 1, from_end), still_fails)? {}
+            while keep_if_fails(scenario, fewer_rows(scenario, merchant, 1, from_end), still_fails)? {}
         }
     }
     Ok(())
 }
 
 /// Keeps `trial` if it is a valid world that still fails.
-fn keep(
+fn keep_if_fails(
     scenario: &mut Scenario,
     trial: Option<Scenario>,
     still_fails: &mut impl StillFails,
@@ -139,17 +183,39 @@ fn keep(
     Ok(false)
 }
 
-/// Fewer workers (any the plan does not name), fewer merchants, then fewer rows per
-/// merchant, while the scenario still fails.
+/// The small worlds a failing world is cut down to at once, smallest first: (workers, rows).
+const CUT_DOWN_TO: [(u32, usize); 9] =
+    [(1, 1), (2, 1), (1, 3), (2, 3), (3, 1), (3, 3), (1, 5), (2, 5), (3, 5)];
+
+/// The smallest world of `CUT_DOWN_TO` that still fails, if one does.
+fn cut_down_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
+    for (workers, rows) in CUT_DOWN_TO {
+        let ways = merchants
+            .iter()
+            .flat_map(|m| RENAMES.iter().flat_map(move |r| CONDENSED_PERCENT.map(|p| (*m, *r, p))));
+        for (merchant, rename, percent) in ways {
+            let trial = cut_down(scenario, merchant, workers, rows, percent, rename);
+            if keep_if_fails(scenario, trial, still_fails)? {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The world cut down at once, then fewer workers (any the plan does not name), fewer
+/// merchants, then fewer rows per merchant, while the scenario still fails.
 fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    cut_down_world(scenario, still_fails)?;
     let mut worker = scenario.world.workers;
     while worker > 0 {
         worker -= 1;
-        keep(scenario, without_worker(scenario, WorkerId(worker)), still_fails)?;
+        keep_if_fails(scenario, without_worker(scenario, WorkerId(worker)), still_fails)?;
     }
     let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
     for merchant in &merchants {
-        keep(scenario, without_merchant(scenario, *merchant), still_fails)?;
+        keep_if_fails(scenario, without_merchant(scenario, *merchant), still_fails)?;
     }
     shrink_rows(scenario, still_fails)
 }
@@ -185,7 +251,7 @@ fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
 fn shrink_times(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
     'again: loop {
         for trial in shorter_times(scenario) {
-            if keep(scenario, Some(trial), still_fails)? {
+            if keep_if_fails(scenario, Some(trial), still_fails)? {
                 continue 'again;
             }
         }

@@ -1,11 +1,11 @@
 //! Smaller worlds for the shrinker: a world without one worker (the later ones renamed down,
-//! with the faults that name them), without one merchant, or with fewer rows at either end
-//! of a merchant's refunds. Each is a candidate; the shrinker keeps it only if the run
-//! still fails the same way.
+//! with the faults that name them), without one merchant, with fewer rows at either end
+//! of a merchant's refunds, or with a merchant's batch condensed into a few slower rows.
+//! Each is a candidate; the shrinker keeps it only if the run still fails the same way.
 
 use crate::scenario::Scenario;
 use fencesim_model::{MerchantId, RefundId, WorkerId};
-use fencesim_sim::Fault;
+use fencesim_sim::{Fault, Hop, Trigger};
 
 /// The world without `gone`, if no fault names it: each later worker takes the name of the
 /// one before it, in the plan too.
@@ -60,4 +60,204 @@ pub fn fewer_rows(
     let mut trial = scenario.clone();
     trial.world.rows.retain(|row| !dropped.contains(&row.id));
     Some(trial)
+}
+
+/// The merchant's batch condensed into its first `keep` rows, slower at the gateway so that
+/// they take as long there as all its rows did, times `percent` / 100 (a row's own SQL and
+/// lookup time is not scaled, so more than 100 makes up for it): the batch lasts about as long;
+/// a trigger counted per row (a per-row step, a SQL statement, a gateway call) comes as
+/// much sooner. Many races need a batch that outlasts a timeout, not many rows: this keeps
+/// the timing that dropping rows one at a time loses.
+pub fn condensed(scenario: &Scenario, merchant: MerchantId, keep: usize, percent: u64) -> Option<Scenario> {
+    let world = &scenario.world;
+    let ids: Vec<RefundId> =
+        world.rows.iter().filter(|row| row.merchant == merchant).map(|row| row.id).collect();
+    if keep == 0 || ids.len() <= keep {
+        return None;
+    }
+    let (all, keep64) = (ids.len() as u64, keep as u64);
+    let total_ms: u64 = ids.iter().map(|id| world.refund_latency.of(*id)).sum();
+    let kept_ms: u64 = ids[..keep].iter().map(|id| world.refund_latency.of(*id)).sum::<u64>().max(1);
+    let mut trial = scenario.clone();
+    let latency = &mut trial.world.refund_latency;
+    let highest = ids[..keep].iter().map(|id| id.0 as usize).max().unwrap_or(0);
+    if latency.per_refund_ms.len() <= highest {
+        latency.per_refund_ms.resize(highest + 1, 0);
+    }
+    for id in &ids[..keep] {
+        let ms = world.refund_latency.of(*id) * total_ms * percent / (100 * kept_ms);
+        latency.per_refund_ms[id.0 as usize] = ms.max(1);
+    }
+    trial.world.rows.retain(|row| row.merchant != merchant || ids[..keep].contains(&row.id));
+    let sooner = |nth: u32| (u64::from(nth) * keep64).div_ceil(all).max(1) as u32;
+    for fault in &mut trial.world.faults.faults {
+        fault.trigger = match fault.trigger {
+            Trigger::Step { worker, step, nth } if step.per_row() => {
+                Trigger::Step { worker, step, nth: sooner(nth) }
+            }
+            Trigger::Call { worker, hop, nth } if hop != Hop::Redis => {
+                Trigger::Call { worker, hop, nth: sooner(nth) }
+            }
+            trigger @ (Trigger::At { .. }
+            | Trigger::Step { .. }
+            | Trigger::Call { .. }
+            | Trigger::Within { .. }) => trigger,
+        };
+    }
+    Some(trial)
+}
+
+/// How a world cut down to fewer workers renames the workers its plan names.
+#[derive(Clone, Copy, Debug)]
+pub enum Rename {
+    /// A, B, ... in the order the plan names them: the first job goes to A, so the worker a
+    /// plan is about keeps its part.
+    InOrder,
+    /// Each keeps its name modulo the number of workers left: the order in which the queue
+    /// hands out jobs and redeliveries is kept as far as it can be.
+    Modulo,
+}
+
+/// The world cut down at once to `merchant`'s job alone, `workers` workers and its batch
+/// condensed into `rows` rows (as `condensed` does, at `percent`): the workers the plan
+/// names are renamed as `rename` says, and a fault aimed at another merchant aims at this
+/// one. Greedy steps of one worker or one row at a time stop in a
+/// local minimum when a race needs the world's pieces to move together; this jumps past it.
+pub fn cut_down(
+    scenario: &Scenario,
+    merchant: MerchantId,
+    workers: u32,
+    rows: usize,
+    percent: u64,
+    rename: Rename,
+) -> Option<Scenario> {
+    let world = &scenario.world;
+    let own_rows = world.rows.iter().filter(|row| row.merchant == merchant).count();
+    if workers == 0 || (world.workers <= workers && world.jobs.len() == 1 && own_rows <= rows) {
+        return None;
+    }
+    let mut trial = scenario.clone();
+    trial.world.jobs.retain(|job| job.merchant == merchant);
+    trial.world.rows.retain(|row| row.merchant == merchant);
+    trial.world.counters.retain(|(owner, _)| *owner == merchant);
+    if own_rows > rows {
+        trial = condensed(&trial, merchant, rows, percent)?;
+    }
+    let workers = workers.min(world.workers);
+    trial.world.workers = workers;
+    let mut named: Vec<WorkerId> = Vec::new();
+    for fault in &world.faults.faults {
+        for worker in fault.kind.worker().into_iter().chain(fault.trigger.worker()) {
+            if !named.contains(&worker) {
+                named.push(worker);
+            }
+        }
+    }
+    let renamed = |worker: WorkerId| match rename {
+        Rename::InOrder => {
+            WorkerId(named.iter().position(|&name| name == worker).unwrap_or(0) as u32 % workers)
+        }
+        Rename::Modulo => WorkerId(worker.0 % workers),
+    };
+    for fault in &mut trial.world.faults.faults {
+        let mut aim = fault.kind.aim();
+        aim.worker = renamed(aim.worker);
+        aim.merchant = merchant;
+        fault.kind = fault.kind.kind().make(aim, fault.kind.size());
+        if let Some(worker) = fault.trigger.worker() {
+            fault.trigger = fault.trigger.for_worker(renamed(worker));
+        }
+    }
+    Some(trial)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{random_scenario, FaultMask};
+    use fencesim_model::{Mechanism, StepKind};
+    use fencesim_sim::{FaultKind, FaultPlan, GatewayMode};
+
+    /// A random world of several merchants, with a plan that names a late worker, a
+    /// merchant and per-row and per-batch triggers.
+    fn world() -> (Scenario, MerchantId) {
+        let seed = (0..200)
+            .find(|&seed| {
+                let world =
+                    random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::NONE).world;
+                world.jobs.len() >= 2 && world.workers >= 4 && world.rows.len() >= 40
+            })
+            .expect("a seed with a big world");
+        let mut scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::NONE);
+        let merchant = scenario.world.jobs[0].merchant;
+        let other = scenario.world.jobs[1].merchant;
+        let last = WorkerId(scenario.world.workers - 1);
+        let (claim, redis, db) = (StepKind::AfterClaim, Hop::Redis, Hop::Database);
+        scenario.world.faults = FaultPlan {
+            faults: vec![
+                Fault {
+                    kind: FaultKind::Pause { worker: last, duration_ms: 50 },
+                    trigger: Trigger::Step { worker: last, step: claim, nth: 20 },
+                },
+                Fault {
+                    kind: FaultKind::ExpireLease { instance: 0, merchant: other },
+                    trigger: Trigger::Call { worker: WorkerId(0), hop: redis, nth: 3 },
+                },
+                Fault {
+                    kind: FaultKind::Crash { worker: WorkerId(1), restart_after_ms: 10 },
+                    trigger: Trigger::Call { worker: WorkerId(1), hop: db, nth: 12 },
+                },
+            ],
+        };
+        (scenario, merchant)
+    }
+
+    fn gateway_ms(scenario: &Scenario, merchant: MerchantId) -> u64 {
+        let world = &scenario.world;
+        world
+            .rows
+            .iter()
+            .filter(|row| row.merchant == merchant)
+            .map(|row| world.refund_latency.of(row.id))
+            .sum()
+    }
+
+    #[test]
+    fn a_condensed_batch_keeps_its_length_and_brings_per_row_triggers_sooner() {
+        let (scenario, merchant) = world();
+        let own = scenario.world.rows.iter().filter(|row| row.merchant == merchant).count();
+        let trial = condensed(&scenario, merchant, 2, 100).expect("fewer rows");
+        assert_eq!(trial.world.rows.iter().filter(|row| row.merchant == merchant).count(), 2);
+        let others = |s: &Scenario| s.world.rows.iter().filter(|row| row.merchant != merchant).count();
+        assert_eq!(others(&trial), others(&scenario), "other merchants keep their rows");
+        let (before, after) = (gateway_ms(&scenario, merchant), gateway_ms(&trial, merchant));
+        assert!(after * 10 >= before * 8 && after * 10 <= before * 12, "{before} ms -> {after} ms");
+        let slower = gateway_ms(&condensed(&scenario, merchant, 2, 200).unwrap(), merchant);
+        assert!(slower >= after * 19 / 10, "{after} -> {slower}");
+        let nth = |s: &Scenario, i: usize| match s.world.faults.faults[i].trigger {
+            Trigger::Step { nth, .. } | Trigger::Call { nth, .. } | Trigger::Within { nth, .. } => nth,
+            Trigger::At { .. } => 0,
+        };
+        assert_eq!(nth(&trial, 0), (20 * 2u32).div_ceil(own as u32).max(1), "a per-row step comes sooner");
+        assert_eq!(nth(&trial, 1), 3, "a Redis command is counted per batch, not per row");
+        assert!(nth(&trial, 2) < 12, "a SQL statement comes sooner");
+        assert!(condensed(&scenario, merchant, own, 100).is_none(), "no fewer rows, no candidate");
+    }
+
+    #[test]
+    fn a_world_cut_down_keeps_one_merchant_and_aims_every_fault_at_what_is_left() {
+        let (scenario, merchant) = world();
+        let trial = cut_down(&scenario, merchant, 2, 3, 100, Rename::InOrder).expect("a smaller world");
+        let world = &trial.world;
+        assert_eq!((world.workers, world.jobs.len(), world.rows.len()), (2, 1, 3));
+        assert!(world.rows.iter().all(|row| row.merchant == merchant));
+        assert_eq!(world.counters.len(), 1);
+        for fault in &world.faults.faults {
+            assert!(fault.kind.worker().is_none_or(|worker| worker.0 < 2), "{fault:?}");
+            assert!(fault.trigger.worker().is_none_or(|worker| worker.0 < 2), "{fault:?}");
+            assert!(fault.kind.merchant().is_none_or(|aimed| aimed == merchant), "{fault:?}");
+        }
+        assert!(world.validate().is_ok(), "{:?}", world.validate());
+        assert!(cut_down(&trial, merchant, 2, 3, 100, Rename::Modulo).is_none(), "already that small");
+    }
 }

@@ -144,7 +144,7 @@ impl WorldConfig {
         let faults = self.faults.faults.iter().map(|fault| {
             let at = match fault.trigger {
                 Trigger::At { at_ms } => at_ms,
-                Trigger::Step { .. } | Trigger::Call { .. } => 0,
+                Trigger::Step { .. } | Trigger::Call { .. } | Trigger::Within { .. } => 0,
             };
             ("a fault's size or time", fault.kind.size().max(at))
         });

@@ -103,6 +103,9 @@ fn describe(trigger: &Trigger) -> String {
     match trigger {
         Trigger::Step { worker, step, nth } => format!("{worker}'s {} #{nth}", step.name()),
         Trigger::Call { worker, hop, nth } => format!("{worker}'s {} #{nth}", hop.call_name()),
+        Trigger::Within { worker, hop, nth } => {
+            format!("{worker}'s {} #{nth} inside an operation", hop.call_name())
+        }
         Trigger::At { at_ms } => format!("{at_ms} ms"),
     }
 }

@@ -1,7 +1,7 @@
 //! The fault engine: what each fault kind does to the world when it fires, and which
 //! faults a step or the clock triggers. Every fault kind is handled here and only here.
 
-use super::{Fault, FaultKind, Hop, Trigger};
+use super::{Counted, Fault, FaultKind, Hop, Trigger};
 use crate::history::EventKind;
 use crate::world::{value_text, State, World};
 use fencesim_model::{StepKind, WorkerId};
@@ -115,10 +115,24 @@ impl World {
         self.fire_triggered(state, worker, Trigger::Step { worker, step, nth })
     }
 
-    /// Fires the faults `worker` triggers by sending its `nth` request on `hop`.
-    /// Returns whether one of them stops the worker's own process.
-    pub(crate) fn fire_call_triggers(&self, state: &mut State, worker: WorkerId, hop: Hop, nth: u32) -> bool {
-        self.fire_triggered(state, worker, Trigger::Call { worker, hop, nth })
+    /// Fires the faults `worker` triggers by sending a request on `hop`: its `nth` on the
+    /// hop, and its `within`-th inside one operation. Returns whether one of them stops the
+    /// worker's own process.
+    pub(crate) fn fire_call_triggers(
+        &self,
+        state: &mut State,
+        worker: WorkerId,
+        hop: Hop,
+        counted: Counted,
+    ) -> bool {
+        let mut stops = false;
+        if let Some(nth) = counted.nth {
+            stops |= self.fire_triggered(state, worker, Trigger::Call { worker, hop, nth });
+        }
+        if let Some(nth) = counted.within {
+            stops |= self.fire_triggered(state, worker, Trigger::Within { worker, hop, nth });
+        }
+        stops
     }
 
     /// Fires every fault of the plan with this trigger, in plan order; whether one stops `worker`.
@@ -140,7 +154,7 @@ impl World {
                 due.push(i);
                 false
             }
-            Trigger::At { .. } | Trigger::Step { .. } | Trigger::Call { .. } => true,
+            Trigger::At { .. } | Trigger::Step { .. } | Trigger::Call { .. } | Trigger::Within { .. } => true,
         });
         due.sort_unstable();
         for i in due {
@@ -153,7 +167,7 @@ impl World {
         let plan = &self.config.faults.faults;
         let timed = state.faults.timed.iter().filter_map(|&i| match plan[i].trigger {
             Trigger::At { at_ms } => Some(at_ms),
-            Trigger::Step { .. } | Trigger::Call { .. } => None,
+            Trigger::Step { .. } | Trigger::Call { .. } | Trigger::Within { .. } => None,
         });
         let faults = &state.faults;
         let lifecycle = faults.resumes.iter().map(|r| r.0).chain(faults.restarts.iter().map(|r| r.0));

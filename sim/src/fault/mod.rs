@@ -7,4 +7,4 @@ mod plan;
 mod state;
 
 pub use plan::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Trigger};
-pub(crate) use state::{CallCounter, FaultState, RefundCall};
+pub(crate) use state::{CallCounter, Counted, FaultState, RefundCall};

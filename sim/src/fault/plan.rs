@@ -318,6 +318,12 @@ pub enum Trigger {
     /// `worker`'s `nth` request (from 1) on `hop`, right before it leaves: the fault can land
     /// between two calls of one operation.
     Call { worker: WorkerId, hop: Hop, nth: u32 },
+    /// `worker`'s `nth` request (from 1) on `hop` that follows its previous request on the
+    /// same hop with no protocol step and no other request in between, right before it
+    /// leaves: inside one operation that takes several round trips (a lease taken on five
+    /// instances, or an atomic command split in two), wherever in the run it comes.
+    Within { worker: WorkerId, hop: Hop, nth: u32 },
+    // New triggers go last: a trace's hash includes each fired fault's trigger.
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -340,6 +346,7 @@ impl Trigger {
             Trigger::At { at_ms } => Trigger::At { at_ms },
             Trigger::Step { step, nth, .. } => Trigger::Step { worker, step, nth },
             Trigger::Call { hop, nth, .. } => Trigger::Call { worker, hop, nth },
+            Trigger::Within { hop, nth, .. } => Trigger::Within { worker, hop, nth },
         }
     }
 
@@ -347,7 +354,9 @@ impl Trigger {
     pub fn worker(&self) -> Option<WorkerId> {
         match *self {
             Trigger::At { .. } => None,
-            Trigger::Step { worker, .. } | Trigger::Call { worker, .. } => Some(worker),
+            Trigger::Step { worker, .. } | Trigger::Call { worker, .. } | Trigger::Within { worker, .. } => {
+                Some(worker)
+            }
         }
     }
 }

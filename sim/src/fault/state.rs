@@ -5,7 +5,7 @@
 use super::{Hop, Trigger};
 use crate::config::WorldConfig;
 use fencesim_model::{Cents, IdempotencyKey, RefundId, StepKind, WorkerId};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use strum::EnumCount;
 
 /// Faults armed for a worker's next action.
@@ -132,39 +132,95 @@ impl FaultState {
     }
 }
 
+/// What one request counted, where that fires a trigger of the plan: its number on its
+/// hop (for a call trigger), and its number among the hop's requests inside an operation
+/// (for a within trigger).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counted {
+    pub nth: Option<u32>,
+    pub within: Option<u32>,
+}
+
+impl Counted {
+    pub fn fires(&self) -> bool {
+        self.nth.is_some() || self.within.is_some()
+    }
+}
+
+/// The request numbers that fire a trigger, per worker and hop, sorted.
+type Firing = Vec<[Vec<u32>; Hop::COUNT]>;
+
+fn firing_for(config: &WorldConfig, wanted: impl Fn(&Trigger) -> Option<(WorkerId, Hop, u32)>) -> Firing {
+    let mut firing: Firing = (0..config.workers).map(|_| Default::default()).collect();
+    for (worker, hop, nth) in config.faults.faults.iter().filter_map(|fault| wanted(&fault.trigger)) {
+        if let Some(counts) = firing.get_mut(worker.0 as usize) {
+            counts[hop as usize].push(nth);
+        }
+    }
+    for nths in firing.iter_mut().flatten() {
+        nths.sort_unstable();
+    }
+    firing
+}
+
 /// Counts each worker's requests per hop, without the world's lock, and says which counts
-/// fire a call trigger of the plan: the request path stays cheap whatever the plan holds.
+/// fire a call or within trigger of the plan: the request path stays cheap whatever the
+/// plan holds. A request is inside an operation when the worker's previous request was on
+/// the same hop and no protocol step came between; only the workers a within trigger names
+/// are followed that closely.
 pub(crate) struct CallCounter {
     counts: Vec<[AtomicU32; Hop::COUNT]>,
-    /// The request counts that fire a trigger: `[worker][hop]`, sorted.
-    firing: Vec<[Vec<u32>; Hop::COUNT]>,
+    firing: Firing,
+    within_counts: Vec<[AtomicU32; Hop::COUNT]>,
+    within_firing: Firing,
+    /// Per followed worker: 1 + the hop of its last request since its last step, or 0.
+    last: Vec<AtomicU8>,
+    followed: Vec<bool>,
 }
 
 impl CallCounter {
     pub fn new(config: &WorldConfig) -> CallCounter {
         let workers = config.workers as usize;
-        let mut firing: Vec<[Vec<u32>; Hop::COUNT]> = (0..workers).map(|_| Default::default()).collect();
-        for fault in &config.faults.faults {
-            if let Trigger::Call { worker, hop, nth } = fault.trigger {
-                if let Some(counts) = firing.get_mut(worker.0 as usize) {
-                    counts[hop as usize].push(nth);
-                }
-            }
+        let firing = firing_for(config, |trigger| match *trigger {
+            Trigger::Call { worker, hop, nth } => Some((worker, hop, nth)),
+            Trigger::At { .. } | Trigger::Step { .. } | Trigger::Within { .. } => None,
+        });
+        let within_firing = firing_for(config, |trigger| match *trigger {
+            Trigger::Within { worker, hop, nth } => Some((worker, hop, nth)),
+            Trigger::At { .. } | Trigger::Step { .. } | Trigger::Call { .. } => None,
+        });
+        let followed = within_firing.iter().map(|hops| hops.iter().any(|nths| !nths.is_empty())).collect();
+        CallCounter {
+            counts: (0..workers).map(|_| Default::default()).collect(),
+            firing,
+            within_counts: (0..workers).map(|_| Default::default()).collect(),
+            within_firing,
+            last: (0..workers).map(|_| AtomicU8::new(0)).collect(),
+            followed,
         }
-        for nths in firing.iter_mut().flatten() {
-            nths.sort_unstable();
-        }
-        let counts = (0..workers).map(|_| Default::default()).collect();
-        CallCounter { counts, firing }
     }
 
-    /// Counts a request of `worker` on `hop`; its number if that fires a trigger.
-    pub fn count(&self, worker: WorkerId, hop: Hop) -> Option<u32> {
-        let firing = &self.firing[worker.0 as usize][hop as usize];
-        if firing.is_empty() {
-            return None;
+    /// Counts a request of `worker` on `hop`, and says which triggers its numbers fire.
+    pub fn count(&self, worker: WorkerId, hop: Hop) -> Counted {
+        let (w, h) = (worker.0 as usize, hop as usize);
+        let mut counted = Counted::default();
+        if self.followed[w] && self.last[w].swap(h as u8 + 1, Ordering::Relaxed) == h as u8 + 1 {
+            let firing = &self.within_firing[w][h];
+            let nth = self.within_counts[w][h].fetch_add(1, Ordering::Relaxed) + 1;
+            counted.within = firing.binary_search(&nth).is_ok().then_some(nth);
         }
-        let nth = self.counts[worker.0 as usize][hop as usize].fetch_add(1, Ordering::Relaxed) + 1;
-        firing.binary_search(&nth).is_ok().then_some(nth)
+        let firing = &self.firing[w][h];
+        if !firing.is_empty() {
+            let nth = self.counts[w][h].fetch_add(1, Ordering::Relaxed) + 1;
+            counted.nth = firing.binary_search(&nth).is_ok().then_some(nth);
+        }
+        counted
+    }
+
+    /// `worker` reached a protocol step: its next request begins a new operation.
+    pub fn stepped(&self, worker: WorkerId) {
+        if self.followed[worker.0 as usize] {
+            self.last[worker.0 as usize].store(0, Ordering::Relaxed);
+        }
     }
 }

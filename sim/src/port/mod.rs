@@ -32,12 +32,13 @@ impl Link {
     /// A request is about to leave on `hop`: count it and fire the faults it triggers. A
     /// fault that stops this worker's own process takes hold right here, before it leaves.
     pub async fn request(&self, hop: Hop) {
-        let Some(nth) = self.world.calls.count(self.worker, hop) else {
+        let counted = self.world.calls.count(self.worker, hop);
+        if !counted.fires() {
             return;
-        };
+        }
         let stops = {
             let mut state = self.world.lock();
-            self.world.fire_call_triggers(&mut state, self.worker, hop, nth)
+            self.world.fire_call_triggers(&mut state, self.worker, hop, counted)
         };
         if stops {
             madsim::task::yield_now().await;

@@ -12,6 +12,7 @@ pub struct ProbeClient(pub(crate) Link);
 impl Probe for ProbeClient {
     async fn reached(&self, step: Step) {
         let Link { world, worker } = &self.0;
+        world.calls.stepped(*worker);
         let stop_here = {
             let mut state = world.lock();
             let now = world.clock.now_ms();
