@@ -29,8 +29,35 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
     out.push_str(&mutant_table(reports));
     let caught = reports.iter().filter(|report| report.caught).count();
     let _ = writeln!(out, "\n{caught} of {} mutants caught.", reports.len());
+    out.push_str(&targets_section(reports));
     out.push_str(&sources_section(reports));
     out
+}
+
+/// The targets: at most 50 seeds to the first detection (median), and a shrunk catching run
+/// of at most 3 faults, 3 workers and 5 rows. Every mutant that misses one is named.
+fn targets_section(reports: &[MutantReport]) -> String {
+    let slow: Vec<String> = reports
+        .iter()
+        .filter(|report| report.seeds_to_detect_median > 50)
+        .map(|report| format!("`{}` ({})", report.name, report.seeds_to_detect_median))
+        .collect();
+    let big: Vec<String> = reports
+        .iter()
+        .filter(|report| {
+            report.shrunk_faults.is_some_and(|n| n > 3)
+                || report.shrunk_workers.is_some_and(|n| n > 3)
+                || report.shrunk_rows.is_some_and(|n| n > 5)
+        })
+        .map(|report| format!("`{}`", report.name))
+        .collect();
+    let list = |names: &[String]| if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+    format!(
+        "\nTargets: a median of at most 50 seeds to the first detection, missed by {}; a shrunk catching run of at \
+         most 3 faults, 3 workers and 5 rows, missed by {}.\n",
+        list(&slow),
+        list(&big)
+    )
 }
 
 /// The mutants' table: one row per mutant.
