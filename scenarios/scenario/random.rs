@@ -209,6 +209,17 @@ fn nth_call(hop: Hop, rng: &mut ChaCha8Rng) -> u32 {
     }
 }
 
+/// Which request inside an operation a trigger waits for: half the time the first (inside
+/// the worker's first operation of several round trips, which every batch with one has),
+/// else one of the first three.
+fn nth_within(rng: &mut ChaCha8Rng) -> u32 {
+    if rng.gen_bool(0.5) {
+        1
+    } else {
+        rng.gen_range(1..=3)
+    }
+}
+
 /// When a swarm fault fires: at a time, at a protocol step, or right before one of the
 /// worker's requests (a third each). Half the Redis requests chosen are counted inside an
 /// operation: a batch sends only a few Redis commands, each a lease operation, so the
@@ -225,11 +236,24 @@ fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigge
             let hops: Vec<Hop> = Hop::all().collect();
             let hop = hops[rng.gen_range(0..hops.len())];
             if hop == Hop::Redis && rng.gen_bool(0.5) {
-                Trigger::Within { worker, hop, nth: rng.gen_range(1..=3) }
+                Trigger::Within { worker, hop, nth: nth_within(rng) }
             } else {
                 Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
             }
         }
+    }
+}
+
+/// Which worker a fault aims at. The queue hands the first jobs to the lowest ids and a
+/// redelivery to the next idle worker, so in a world of six workers and one merchant four
+/// of them never hold a lease: three faults in four aim at the workers that get the jobs
+/// and the first redelivery, the rest at any worker.
+fn aim_worker(rng: &mut ChaCha8Rng, world: &WorldConfig) -> WorkerId {
+    let busy = world.workers.min(world.jobs.len() as u32 + 1);
+    if rng.gen_bool(0.75) {
+        WorkerId(rng.gen_range(0..busy))
+    } else {
+        WorkerId(rng.gen_range(0..world.workers))
     }
 }
 
@@ -249,7 +273,7 @@ pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPl
     let count = rng.gen_range(1..=on.len().max(6));
     let mut faults = Vec::with_capacity(count);
     for _ in 0..count {
-        let worker = WorkerId(rng.gen_range(0..world.workers));
+        let worker = aim_worker(&mut rng, world);
         let merchant = world.jobs[rng.gen_range(0..world.jobs.len())].merchant;
         let instance = rng.gen_range(0..5u8) % instances;
         let kind = kinds[on[rng.gen_range(0..on.len())]];

@@ -272,10 +272,25 @@ pub fn write_trace(events: &[Event], base: WallMs, out: &mut impl std::io::Write
 /// The trace's fingerprint: a 64-bit hash of every event in order. Same seed, same build,
 /// same hash.
 pub fn trace_hash(events: &[Event]) -> u64 {
-    let mut h = twox_hash::XxHash64::with_seed(0);
+    let mut h = Gathered(Vec::with_capacity(events.len() * 48));
     events.len().hash(&mut h);
     for e in events {
         e.hash(&mut h);
     }
     h.finish()
+}
+
+/// A hasher that gathers the bytes it is fed and hashes them in one pass at the end: the
+/// same value as feeding them to the hash piece by piece (a streaming hash does not depend
+/// on how its input is cut), without a call into it for every field of every event.
+struct Gathered(Vec<u8>);
+
+impl Hasher for Gathered {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        twox_hash::XxHash64::oneshot(0, &self.0)
+    }
 }

@@ -66,7 +66,7 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
          The floor replays the statements those seeds executed on bare databases.\n\n\
          | metric | value |\n|---|---:|\n\
          | seeds_per_second_per_core | {sps:.0} |\n\
-         | floor_ratio | {fr:.2} (target at most 1.5) |\n\
+         | floor_ratio | {fr:.2} (target at most 1.35) |\n\
          | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
          | peak_rss_mb_after_1000 | {m1:.1} |\n\
          | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\

@@ -23,7 +23,7 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
          scenario seed after seed, with and without the bug; the mutant is caught when the bug breaks an invariant \
          that the correct code does not break on the same seed. {starts} searches per mutant, {budget} seeds at most \
          each, starting {START_STRIDE} seeds apart. The catching scenario of the first search is shrunk: its plan by \
-         delta debugging, then the faults' numbers, then the world (workers, merchants, rows, TTL); the shrunk run is kept as \
+         delta debugging, then the faults' numbers, then the world (cut down at once to one merchant and a few workers and rows, then workers, merchants, rows, TTL one by one); the shrunk run is kept as \
          `reports/mutants/NAME.json`, which `fencesim replay` runs with the mutant planted. Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
     );
     out.push_str(&mutant_table(reports));
