@@ -64,7 +64,25 @@ pub enum Command<'a> {
         value: &'a str,
         ttl_ms: u64,
     },
+    /// `PTTL key`: milliseconds left, -1 with no expiry, -2 with no key. No worker asks it;
+    /// the conformance tests read a TTL with it, on the simulated Redis and a real one.
+    PTtl {
+        key: &'a str,
+    },
 }
+
+/// What a real server answers `SET ... PX 0`.
+const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' command";
+
+/// The release script as a real server runs it: `KEYS[1]` is the lock, `ARGV[1]` the
+/// holder's value. `Command::CompareAndDelete` is what it does, in one step.
+pub const COMPARE_AND_DELETE_LUA: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// The renewal script as a real server runs it: `ARGV[2]` is the new TTL in
+/// milliseconds. `Command::CompareAndExtend` is what it does, in one step.
+pub const COMPARE_AND_EXTEND_LUA: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -208,7 +226,7 @@ impl RedisCore {
     pub fn apply(&mut self, cmd: Command<'_>, now_ms: u64, expired: &mut Vec<Expired>) -> Reply {
         self.expire_due(now_ms, expired);
         match cmd {
-            Command::Get { .. } => {}
+            Command::Get { .. } | Command::PTtl { .. } => {}
             Command::SetNxPx { key, .. }
             | Command::SetNx { key, .. }
             | Command::SetPx { key, .. }
@@ -224,11 +242,10 @@ impl RedisCore {
                 self.set_if_absent(key, value, Some(ttl_ms), redis_now)
             }
             Command::SetNx { key, value } => self.set_if_absent(key, value, None, redis_now),
+            Command::SetPx { ttl_ms: 0, .. } => Reply::Error(INVALID_EXPIRE),
             Command::SetPx { key, value, ttl_ms } => {
-                let entry = Entry {
-                    value: Value::Str(value.to_owned()),
-                    expires_at_ms: Some(redis_now + ttl_ms.max(1)),
-                };
+                let entry =
+                    Entry { value: Value::Str(value.to_owned()), expires_at_ms: Some(redis_now + ttl_ms) };
                 self.keys.insert(key.to_owned(), entry);
                 Reply::Ok
             }
@@ -254,6 +271,11 @@ impl RedisCore {
                     Reply::Int(0)
                 }
             }
+            Command::PTtl { key } => Reply::Int(match self.keys.get(key) {
+                None => -2,
+                Some(Entry { expires_at_ms: None, .. }) => -1,
+                Some(Entry { expires_at_ms: Some(at), .. }) => at.saturating_sub(redis_now) as i64,
+            }),
             Command::CompareAndExtend { key, value, ttl_ms } => {
                 if self.holds(key, value) {
                     let entry = self.keys.get_mut(key).expect("held key is present");
@@ -269,7 +291,7 @@ impl RedisCore {
     /// `SET key value NX [PX ttl]` (`SETNX` without a TTL): set only if absent.
     fn set_if_absent(&mut self, key: &str, value: &str, ttl_ms: Option<u64>, redis_now: u64) -> Reply {
         if ttl_ms == Some(0) {
-            return Reply::Error("ERR invalid expire time in 'set' command");
+            return Reply::Error(INVALID_EXPIRE);
         }
         if self.keys.contains_key(key) {
             return Reply::Nil;

@@ -1,0 +1,211 @@
+//! The simulated Redis held against a real redis-server: the same command scripts go
+//! through both, and every answer must agree. A script's commands are the ones the model
+//! sends (`SET NX PX`, `GET`, `DEL`, `INCR`, `PEXPIRE`, the release and renewal scripts) and
+//! `PTTL` to read what they did. The simulated Redis answers at one instant; the real one a
+//! few milliseconds apart, so a TTL read back may be that much lower there.
+//!
+//! What is not held against a real server yet: a restart under each persistence mode,
+//! a clock jump, and what a client sees while the server is down.
+
+mod support;
+
+use fencesim::sim::redis::{Command, RedisCore, Reply, COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
+use std::time::Duration;
+use support::redis_server::RedisServer;
+
+/// How much lower a TTL read back from the real server may be than the simulated one: the
+/// milliseconds a script takes to run there.
+const SLACK_MS: i64 = 200;
+
+/// The real command for a simulated one.
+fn real(command: &Command<'_>) -> redis::Cmd {
+    let (name, args): (&str, Vec<String>) = match *command {
+        Command::SetNxPx { key, value, ttl_ms } => {
+            ("SET", vec![key.into(), value.into(), "NX".into(), "PX".into(), ttl_ms.to_string()])
+        }
+        Command::SetNx { key, value } => ("SET", vec![key.into(), value.into(), "NX".into()]),
+        Command::SetPx { key, value, ttl_ms } => {
+            ("SET", vec![key.into(), value.into(), "PX".into(), ttl_ms.to_string()])
+        }
+        Command::Get { key } => ("GET", vec![key.into()]),
+        Command::Del { key } => ("DEL", vec![key.into()]),
+        Command::Incr { key } => ("INCR", vec![key.into()]),
+        Command::PTtl { key } => ("PTTL", vec![key.into()]),
+        Command::PExpire { key, ttl_ms } => ("PEXPIRE", vec![key.into(), ttl_ms.to_string()]),
+        Command::CompareAndDelete { key, value } => {
+            ("EVAL", vec![COMPARE_AND_DELETE_LUA.into(), "1".into(), key.into(), value.into()])
+        }
+        Command::CompareAndExtend { key, value, ttl_ms } => (
+            "EVAL",
+            vec![COMPARE_AND_EXTEND_LUA.into(), "1".into(), key.into(), value.into(), ttl_ms.to_string()],
+        ),
+    };
+    let mut cmd = redis::cmd(name);
+    for arg in args {
+        cmd.arg(arg);
+    }
+    cmd
+}
+
+/// A real answer in the simulated Redis's terms; an error keeps its message.
+fn seen(answer: redis::RedisResult<redis::Value>) -> Result<Reply, String> {
+    match answer {
+        Ok(redis::Value::Okay) => Ok(Reply::Ok),
+        Ok(redis::Value::Nil) => Ok(Reply::Nil),
+        Ok(redis::Value::Int(n)) => Ok(Reply::Int(n)),
+        Ok(redis::Value::BulkString(bytes)) => Ok(Reply::Bulk(String::from_utf8_lossy(&bytes).into_owned())),
+        Ok(redis::Value::SimpleString(text)) => Ok(Reply::Bulk(text)),
+        Ok(other) => Err(format!("an answer the simulation never gives: {other:?}")),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// Runs `script` through both, command by command, and fails at the first answer on
+/// which they part.
+fn agree(server: &RedisServer, name: &str, script: &[Command<'_>]) {
+    let mut con = server.connect().expect("a connection");
+    redis::cmd("FLUSHALL").query::<()>(&mut con).expect("FLUSHALL");
+    let mut core = RedisCore::new();
+    for (step, command) in script.iter().enumerate() {
+        let simulated = core.apply(*command, 0, &mut Vec::new());
+        let real_answer = seen(real(command).query::<redis::Value>(&mut con));
+        let context =
+            format!("{name}, step {}: {command:?}: simulated {simulated:?}, real {real_answer:?}", step + 1);
+        match (&simulated, &real_answer) {
+            (Reply::Error(message), Err(real_message)) => {
+                let text = message.trim_start_matches("ERR ");
+                assert!(real_message.contains(text), "{context}");
+            }
+            (Reply::Int(ttl), Ok(Reply::Int(real_ttl)))
+                if matches!(command, Command::PTtl { .. }) && *ttl >= 0 =>
+            {
+                assert!(*real_ttl <= *ttl && *real_ttl > *ttl - SLACK_MS, "{context}");
+            }
+            _ => assert_eq!(Ok(&simulated), real_answer.as_ref(), "{context}"),
+        }
+    }
+}
+
+#[test]
+fn the_commands_and_scripts_the_model_sends_answer_as_a_real_server_does() {
+    let Some(server) = RedisServer::start("conformance-commands") else { return };
+    let lock = "lock:settle:m_4471";
+    agree(
+        &server,
+        "a lease taken, refused, read and released by its holder only",
+        &[
+            Command::SetNxPx { key: lock, value: "A#1", ttl_ms: 30_000 },
+            Command::SetNxPx { key: lock, value: "B#1", ttl_ms: 30_000 },
+            Command::Get { key: lock },
+            Command::PTtl { key: lock },
+            Command::CompareAndDelete { key: lock, value: "B#1" },
+            Command::CompareAndDelete { key: lock, value: "A#1" },
+            Command::Get { key: lock },
+            Command::Del { key: lock },
+            Command::PTtl { key: lock },
+        ],
+    );
+    agree(
+        &server,
+        "a lease renewed by its holder only, and not once it is gone",
+        &[
+            Command::SetNxPx { key: lock, value: "A#1", ttl_ms: 1_000 },
+            Command::CompareAndExtend { key: lock, value: "B#1", ttl_ms: 9_000 },
+            Command::PTtl { key: lock },
+            Command::CompareAndExtend { key: lock, value: "A#1", ttl_ms: 9_000 },
+            Command::PTtl { key: lock },
+            Command::Del { key: lock },
+            Command::CompareAndExtend { key: lock, value: "A#1", ttl_ms: 9_000 },
+            Command::Get { key: lock },
+        ],
+    );
+    agree(
+        &server,
+        "a fence counter: from nothing, read as text, and its errors",
+        &[
+            Command::Incr { key: "fence:m" },
+            Command::Incr { key: "fence:m" },
+            Command::Get { key: "fence:m" },
+            Command::PTtl { key: "fence:m" },
+            Command::SetPx { key: "text", value: "abc", ttl_ms: 5_000 },
+            Command::Incr { key: "text" },
+            Command::SetPx { key: "top", value: "9223372036854775807", ttl_ms: 5_000 },
+            Command::Incr { key: "top" },
+            Command::SetPx { key: "kept", value: "41", ttl_ms: 5_000 },
+            Command::Incr { key: "kept" },
+            Command::PTtl { key: "kept" },
+        ],
+    );
+    agree(
+        &server,
+        "an expiry set on a key that has none, and the TTLs a set refuses",
+        &[
+            Command::PExpire { key: "k", ttl_ms: 100 },
+            Command::SetNx { key: "k", value: "v" },
+            Command::PTtl { key: "k" },
+            Command::PExpire { key: "k", ttl_ms: 3_000 },
+            Command::PTtl { key: "k" },
+            Command::SetNxPx { key: "k", value: "w", ttl_ms: 1_000 },
+            Command::SetNxPx { key: "zero", value: "v", ttl_ms: 0 },
+            Command::SetPx { key: "zero", value: "v", ttl_ms: 0 },
+            Command::Get { key: "zero" },
+            Command::PExpire { key: "k", ttl_ms: 0 },
+            Command::Get { key: "k" },
+        ],
+    );
+}
+
+/// A key set with a TTL, read again and again on the real server, each read paired in one
+/// transaction with the server's own clock: it is there on every read well before its
+/// deadline and gone on every read well after, as on the simulated Redis, which removes it
+/// at its deadline's millisecond. Reads within 2 ms of the deadline are not judged: the
+/// server reads its clock once for the transaction and once for the key.
+#[test]
+fn a_key_expires_at_its_deadline_on_the_server_clock() {
+    let Some(server) = RedisServer::start("conformance-expiry") else { return };
+    let mut con = server.connect().expect("a connection");
+    let ttl_ms: i64 = 150;
+    let (time, _): (Vec<String>, redis::Value) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PX")
+        .arg(ttl_ms)
+        .query(&mut con)
+        .expect("TIME and SET");
+    let set_at_us = micros(&time);
+    let mut reads = Vec::new();
+    loop {
+        let (time, value): (Vec<String>, Option<String>) =
+            redis::pipe().atomic().cmd("TIME").cmd("GET").arg("k").query(&mut con).expect("TIME and GET");
+        let elapsed_ms = (micros(&time) - set_at_us) / 1_000;
+        reads.push((elapsed_ms, value.is_some()));
+        if elapsed_ms > ttl_ms + 50 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let mut core = RedisCore::new();
+    core.apply(Command::SetNxPx { key: "k", value: "v", ttl_ms: ttl_ms as u64 }, 0, &mut Vec::new());
+    for &(elapsed_ms, present) in &reads {
+        if (elapsed_ms - ttl_ms).abs() <= 2 {
+            continue;
+        }
+        assert_eq!(present, elapsed_ms < ttl_ms, "real server, {elapsed_ms} ms after the set: {reads:?}");
+        let simulated = core.clone().apply(Command::Get { key: "k" }, elapsed_ms as u64, &mut Vec::new());
+        assert_eq!(simulated != Reply::Nil, present, "simulated Redis, {elapsed_ms} ms after the set");
+    }
+    assert!(
+        reads.iter().any(|&(at, present)| present && at < ttl_ms - 2),
+        "no read before the deadline: {reads:?}"
+    );
+    assert!(reads.iter().any(|&(at, present)| !present && at > ttl_ms + 2), "no read after it: {reads:?}");
+}
+
+/// `TIME`'s seconds and microseconds as microseconds.
+fn micros(time: &[String]) -> i64 {
+    let part = |i: usize| time[i].parse::<i64>().expect("TIME answers numbers");
+    part(0) * 1_000_000 + part(1)
+}

@@ -1,0 +1,3 @@
+//! What the tests against real components share.
+
+pub mod redis_server;
