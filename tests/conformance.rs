@@ -255,6 +255,7 @@ fn a_killed_server_keeps_what_its_persistence_mode_keeps() {
         }
         core.restart(mode, 10);
         let (while_down, downtime) = server.kill_and_restart();
+        eprintln!("{mode:?}: the real server answered again {} ms after it was killed", downtime.as_millis());
         assert!(while_down.is_err(), "{mode:?}: a command while the server is down fails: {while_down:?}");
         let mut con = server.connect().expect("a connection after the restart");
         let real_left = left(|command| seen(real(&command).query::<redis::Value>(&mut con)).expect("a read"));

@@ -166,6 +166,60 @@ fn a_within_trigger_lands_inside_an_operation_of_several_round_trips_and_nowhere
     assert!(!fired_at_all, "SET, then a step, then INCR: never two Redis commands in one operation");
 }
 
+/// A Redis instance that restarts is down for a while: A's `INCR`, sent right after its
+/// lease while the server restarts, is refused, and A gives the batch up with a backend
+/// error; the job comes back by the queue and is done. With an instant restart the same
+/// `INCR` is answered.
+#[test]
+fn a_command_sent_while_redis_restarts_is_refused_and_the_batch_given_up() {
+    let restart = FaultKind::RedisRestart { instance: 0, persistence: fencesim::sim::Persistence::AofAlways };
+    let acquired = Trigger::Step { worker: A, step: StepKind::LeaseAcquired, nth: 1 };
+    let run_with_down = |ms: u64| {
+        let scenario = small("restart-downtime").redis_restart_ms(ms).fault(restart, acquired).build();
+        run(&scenario.with_mechanism(Mechanism::Fenced, GatewayMode::Idempotent), 3).unwrap()
+    };
+    let down = run_with_down(200);
+    let events = &down.record.events;
+    let refused = events
+        .iter()
+        .find(|event| matches!(event.kind, EventKind::RedisRefused { worker, instance: 0 } if worker == A))
+        .expect("A's INCR is refused while the server restarts");
+    let gave_up = events.iter().any(|event| {
+        matches!(&event.kind, EventKind::Step { worker, step: Step::BatchAbandoned { reason: AbandonReason::BackendError } } if *worker == A)
+    });
+    assert!(gave_up, "A gives the batch up with a backend error");
+    assert!(refused.at_ms < 200, "refused while down: {}", refused.at_ms);
+    assert!(down.passed(), "{}", down.breach_lines("", false));
+    assert_eq!(down.tally().refunds_sent, down.tally().refunds_total, "the job is done in the end");
+
+    let instant = run_with_down(0);
+    assert!(!instant.record.events.iter().any(|event| matches!(event.kind, EventKind::RedisRefused { .. })));
+}
+
+/// An answer from the database held up on its way back: A's first confirm has run (the
+/// row is `sent` at once), and A learns of it 700 ms later, so its next write comes after.
+#[test]
+fn a_database_answer_held_up_on_its_way_back_lands_before_the_worker_hears_it() {
+    let armed = Trigger::Step { worker: A, step: StepKind::AfterGatewayCall, nth: 1 };
+    let scenario =
+        small("db-reply-delay").fault(FaultKind::DbReplyDelay { worker: A, delay_ms: 700 }, armed).build();
+    let outcome =
+        run(&scenario.with_mechanism(Mechanism::FencedDbSequence, GatewayMode::Idempotent), 3).unwrap();
+    let writes: Vec<(u64, WriteKind)> = outcome
+        .record
+        .events
+        .iter()
+        .filter_map(|event| match event.kind {
+            EventKind::Write { worker, write, rows: 1, .. } if worker == A => Some((event.at_ms, write)),
+            _ => None,
+        })
+        .collect();
+    let confirm = writes.iter().position(|(_, write)| *write == WriteKind::Confirm).expect("a confirm");
+    let (confirmed_at, next_at) = (writes[confirm].0, writes[confirm + 1].0);
+    assert!(next_at >= confirmed_at + 700, "confirmed at {confirmed_at}, next write at {next_at}");
+    assert!(outcome.passed(), "{}", outcome.breach_lines("", false));
+}
+
 /// One worker, three refunds, its first refund call held up `late_ms` on the way.
 fn timed_out(late_ms: u64, gateway: GatewayMode) -> fencesim::runner::Outcome {
     let scenario = Scenario::named("timeout")

@@ -19,16 +19,18 @@ pub enum Sometimes {
     CounterWentBackwards,
     RefundTimedOut,
     GatewayErrorRetried,
+    RedisRefused,
 }
 
 impl Sometimes {
-    pub const ALL: [Sometimes; 6] = [
+    pub const ALL: [Sometimes; 7] = [
         Sometimes::LeaseExpiredWhileHeld,
         Sometimes::StaleWriteRejected,
         Sometimes::JobDeliveredAgain,
         Sometimes::CounterWentBackwards,
         Sometimes::RefundTimedOut,
         Sometimes::GatewayErrorRetried,
+        Sometimes::RedisRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,6 +41,7 @@ impl Sometimes {
             Sometimes::CounterWentBackwards => "a counter went backwards",
             Sometimes::RefundTimedOut => "a refund call timed out",
             Sometimes::GatewayErrorRetried => "a gateway request was retried",
+            Sometimes::RedisRefused => "a Redis command was refused while it restarted",
         }
     }
 }
@@ -115,6 +118,7 @@ impl Touched {
                     touched.reached(Sometimes::JobDeliveredAgain)
                 }
                 EventKind::RefundTimedOut { .. } => touched.reached(Sometimes::RefundTimedOut),
+                EventKind::RedisRefused { .. } => touched.reached(Sometimes::RedisRefused),
                 EventKind::Step { step: Step::GatewayFailed { attempt, .. }, .. }
                     if *attempt < RETRY.tries =>
                 {

@@ -83,6 +83,12 @@ impl ScenarioBuilder {
         self
     }
 
+    /// How long a restarting Redis instance refuses connections.
+    pub fn redis_restart_ms(mut self, ms: u64) -> Self {
+        self.scenario.world.redis_restart_ms = ms;
+        self
+    }
+
     /// Freezes `worker`'s whole process for `duration_ms` the `nth` time it reaches `step`.
     pub fn pause_at_step(mut self, worker: WorkerId, step: StepKind, nth: u32, duration_ms: u64) -> Self {
         let plan = std::mem::take(&mut self.scenario.world.faults);

@@ -26,6 +26,12 @@ const SHAPE: u64 = 1;
 const AMOUNTS: u64 = 2;
 const FAULTS: u64 = 3;
 const COUNTERS: u64 = 4;
+const RESTART: u64 = 5;
+
+/// The longest a restarting Redis instance is down, in the random worlds: a real server
+/// with a small append-only file answers again within tens of milliseconds (measured in
+/// `tests/conformance.rs`).
+const RESTART_MS_MOST: u64 = 50;
 
 /// Where counters cross a digit or a width: a token compared as text, or kept in a
 /// narrower integer, goes wrong only when its counter crosses one while an older holder
@@ -149,6 +155,7 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         counters: drawn.counters,
         faults: FaultPlan::none(),
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
+        redis_restart_ms: stream(seed, RESTART).gen_range(0..=RESTART_MS_MOST),
     }
 }
 

@@ -43,6 +43,7 @@ impl SmallWorld {
             lookup_latency_ms: 2,
             db_latency_ms: 0,
             redis_latency_ms: 0,
+            redis_restart_ms: 0,
             visibility_timeout_ms: self.ttl_ms + self.ttl_ms / 2,
             rows,
             jobs: vec![Job { id: JobId(1), merchant }],

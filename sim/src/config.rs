@@ -69,6 +69,14 @@ pub struct WorldConfig {
     pub faults: FaultPlan,
     /// How long after the last fault every job must be done.
     pub settle_ms: u64,
+    /// How long a Redis instance is down when it restarts: every command sent to it in
+    /// that time fails, as a connection refused. 0 (the default) is an instant restart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redis_restart_ms: u64,
+}
+
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
 }
 
 impl Default for WorldConfig {
@@ -90,6 +98,7 @@ impl Default for WorldConfig {
             counters: Vec::new(),
             faults: FaultPlan::none(),
             settle_ms: 120_000,
+            redis_restart_ms: 0,
         }
     }
 }
@@ -139,6 +148,7 @@ impl WorldConfig {
             ("lookup_latency_ms", self.lookup_latency_ms),
             ("db_latency_ms", self.db_latency_ms),
             ("redis_latency_ms", self.redis_latency_ms),
+            ("redis_restart_ms", self.redis_restart_ms),
             ("refund_latency", latencies.max().unwrap_or(0)),
         ];
         let faults = self.faults.faults.iter().map(|fault| {

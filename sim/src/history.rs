@@ -183,6 +183,12 @@ pub enum EventKind {
         refund: RefundId,
         lands_at_ms: u64,
     },
+    /// A command reached a Redis instance while it was restarting: the connection was
+    /// refused and the command did nothing.
+    RedisRefused {
+        worker: WorkerId,
+        instance: u8,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -228,7 +234,8 @@ impl EventKind {
             | LeaseRead { .. }
             | TokenIssued { .. }
             | CounterSeeded { .. }
-            | RedisRestarted { .. } => Actor::Redis,
+            | RedisRestarted { .. }
+            | RedisRefused { .. } => Actor::Redis,
             Write { .. } => Actor::Store,
             Lookup { .. } | RefundCalled { .. } | GatewayRefused { .. } | RefundTimedOut { .. } => {
                 Actor::Gateway

@@ -116,6 +116,12 @@ impl Narrator<'_> {
                 format!("restarts; {lost} key(s) lost or rolled back"),
                 vec![format!("Note over R: restart, {lost} key(s) lost")],
             ),
+            EventKind::RedisRefused { worker, instance } => self.push(
+                at,
+                self.redis(*instance),
+                format!("refuses {worker}'s connection: it is restarting"),
+                vec![format!("{worker}-x{}: connection refused", "R")],
+            ),
             EventKind::TokenIssued { worker, key, token } => self.push(
                 at,
                 Actor::Redis,

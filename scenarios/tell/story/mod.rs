@@ -39,6 +39,7 @@ impl Narrator<'_> {
             | EventKind::LeaseSet { .. }
             | EventKind::CounterSeeded { .. }
             | EventKind::RedisRestarted { .. }
+            | EventKind::RedisRefused { .. }
             | EventKind::TokenIssued { .. } => self.redis_event(at, kind),
             EventKind::Write { .. } => self.store_event(at, kind),
             EventKind::Lookup { .. }

@@ -37,6 +37,11 @@ impl World {
                     }
                 }
                 state.record(now, EventKind::RedisRestarted { instance, lost });
+                if self.config.redis_restart_ms > 0 {
+                    let down = &mut state.faults.redis_down_until_ms;
+                    down.retain(|&(other, _)| other != instance);
+                    down.push((instance, now + self.config.redis_restart_ms));
+                }
                 self.redis_started(state, instance, now);
             }
             FaultKind::Redeliver { worker } => self.with_queue(state, now, |queue, out| {

@@ -39,6 +39,8 @@ pub(crate) struct FaultState {
     pub conflicts_until_ms: u64,
     /// The gateway refuses every request until then.
     pub outage_until_ms: u64,
+    /// Redis instances restarting, with when each answers again.
+    pub redis_down_until_ms: Vec<(u8, u64)>,
     /// Refund calls that timed out and have not landed yet, in the order they were sent.
     pub late_calls: Vec<RefundCall>,
     /// Workers to resume, with when.
@@ -63,6 +65,7 @@ impl FaultState {
             armed: vec![Armed::default(); workers],
             conflicts_until_ms: 0,
             outage_until_ms: 0,
+            redis_down_until_ms: Vec::new(),
             late_calls: Vec::new(),
             resumes: Vec::new(),
             restarts: Vec::new(),
@@ -72,6 +75,11 @@ impl FaultState {
             step_counts: vec![[0; StepKind::COUNT]; workers],
             last_fault_ms: None,
         }
+    }
+
+    /// Whether `instance` is down (restarting) at `now`.
+    pub fn redis_down(&self, instance: u8, now_ms: u64) -> bool {
+        self.redis_down_until_ms.iter().any(|&(down, until)| down == instance && now_ms < until)
     }
 
     /// Arms `delay_ms` more for `worker`'s next request on `hop`.

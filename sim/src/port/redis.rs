@@ -16,7 +16,12 @@ pub struct RedisClient {
 }
 
 impl RedisClient {
-    async fn call<T>(&self, f: impl FnOnce(&World, &mut State, u64) -> T) -> T {
+    /// Sends one command: it waits out the latency and any delay, and runs `f` on the
+    /// instance, unless the instance is restarting, when the connection is refused.
+    async fn call<T>(
+        &self,
+        f: impl FnOnce(&World, &mut State, u64) -> Result<T, BackendError>,
+    ) -> Result<T, BackendError> {
         let world = &self.link.world;
         self.link.request(Hop::Redis).await;
         let delay = world.lock().faults.take_delay(self.link.worker, Hop::Redis);
@@ -24,7 +29,13 @@ impl RedisClient {
         let (reply, back) = {
             let mut state = world.lock();
             let now = world.clock.now_ms();
-            let reply = f(world, &mut state, now);
+            let reply = if state.faults.redis_down(self.instance, now) {
+                let (worker, instance) = (self.link.worker, self.instance);
+                state.record(now, EventKind::RedisRefused { worker, instance });
+                Err(BackendError(format!("redis#{instance}: connection refused (restarting)")))
+            } else {
+                f(world, &mut state, now)
+            };
             (reply, state.faults.take_reply_delay(self.link.worker, Hop::Redis))
         };
         if back > 0 {
