@@ -183,26 +183,15 @@ fn draw_size(kind: FaultName, ttl_ms: u64, rng: &mut ChaCha8Rng) -> u64 {
 }
 
 /// How many arrivals at a step a trigger may wait for: the steps a worker reaches once per
-/// row may fire late in a batch, the others once or twice per run.
+/// row may fire late in a batch, a failed gateway request at one of its tries, the others
+/// (and a lookup, made only for a row already in `sending`) once or twice per run.
 fn nth_arrival(step: StepKind, rng: &mut ChaCha8Rng) -> u32 {
-    match step {
-        StepKind::AfterClaim
-        | StepKind::AfterGatewayCall
-        | StepKind::AfterConfirm
-        | StepKind::LeaseChecked => rng.gen_range(1..=20),
-        StepKind::GatewayFailed => rng.gen_range(1..=3),
-        StepKind::JobReceived
-        | StepKind::LeaseAcquired
-        | StepKind::LeaseBusy
-        | StepKind::TokenTaken
-        | StepKind::RowsSelected
-        | StepKind::LeaseRenewed
-        | StepKind::AfterLookup
-        | StepKind::WriteSkipped
-        | StepKind::FenceViolation
-        | StepKind::BatchAbandoned
-        | StepKind::BatchCompleted
-        | StepKind::Released => rng.gen_range(1..=2),
+    if step == StepKind::GatewayFailed {
+        rng.gen_range(1..=3)
+    } else if step.per_row() && step != StepKind::AfterLookup {
+        rng.gen_range(1..=20)
+    } else {
+        rng.gen_range(1..=2)
     }
 }
 

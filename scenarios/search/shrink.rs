@@ -6,7 +6,9 @@
 
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
-use crate::search::smaller::{condensed, cut_down, fewer_rows, without_merchant, without_worker, Rename};
+use crate::search::smaller::{
+    condensed, cut_down, fewer_rows, renames_agree, without_merchant, without_worker, Rename,
+};
 use crate::tell::replay_file::ReplayFile;
 use fencesim_model::{MerchantId, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
@@ -195,13 +197,12 @@ fn cut_down_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) ->
         let ways = merchants
             .iter()
             .flat_map(|m| RENAMES.iter().flat_map(move |r| CONDENSED_PERCENT.map(|p| (*m, *r, p))));
+        let same_either_way = renames_agree(scenario, workers);
         for (merchant, rename, percent) in ways {
-            let trial = cut_down(scenario, merchant, workers, rows, percent, rename);
-            let in_order =
-                || cut_down(scenario, merchant, workers, rows, percent, Rename::InOrder).map(|s| s.world);
-            if matches!(rename, Rename::Modulo) && in_order() == trial.as_ref().map(|s| s.world.clone()) {
+            if matches!(rename, Rename::Modulo) && same_either_way {
                 continue; // the plan names no worker that the two ways rename apart
             }
+            let trial = cut_down(scenario, merchant, workers, rows, percent, rename);
             if keep_if_fails(scenario, trial, still_fails)? {
                 return Ok(());
             }

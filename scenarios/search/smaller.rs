@@ -118,6 +118,42 @@ pub enum Rename {
     Modulo,
 }
 
+impl Rename {
+    /// `worker`'s name among `workers` left, `named` being the workers the plan names, in
+    /// the order it names them.
+    fn apply(self, worker: WorkerId, named: &[WorkerId], workers: u32) -> WorkerId {
+        match self {
+            Rename::InOrder => {
+                WorkerId(named.iter().position(|&name| name == worker).unwrap_or(0) as u32 % workers)
+            }
+            Rename::Modulo => WorkerId(worker.0 % workers),
+        }
+    }
+}
+
+/// The workers the plan names, in the order it first names them.
+fn named_workers(scenario: &Scenario) -> Vec<WorkerId> {
+    let mut named: Vec<WorkerId> = Vec::new();
+    for fault in &scenario.world.faults.faults {
+        for worker in fault.kind.worker().into_iter().chain(fault.trigger.worker()) {
+            if !named.contains(&worker) {
+                named.push(worker);
+            }
+        }
+    }
+    named
+}
+
+/// Whether both ways rename every worker the plan names alike when `workers` are left:
+/// then a world cut down either way is the same world.
+pub fn renames_agree(scenario: &Scenario, workers: u32) -> bool {
+    let workers = workers.min(scenario.world.workers).max(1);
+    let named = named_workers(scenario);
+    named.iter().all(|&worker| {
+        Rename::InOrder.apply(worker, &named, workers) == Rename::Modulo.apply(worker, &named, workers)
+    })
+}
+
 /// The world cut down at once to `merchant`'s job alone, `workers` workers and its batch
 /// condensed into `rows` rows (as `condensed` does, at `percent`): the workers the plan
 /// names are renamed as `rename` says, and a fault aimed at another merchant aims at this
@@ -145,20 +181,8 @@ pub fn cut_down(
     }
     let workers = workers.min(world.workers);
     trial.world.workers = workers;
-    let mut named: Vec<WorkerId> = Vec::new();
-    for fault in &world.faults.faults {
-        for worker in fault.kind.worker().into_iter().chain(fault.trigger.worker()) {
-            if !named.contains(&worker) {
-                named.push(worker);
-            }
-        }
-    }
-    let renamed = |worker: WorkerId| match rename {
-        Rename::InOrder => {
-            WorkerId(named.iter().position(|&name| name == worker).unwrap_or(0) as u32 % workers)
-        }
-        Rename::Modulo => WorkerId(worker.0 % workers),
-    };
+    let named = named_workers(scenario);
+    let renamed = |worker: WorkerId| rename.apply(worker, &named, workers);
     for fault in &mut trial.world.faults.faults {
         let mut aim = fault.kind.aim();
         aim.worker = renamed(aim.worker);
