@@ -13,6 +13,7 @@ compile_error!(
 
 pub mod bench;
 pub mod check;
+pub mod live;
 pub mod mutant;
 pub mod runner;
 pub mod scenario;

@@ -59,7 +59,8 @@ pub fn run_with(scenario: &Scenario, seed: u64, mutant: Option<Mutant>) -> Resul
     }
 }
 
-fn judge(scenario: &Scenario, record: RunRecord, mutant: Option<Mutant>) -> Result<Outcome, String> {
+/// Checks every invariant over what a run recorded, simulated or live.
+pub fn judge(scenario: &Scenario, record: RunRecord, mutant: Option<Mutant>) -> Result<Outcome, String> {
     let checks = check_all(&Facts { record: &record, world: &scenario.world, base: scenario.base });
     let trace_hash = trace_hash(&record.events);
     Ok(Outcome { scenario: scenario.clone(), record, checks, trace_hash, mutant })

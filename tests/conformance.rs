@@ -12,7 +12,7 @@ mod support;
 use fencesim::sim::redis::{Command, RedisCore, Reply, COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 use fencesim::sim::Persistence;
 use std::time::Duration;
-use support::redis_server::RedisServer;
+use support::redis_server::{self, RedisServer};
 
 /// How much lower a TTL read back from the real server may be than the simulated one: the
 /// milliseconds a script takes to run there.
@@ -89,7 +89,7 @@ fn agree(server: &RedisServer, name: &str, script: &[Command<'_>]) {
 
 #[test]
 fn the_commands_and_scripts_the_model_sends_answer_as_a_real_server_does() {
-    let Some(server) = RedisServer::start("conformance-commands") else { return };
+    let Some(server) = redis_server::start("conformance-commands") else { return };
     let lock = "lock:settle:m_4471";
     agree(
         &server,
@@ -163,7 +163,7 @@ fn the_commands_and_scripts_the_model_sends_answer_as_a_real_server_does() {
 /// server reads its clock once for the transaction and once for the key.
 #[test]
 fn a_key_expires_at_its_deadline_on_the_server_clock() {
-    let Some(server) = RedisServer::start("conformance-expiry") else { return };
+    let Some(server) = redis_server::start("conformance-expiry") else { return };
     let mut con = server.connect().expect("a connection");
     let ttl_ms: i64 = 150;
     let (time, _): (Vec<String>, redis::Value) = redis::pipe()
@@ -256,7 +256,7 @@ fn left_after(n: usize) -> [Reply; 3] {
 fn a_killed_server_keeps_what_its_persistence_mode_keeps() {
     for mode in Persistence::ALL {
         let test = format!("conformance-restart-{mode:?}").to_lowercase();
-        let Some(mut server) = RedisServer::start_with(&test, real_persistence(mode)) else { return };
+        let Some(mut server) = redis_server::start_with(&test, real_persistence(mode)) else { return };
         let mut con = server.connect().expect("a connection");
         let mut core = RedisCore::new();
         for command in WRITES {
@@ -264,7 +264,7 @@ fn a_killed_server_keeps_what_its_persistence_mode_keeps() {
             seen(real(&command).query::<redis::Value>(&mut con)).expect("a write");
         }
         core.restart(mode, 10);
-        let (while_down, downtime) = server.kill_and_restart();
+        let (while_down, downtime) = server.kill_and_restart().expect("the server starts again");
         eprintln!("{mode:?}: the real server answered again {} ms after it was killed", downtime.as_millis());
         assert!(while_down.is_err(), "{mode:?}: a command while the server is down fails: {while_down:?}");
         let mut con = server.connect().expect("a connection after the restart");

@@ -91,6 +91,23 @@ impl SqliteRefunds {
         Ok(SqliteRefunds { conn: Arc::new(Mutex::new(conn)), statements: Statements::SQLITE })
     }
 
+    /// The store in the database file at `path`, shared with other processes: write-ahead
+    /// logging, so that readers do not wait for writers, and a wait of up to five seconds
+    /// for another process's write to finish. With `create`, the file must hold no refund
+    /// table yet and gets one; without it, the file must already be a refund store.
+    pub fn open_file(path: &std::path::Path, create: bool) -> rusqlite::Result<SqliteRefunds> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        if create {
+            conn.execute_batch(SCHEMA)?;
+        } else {
+            conn.query_row("SELECT COUNT(*) FROM refund", [], |r| r.get::<_, i64>(0))?;
+        }
+        Ok(SqliteRefunds { conn: Arc::new(Mutex::new(conn)), statements: Statements::SQLITE })
+    }
+
     /// The same store writing with `statements`.
     pub fn with_statements(mut self, statements: Statements) -> SqliteRefunds {
         self.statements = statements;
@@ -101,6 +118,11 @@ impl SqliteRefunds {
         // A poisoned lock means a statement panicked mid-run; the data is still consistent
         // (SQLite rolled the statement back), so carry on with it.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Removes every refund and every sequence: an empty store, ready for a new batch.
+    pub fn clear(&self) -> rusqlite::Result<()> {
+        self.lock().execute_batch("DELETE FROM refund; DELETE FROM fence_seq;")
     }
 
     /// Inserts the rows in one transaction.

@@ -6,6 +6,7 @@ pub mod args;
 pub mod bench;
 pub mod demo;
 pub mod explore;
+pub mod live;
 pub mod matrix;
 pub mod mechanisms;
 pub mod mutants;
@@ -53,6 +54,14 @@ pub enum Command {
     Report(report::ReportArgs),
     /// Time the simulated worked example against its SQL floor (use a release build)
     Bench(bench::BenchArgs),
+    /// The worked example with real processes, a real redis-server and a real SQLite file
+    Live(live::LiveArgs),
+    /// A worker process of a live run (started by `fencesim live`)
+    #[command(hide = true)]
+    LiveWorker {
+        /// The worker's spec, as JSON
+        spec: String,
+    },
 }
 
 /// Bad input: exit 2 with a message that says what is wrong.

@@ -6,12 +6,12 @@ use crate::gateway::CallOutcome;
 use fencesim_model::{
     Cents, GatewayCall, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
 /// What happened. Each variant is recorded by the component that did it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EventKind {
     JobEnqueued {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 pub use clock::ClockClient;
 pub use gateway::GatewayClient;
-pub use probe::ProbeClient;
+pub use probe::{recorded as step_recorded, ProbeClient};
 pub use queue::QueueClient;
 pub use redis::RedisClient;
 pub use store::StoreClient;

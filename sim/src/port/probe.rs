@@ -6,6 +6,13 @@ use super::Link;
 use crate::history::EventKind;
 use fencesim_model::{Probe, Step, StepKind};
 
+/// Whether a step of this kind goes into the history. The per-row rhythm (claimed, paid,
+/// confirmed) is already in the store's and the gateway's events; the worker's own marks
+/// there would only double the history. They still count, as trigger points.
+pub fn recorded(kind: StepKind) -> bool {
+    !matches!(kind, StepKind::AfterClaim | StepKind::AfterGatewayCall | StepKind::AfterConfirm)
+}
+
 #[derive(Clone)]
 pub struct ProbeClient(pub(crate) Link);
 
@@ -17,10 +24,7 @@ impl Probe for ProbeClient {
             let mut state = world.lock();
             let now = world.clock.now_ms();
             let kind = step.kind();
-            // The per-row rhythm (claimed, paid, confirmed) is already in the store's and
-            // the gateway's events; the worker's own marks there would only double the
-            // history. They still count, as trigger points.
-            if !matches!(kind, StepKind::AfterClaim | StepKind::AfterGatewayCall | StepKind::AfterConfirm) {
+            if recorded(kind) {
                 state.record(now, EventKind::Step { worker: *worker, step });
             }
             world.fire_step_triggers(&mut state, *worker, kind)

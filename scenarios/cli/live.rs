@@ -1,0 +1,104 @@
+//! `fencesim live`: the worked example with real processes against a real redis-server,
+//! a real SQLite file and a gateway service on loopback, judged by the same checkers and
+//! told by the same narrator as a simulated run.
+
+use crate::cli::args::{parse_gateway, parse_mechanism};
+use crate::cli::{bad_input, verdict};
+use fencesim::live::{run_live, run_worker, LiveConfig, WorkerSpec};
+use fencesim::model::Mechanism;
+use fencesim::runner::Outcome;
+use fencesim::sim::GatewayMode;
+use fencesim::tell::story::{render_story, story};
+use fencesim::tell::write::write_whole;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct LiveArgs {
+    /// The mechanism (`fencesim mechanisms` lists them; one Redis instance), e.g. fenced
+    #[arg(long, alias = "mechanism", default_value = "fenced", value_parser = parse_mechanism)]
+    strategy: Mechanism,
+    /// idempotent or non-idempotent
+    #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
+    gateway: GatewayMode,
+    /// Real time per story time: 0.1 tells the two-minute story in about twelve seconds
+    #[arg(long, default_value_t = 0.1, allow_hyphen_values = true)]
+    time_scale: f64,
+    /// Use the Redis at this URL (its database must be empty) instead of starting one
+    #[arg(long)]
+    redis: Option<String>,
+    /// Keep the refund store in this SQLite file (made if missing; else a refund store)
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// The gateway's port on 127.0.0.1 (0: any free port)
+    #[arg(long, default_value_t = 0)]
+    gateway_port: u16,
+    /// Keep every process's event file (JSON Lines) in this directory
+    #[arg(long)]
+    keep: Option<PathBuf>,
+    /// Write the merged history as JSON Lines to this file
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Print one JSON object instead of the story
+    #[arg(long)]
+    json: bool,
+}
+
+fn tell(outcome: &Outcome) {
+    let lines = story(outcome);
+    print!("{}", render_story(outcome, &lines, usize::MAX));
+    let tally = outcome.tally();
+    println!(
+        "\nlive: {} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
+        tally.refunds_sent,
+        tally.refunds_total,
+        tally.gateway_refunds,
+        tally.refunded_cents,
+        tally.fence_rejections
+    );
+    print!("{}", outcome.breach_lines("VIOLATION ", false));
+}
+
+pub fn live_command(args: LiveArgs) -> ExitCode {
+    let program = match std::env::current_exe() {
+        Ok(program) => program,
+        Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
+    };
+    let config = LiveConfig {
+        program,
+        mechanism: args.strategy,
+        gateway: args.gateway,
+        time_scale: args.time_scale,
+        redis_url: args.redis,
+        database: args.db,
+        gateway_port: args.gateway_port,
+        keep: args.keep,
+    };
+    let outcome = match run_live(&config) {
+        Ok(outcome) => outcome,
+        Err(error) => return bad_input(error),
+    };
+    if let Some(path) = args.trace {
+        if let Err(e) = write_whole(&path, &outcome.trace_bytes()) {
+            return bad_input(format!("cannot write the trace to {}: {e}", path.display()));
+        }
+    }
+    if args.json {
+        println!("{}", outcome.to_json());
+    } else {
+        tell(&outcome);
+    }
+    verdict(outcome.passed())
+}
+
+/// A worker process of a live run (started by `fencesim live`, not by hand).
+pub fn live_worker_command(spec: String) -> ExitCode {
+    let spec: WorkerSpec = match serde_json::from_str(&spec) {
+        Ok(spec) => spec,
+        Err(e) => return bad_input(format!("a worker spec that is not one: {e}")),
+    };
+    match run_worker(spec) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => bad_input(error),
+    }
+}

@@ -1,0 +1,40 @@
+//! Time in a live run: the machine's wall clock, read by every process alike, and the
+//! scenario's milliseconds it stands for. At a time scale of 0.1 one real millisecond is
+//! ten of the story's, so the worked example's two minutes pass in twelve seconds.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Microseconds since the Unix epoch on the machine's wall clock.
+pub fn wall_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// The run's clock: when it started on the wall clock, and how fast its story runs.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub struct LiveClock {
+    pub start_us: u64,
+    /// Real time per story time: 0.1 runs the story ten times faster than written.
+    pub scale: f64,
+}
+
+impl LiveClock {
+    /// The story's milliseconds at wall-clock microsecond `at_us`.
+    pub fn story_ms(&self, at_us: u64) -> u64 {
+        (at_us.saturating_sub(self.start_us) as f64 / 1000.0 / self.scale) as u64
+    }
+
+    /// How long `story_ms` of the story lasts in real time.
+    pub fn real(&self, story_ms: u64) -> Duration {
+        Duration::from_secs_f64(story_ms as f64 / 1000.0 * self.scale)
+    }
+}
+
+impl fencesim_model::Clock for LiveClock {
+    fn now_ms(&self) -> u64 {
+        self.story_ms(wall_us())
+    }
+
+    async fn sleep_ms(&self, ms: u64) {
+        tokio::time::sleep(self.real(ms)).await;
+    }
+}

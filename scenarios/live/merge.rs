@@ -1,0 +1,91 @@
+//! One history from the files of a live run. The lines are put in wall-clock order and
+//! given the story's milliseconds; then the epochs are worked out as the simulated Redis
+//! works them out, from the grants, releases and expiries the files hold, and every write
+//! and refund call is attributed to its worker's epoch at that moment.
+//!
+//! An expiry is seen through Redis's keyspace notifications, which name the key but not
+//! the value: it ends the lease that holds the key. A notification can arrive after the
+//! next holder's grant (the server expires a key lazily, when the next `SET NX` touches
+//! it): a grant on a key whose lease has not ended yet shows that it expired, so the
+//! expiry is put right before that grant, and its late notification is dropped.
+
+use crate::live::clock::LiveClock;
+use crate::live::log::LogLine;
+use fencesim_sim::ledger::EpochLedger;
+use fencesim_sim::{Epoch, Event, EventKind};
+use std::collections::BTreeMap;
+
+/// The merged history and the epochs it shows.
+pub struct Merged {
+    pub events: Vec<Event>,
+    pub epochs: Vec<Epoch>,
+}
+
+#[derive(Default)]
+struct Leases {
+    /// The value each lease key holds, as far as the history has told.
+    holders: BTreeMap<String, String>,
+    /// Expiries already put before a grant, whose notifications are still to come.
+    early: BTreeMap<String, u32>,
+}
+
+pub fn merge(lines: Vec<LogLine>, clock: LiveClock, workers: usize) -> Merged {
+    let mut ledger = EpochLedger::new(1, workers);
+    let mut leases = Leases::default();
+    let mut events = Vec::with_capacity(lines.len());
+    for line in lines {
+        let at_ms = clock.story_ms(line.at_us);
+        if let Some(kind) = attribute(line.happened, at_ms, &mut ledger, &mut leases, &mut events) {
+            events.push(Event { at_ms, kind });
+        }
+    }
+    Merged { events, epochs: ledger.take_epochs() }
+}
+
+/// The event with its epoch filled in, or `None` when it is a notification already accounted for.
+fn attribute(
+    mut kind: EventKind,
+    at_ms: u64,
+    ledger: &mut EpochLedger,
+    leases: &mut Leases,
+    events: &mut Vec<Event>,
+) -> Option<EventKind> {
+    match &mut kind {
+        EventKind::LeaseGranted { worker, key, value, epoch, .. } => {
+            if let Some(before) = leases.holders.remove(key.as_str()) {
+                let expired = expire(ledger, key, before, at_ms);
+                events.push(Event { at_ms, kind: expired });
+                *leases.early.entry(key.clone()).or_default() += 1;
+            }
+            *epoch = ledger.granted(0, key, value, *worker, at_ms);
+            leases.holders.insert(key.clone(), value.clone());
+        }
+        EventKind::LeaseReleased { key, value, deleted: true, .. } => {
+            ledger.lost(0, key, value, at_ms, true);
+            leases.holders.remove(key.as_str());
+        }
+        EventKind::LeaseDeleted { worker, key, holder: Some(value), .. } => {
+            let own = ledger.granted_to(key, value, *worker);
+            ledger.lost(0, key, value, at_ms, own);
+            leases.holders.remove(key.as_str());
+        }
+        EventKind::LeaseExpired { key, .. } => {
+            if let Some(early) = leases.early.get_mut(key.as_str()).filter(|n| **n > 0) {
+                *early -= 1;
+                return None;
+            }
+            let value = leases.holders.remove(key.as_str())?;
+            return Some(expire(ledger, key, value, at_ms));
+        }
+        EventKind::Write { worker, epoch, .. } | EventKind::RefundCalled { worker, epoch, .. } => {
+            *epoch = ledger.current(*worker);
+        }
+        _ => {}
+    }
+    Some(kind)
+}
+
+fn expire(ledger: &mut EpochLedger, key: &str, value: String, at_ms: u64) -> EventKind {
+    let epoch = ledger.lost(0, key, &value, at_ms, false);
+    EventKind::LeaseExpired { instance: 0, key: key.to_owned(), value, epoch }
+}

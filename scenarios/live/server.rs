@@ -1,0 +1,103 @@
+//! A real redis-server of the live run's own: on a free loopback port, in its own
+//! temporary directory, stopped (and its directory removed) when the handle is dropped,
+//! whatever ended the run. The conformance tests start theirs the same way.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+    child: Child,
+    dir: PathBuf,
+    binary: PathBuf,
+    /// The arguments it was started with beyond port, address and directory, kept for a restart.
+    args: Vec<String>,
+    pub port: u16,
+}
+
+/// The redis-server binary, if the machine has one.
+pub fn redis_server_binary() -> Option<PathBuf> {
+    let candidates = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).map(|dir| dir.join("redis-server")).collect::<Vec<_>>())
+        .unwrap_or_default();
+    candidates.into_iter().chain([PathBuf::from("/usr/bin/redis-server")]).find(|path| path.is_file())
+}
+
+fn spawn(binary: &Path, port: u16, dir: &Path, args: &[String]) -> Result<Child, String> {
+    Command::new(binary)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))
+}
+
+/// A port nobody listens on now, on loopback.
+pub fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no loopback port is free: {e}"))?;
+    Ok(listener.local_addr().map_err(|e| format!("no loopback port is free: {e}"))?.port())
+}
+
+impl RedisServer {
+    /// Starts a server with these arguments (`--appendonly yes`, say; snapshots are always
+    /// off) in a fresh directory named after `label`.
+    pub fn start(label: &str, args: &[&str]) -> Result<RedisServer, String> {
+        let binary = redis_server_binary()
+            .ok_or("no redis-server on this machine: install Debian's redis-server, or pass --redis URL")?;
+        let dir = std::env::temp_dir().join(format!("fencesim-redis-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+        let port = free_port()?;
+        let child = spawn(&binary, port, &dir, &args)?;
+        let server = RedisServer { child, dir, binary, args, port };
+        server.wait_until_ready()?;
+        Ok(server)
+    }
+
+    /// Kills the process (`SIGKILL`: nothing is flushed on the way out) and starts it again
+    /// on the same port and directory. Returns what a client saw while it was down and how
+    /// long it took to answer again.
+    pub fn kill_and_restart(&mut self) -> Result<(redis::RedisResult<redis::Value>, Duration), String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let down = Instant::now();
+        let while_down = self.connect().and_then(|mut con| redis::cmd("PING").query(&mut con));
+        self.child = spawn(&self.binary, self.port, &self.dir, &self.args)?;
+        self.wait_until_ready()?;
+        Ok((while_down, down.elapsed()))
+    }
+
+    fn wait_until_ready(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(mut con) = self.connect() {
+                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                    return Ok(());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!("redis-server on port {} did not answer within 10 s", self.port))
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
