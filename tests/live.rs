@@ -213,7 +213,7 @@ fn an_event_file_reads_back_as_the_events_written() {
         .collect();
     assert!(kinds.len() >= 15, "many kinds of event: {kinds:?}");
     drop(log);
-    let read: Vec<EventKind> = read_all(&[path.clone()])
+    let read: Vec<EventKind> = read_all(std::slice::from_ref(&path))
         .expect("the file reads back")
         .into_iter()
         .map(|line| line.happened)
