@@ -2,7 +2,8 @@
 //! token checked by the database. This crate holds the package's rooms: `scenario` (the
 //! worlds a run starts from), `runner` (a scenario and a seed in, verdicts out), `check`
 //! (the table of invariants, coverage), `search` (one parallel pool and what runs on it), `mutant` (the planted bugs),
-//! `tell` (stories, diagrams, reports, replay files) and `bench`. The command line lives
+//! `tell` (stories, diagrams, reports, replay files), `bench`, and `live` (the worked
+//! example with real processes against real servers, judged by the same checkers). The command line lives
 //! with the binary, in `cli/`.
 
 #[cfg(not(madsim))]
