@@ -7,7 +7,8 @@
 
 mod support;
 
-use fencesim::live::{run_live, LiveConfig};
+use fencesim::live::postgres::postgres_program;
+use fencesim::live::{run_live, LiveConfig, StoreChoice};
 use fencesim::model::{Mechanism, RefundId, StepKind, WorkerId};
 use fencesim::runner::{run, Outcome};
 use fencesim::scenario::{self, FaultMask};
@@ -22,26 +23,45 @@ use support::redis_server;
 /// One live run at a time: each wants the machine's two cores to itself.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn config(mechanism: Mechanism, gateway: GatewayMode) -> LiveConfig {
+fn config(mechanism: Mechanism, gateway: GatewayMode, store: StoreChoice) -> LiveConfig {
     LiveConfig {
         mechanism,
         gateway,
         time_scale: 0.1,
         redis_url: None,
-        database: None,
+        store,
         gateway_port: 0,
         keep: None,
         program: PathBuf::from(env!("CARGO_BIN_EXE_fencesim")),
     }
 }
 
-/// The live run and the simulated one of the same world.
-fn both(test: &str, mechanism: Mechanism, gateway: GatewayMode) -> Option<(Outcome, Outcome)> {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+/// Whether the machine has what a live run on `store` needs; says loudly when it does not.
+fn available(test: &str, store: &StoreChoice) -> bool {
     if !redis_server::available(test) {
+        return false;
+    }
+    let needs_cluster = *store == StoreChoice::Postgres(None);
+    if needs_cluster && (postgres_program("initdb").is_none() || postgres_program("postgres").is_none()) {
+        assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and no PostgreSQL was found");
+        eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
+        return false;
+    }
+    true
+}
+
+/// The live run and the simulated one of the same world.
+fn both(
+    test: &str,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    store: StoreChoice,
+) -> Option<(Outcome, Outcome)> {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !available(test, &store) {
         return None;
     }
-    let live = run_live(&config(mechanism, gateway)).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let live = run_live(&config(mechanism, gateway, store)).unwrap_or_else(|e| panic!("{test}: {e}"));
     let world =
         scenario::build("worked-example", 1, mechanism, gateway, FaultMask::ALL).expect("the worked example");
     Some((live, run(&world, 1).expect("the simulated run")))
@@ -93,10 +113,10 @@ fn assert_the_story(outcome: &Outcome) {
     assert_eq!(fired, Some(at_815), "A stops itself right after it claims r_815");
 }
 
-#[test]
-fn fenced_live_with_an_idempotent_gateway_gives_the_simulations_verdict() {
-    let test = "live-fenced";
-    let Some((live, simulated)) = both(test, Mechanism::Fenced, GatewayMode::Idempotent) else { return };
+fn fenced_with_an_idempotent_gateway(test: &str, store: StoreChoice) {
+    let Some((live, simulated)) = both(test, Mechanism::Fenced, GatewayMode::Idempotent, store) else {
+        return;
+    };
     let story = told(&live);
     let tally = live.tally();
     let counts = (tally.refunds_sent, tally.gateway_refunds, tally.refunded_cents, tally.fence_rejections);
@@ -110,10 +130,10 @@ fn fenced_live_with_an_idempotent_gateway_gives_the_simulations_verdict() {
     assert_the_story(&live);
 }
 
-#[test]
-fn ttl_only_live_with_a_non_idempotent_gateway_pays_twice_and_confirms_stale() {
-    let test = "live-ttl-only";
-    let Some((live, simulated)) = both(test, Mechanism::TtlOnly, GatewayMode::NonIdempotent) else { return };
+fn ttl_only_with_a_non_idempotent_gateway(test: &str, store: StoreChoice) {
+    let Some((live, simulated)) = both(test, Mechanism::TtlOnly, GatewayMode::NonIdempotent, store) else {
+        return;
+    };
     let story = told(&live);
     let tally = live.tally();
     assert!(
@@ -127,6 +147,26 @@ fn ttl_only_live_with_a_non_idempotent_gateway_pays_twice_and_confirms_stale() {
     );
     assert!(broken(&live).is_superset(&BTreeSet::from(["no-double-refund", "no-stale-confirm"])));
     assert_the_story(&live);
+}
+
+#[test]
+fn fenced_live_on_sqlite_with_an_idempotent_gateway_gives_the_simulations_verdict() {
+    fenced_with_an_idempotent_gateway("live-fenced-sqlite", StoreChoice::Sqlite(None));
+}
+
+#[test]
+fn ttl_only_live_on_sqlite_with_a_non_idempotent_gateway_pays_twice_and_confirms_stale() {
+    ttl_only_with_a_non_idempotent_gateway("live-ttl-only-sqlite", StoreChoice::Sqlite(None));
+}
+
+#[test]
+fn fenced_live_on_postgres_with_an_idempotent_gateway_gives_the_simulations_verdict() {
+    fenced_with_an_idempotent_gateway("live-fenced-postgres", StoreChoice::Postgres(None));
+}
+
+#[test]
+fn ttl_only_live_on_postgres_with_a_non_idempotent_gateway_pays_twice_and_confirms_stale() {
+    ttl_only_with_a_non_idempotent_gateway("live-ttl-only-postgres", StoreChoice::Postgres(None));
 }
 
 /// The processes running now that a live run may start: its workers and redis-servers
@@ -173,6 +213,9 @@ fn bad_input_to_a_live_run_exits_2_and_leaves_nothing_running() {
     let not_a_store = dir.join("notes.db");
     std::fs::write(&not_a_store, "these are notes, not a database").expect("a file");
     refused(&["--db", not_a_store.to_str().expect("a path")], "is not a refund store");
+    refused(&["--database", "postgres", "--db", "x.db"], "--db goes with sqlite");
+    let unreachable_db = format!("host=127.0.0.1 port={free} user=postgres");
+    refused(&["--database", "postgres", "--postgres", &unreachable_db], "cannot reach PostgreSQL at");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -15,15 +15,30 @@ pub trait CounterAdmin {
     fn set(&mut self, key: &str, value: i64);
 }
 
+/// Where the refund database's token sequences are set, whichever database it is.
+pub trait SequenceAdmin {
+    type Error;
+    /// Sets where the merchant's sequence stands (the next token is `value + 1`).
+    fn set_sequence(&self, merchant: MerchantId, value: i64) -> Result<(), Self::Error>;
+}
+
+impl SequenceAdmin for SqliteRefunds {
+    type Error = rusqlite::Error;
+
+    fn set_sequence(&self, merchant: MerchantId, value: i64) -> rusqlite::Result<()> {
+        SqliteRefunds::set_sequence(self, merchant, value)
+    }
+}
+
 impl Mechanism {
     /// Places each merchant's counter where this mechanism keeps its tokens: on the first
     /// Redis instance, in the refund database's sequence, or nowhere.
-    pub fn place_counters(
+    pub fn place_counters<S: SequenceAdmin>(
         self,
         counters: &[(MerchantId, i64)],
         redis: &mut impl CounterAdmin,
-        store: &SqliteRefunds,
-    ) -> rusqlite::Result<()> {
+        store: &S,
+    ) -> Result<(), S::Error> {
         for &(merchant, value) in counters {
             match self.spec().tokens {
                 TokenPolicy::RedisIncr => redis.set(&counter_key(merchant), value),

@@ -26,7 +26,7 @@ pub mod step;
 pub mod store;
 pub mod worker;
 
-pub use deploy::CounterAdmin;
+pub use deploy::{CounterAdmin, SequenceAdmin};
 pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
 pub use job::{Delivery, Job};
 pub use lease::{counter_key, LeaseClient, TokenClient};

@@ -51,7 +51,8 @@ impl Statements {
      RETURNING state, fence",
     };
 
-    fn of(&self, kind: WriteKind, fenced: bool) -> &'static str {
+    /// The text of a claim or a confirm, fenced or not.
+    pub fn of(&self, kind: WriteKind, fenced: bool) -> &'static str {
         match (kind, fenced) {
             (WriteKind::Claim, true) => self.claim_fenced,
             (WriteKind::Confirm, true) => self.confirm_fenced,
@@ -67,13 +68,16 @@ impl Default for Statements {
     }
 }
 
-const OPEN_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund
+/// The merchant's open rows in id order (`?1`: the merchant).
+pub const OPEN_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund
      WHERE merchant = ?1 AND state <> 'sent' ORDER BY id";
-const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES (?1, 1)
+/// The next value of the merchant's sequence (`?1`: the merchant).
+pub const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES (?1, 1)
      ON CONFLICT (merchant) DO UPDATE SET value = value + 1
      RETURNING value";
 const MAX_FENCE: &str = "SELECT COALESCE(MAX(fence), 0) FROM refund WHERE merchant = ?1";
-const ALL_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund ORDER BY id";
+/// Every row, in id order.
+pub const ALL_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund ORDER BY id";
 
 /// One in-memory SQLite database shared by every worker. The connection is never held
 /// across an `.await`: each call locks it, runs one statement and lets go.

@@ -4,7 +4,7 @@
 
 use crate::cli::args::{parse_gateway, parse_mechanism};
 use crate::cli::{bad_input, verdict};
-use fencesim::live::{run_live, run_worker, LiveConfig, WorkerSpec};
+use fencesim::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
 use fencesim::model::Mechanism;
 use fencesim::runner::Outcome;
 use fencesim::sim::GatewayMode;
@@ -27,9 +27,15 @@ pub struct LiveArgs {
     /// Use the Redis at this URL (its database must be empty) instead of starting one
     #[arg(long)]
     redis: Option<String>,
-    /// Keep the refund store in this SQLite file (made if missing; else a refund store)
-    #[arg(long)]
+    /// The refund database: sqlite (a file in WAL mode) or postgres
+    #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
+    database: String,
+    /// Keep the SQLite refund store in this file (made if missing; else a refund store)
+    #[arg(long, conflicts_with = "postgres")]
     db: Option<PathBuf>,
+    /// With --database postgres: use the database at this URL instead of starting a cluster
+    #[arg(long)]
+    postgres: Option<String>,
     /// The gateway's port on 127.0.0.1 (0: any free port)
     #[arg(long, default_value_t = 0)]
     gateway_port: u16,
@@ -64,13 +70,22 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         Ok(program) => program,
         Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
     };
+    let store = match (args.database.as_str(), args.db, args.postgres) {
+        ("postgres", None, url) => StoreChoice::Postgres(url),
+        ("sqlite", file, None) => StoreChoice::Sqlite(file),
+        (database, _, _) => {
+            return bad_input(format!(
+                "--database {database}: --db goes with sqlite, --postgres with postgres"
+            ))
+        }
+    };
     let config = LiveConfig {
         program,
+        store,
         mechanism: args.strategy,
         gateway: args.gateway,
         time_scale: args.time_scale,
         redis_url: args.redis,
-        database: args.db,
         gateway_port: args.gateway_port,
         keep: args.keep,
     };

@@ -8,9 +8,11 @@ use crate::live::clock::{wall_us, LiveClock};
 use crate::live::gateway::{GatewayService, GatewaySetup};
 use crate::live::log::{read_all, EventLog};
 use crate::live::merge::merge;
+use crate::live::postgres::{PgRefunds, PostgresServer};
 use crate::live::queue;
 use crate::live::redis::{connect, Admin};
 use crate::live::server::RedisServer;
+use crate::live::store::{Refunds, Sequences, StoreAt};
 use crate::live::worker::WorkerSpec;
 use crate::runner::{judge, Outcome, DEFAULT_SEED};
 use crate::scenario::{self, FaultMask, Scenario};
@@ -31,14 +33,25 @@ pub struct LiveConfig {
     pub time_scale: f64,
     /// A Redis to use instead of starting one; its database must be empty.
     pub redis_url: Option<String>,
-    /// The database file to keep the refund store in (made if missing).
-    pub database: Option<PathBuf>,
+    /// The refund database.
+    pub store: StoreChoice,
     /// The gateway's port on loopback (0: any free one).
     pub gateway_port: u16,
     /// Keep every process's event file in this directory.
     pub keep: Option<PathBuf>,
     /// The `fencesim` program each worker process runs (`fencesim live-worker SPEC`).
     pub program: PathBuf,
+}
+
+/// Which real database holds the refunds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// A SQLite file: this one (made if missing, else it must be a refund store), or one
+    /// in the run's directory.
+    Sqlite(Option<PathBuf>),
+    /// PostgreSQL: the database at this URL (its refund tables made if it has none), or a
+    /// cluster of the run's own.
+    Postgres(Option<String>),
 }
 
 /// The worked example under the mechanism and gateway asked for, checked for what a live
@@ -131,7 +144,7 @@ impl LiveRedisSetup {
 }
 
 /// The refund store in `path`: a new file is made one, an existing file must be one.
-fn open_store(path: &Path) -> Result<SqliteRefunds, String> {
+fn open_file(path: &Path) -> Result<SqliteRefunds, String> {
     let existing = path.exists();
     SqliteRefunds::open_file(path, !existing).map_err(|e| {
         if existing {
@@ -142,12 +155,32 @@ fn open_store(path: &Path) -> Result<SqliteRefunds, String> {
     })
 }
 
+/// The run's refund database, where its workers find it, and the cluster it started for it.
+type OpenStore = (Box<dyn Refunds>, StoreAt, Option<PostgresServer>);
+
+fn open_store(choice: &StoreChoice, dir: &RunDir) -> Result<OpenStore, String> {
+    match choice {
+        StoreChoice::Sqlite(file) => {
+            let file = file.clone().unwrap_or_else(|| dir.file("refunds.db"));
+            Ok((Box::new(open_file(&file)?), StoreAt::Sqlite { file }, None))
+        }
+        StoreChoice::Postgres(Some(url)) => {
+            Ok((Box::new(PgRefunds::connect(url)?), StoreAt::Postgres { url: url.clone() }, None))
+        }
+        StoreChoice::Postgres(None) => {
+            let server = PostgresServer::start("live")?;
+            let url = server.url();
+            Ok((Box::new(PgRefunds::connect(&url)?), StoreAt::Postgres { url }, Some(server)))
+        }
+    }
+}
+
 /// The store holds the scenario's rows, and the counters stand where it says.
-fn fill_store(scenario: &Scenario, store: &SqliteRefunds, con: &mut redis::Connection) -> Result<(), String> {
+fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connection) -> Result<(), String> {
     let world = &scenario.world;
-    store.clear().and_then(|()| store.insert(&world.rows)).map_err(|e| format!("the refund store: {e}"))?;
+    store.load(&world.rows).map_err(|e| format!("the refund store: {e}"))?;
     let mut admin = Admin { con, failed: None };
-    let placed = world.mechanism.place_counters(&world.counters, &mut admin, store);
+    let placed = world.mechanism.place_counters(&world.counters, &mut admin, &Sequences(store));
     placed.map_err(|e| format!("the refund store: {e}"))?;
     match admin.failed {
         Some(failed) => Err(format!("cannot place the token counters: {failed}")),
@@ -342,7 +375,7 @@ const LEAD: Duration = Duration::from_millis(200);
 fn specs(
     scenario: &Scenario,
     url: &str,
-    database: &Path,
+    database: &StoreAt,
     gateway: u16,
     clock: LiveClock,
     dir: &RunDir,
@@ -357,7 +390,7 @@ fn specs(
             mechanism: world.mechanism,
             ttl_ms: world.ttl_ms,
             redis_url: url.to_owned(),
-            database: database.to_owned(),
+            database: database.clone(),
             gateway_url: format!("http://127.0.0.1:{gateway}"),
             log: dir.file(&format!("worker-{worker}.jsonl")),
             clock,
@@ -384,14 +417,16 @@ fn pauses(scenario: &Scenario, clock: LiveClock) -> (Vec<(WorkerId, Duration)>, 
 struct Stage {
     scenario: Scenario,
     dir: RunDir,
-    database: PathBuf,
-    store: SqliteRefunds,
+    store: Box<dyn Refunds>,
+    store_at: StoreAt,
     redis: LiveRedisSetup,
     con: redis::Connection,
     clock: LiveClock,
     gateway: GatewayService,
     watch: ExpiryWatch,
     log: EventLog,
+    /// Stopped last: the database the others wrote to.
+    _postgres: Option<PostgresServer>,
 }
 
 impl Stage {
@@ -400,11 +435,10 @@ impl Stage {
     fn set_up(config: &LiveConfig) -> Result<Stage, String> {
         let scenario = live_scenario(config)?;
         let dir = RunDir::create(config.keep.as_deref())?;
-        let database = config.database.clone().unwrap_or_else(|| dir.file("refunds.db"));
-        let store = open_store(&database)?;
+        let (store, store_at, postgres) = open_store(&config.store, &dir)?;
         let redis = LiveRedisSetup::start(config.redis_url.as_deref())?;
         let mut con = connect(&redis.url)?;
-        fill_store(&scenario, &store, &mut con)?;
+        fill_store(&scenario, &*store, &mut con)?;
         let world = &scenario.world;
         let clock = LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale };
         let setup = GatewaySetup {
@@ -421,7 +455,19 @@ impl Stage {
         for job in &world.jobs {
             log.record_at(clock.start_us, EventKind::JobEnqueued { job: job.id, merchant: job.merchant });
         }
-        Ok(Stage { scenario, dir, database, store, redis, con, clock, gateway, watch, log })
+        Ok(Stage {
+            scenario,
+            dir,
+            store,
+            store_at,
+            redis,
+            con,
+            clock,
+            gateway,
+            watch,
+            log,
+            _postgres: postgres,
+        })
     }
 }
 
@@ -429,7 +475,7 @@ impl Stage {
 pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     let mut stage = Stage::set_up(config)?;
     let (scenario, clock) = (&stage.scenario, stage.clock);
-    let specs = specs(scenario, &stage.redis.url, &stage.database, stage.gateway.port, clock, &stage.dir);
+    let specs = specs(scenario, &stage.redis.url, &stage.store_at, stage.gateway.port, clock, &stage.dir);
     let (pauses, longest) = pauses(scenario, clock);
     let mut children = Children::spawn(&config.program, &specs, &stage.dir)?;
     let deadline = Instant::now() + LEAD + clock.real(longest + scenario.world.settle_ms);

@@ -145,17 +145,17 @@ impl Shared {
         }
     }
 
-    /// A refund call's latency in the story, less the worker's own work since its last
-    /// answer when that was shorter: the simulation gives a worker's own work no time, and
-    /// so a row takes as long in the live story as in the simulated one, on any machine.
-    /// A longer gap (a pause) is not work: the call then takes its whole latency.
-    fn latency_of(&self, worker: WorkerId, refund: RefundId, arrived_us: u64) -> u64 {
-        let latency = self.setup.refund_latency.of(refund);
+    /// When a refund call that arrived at `arrived_us` is answered, on the wall clock: its
+    /// latency after the worker's previous answer, when the worker's own work since was
+    /// shorter than the latency. The simulation gives a worker's own work no time, and so a
+    /// row takes as long in the live story as in the simulated one, on any machine fast
+    /// enough. A longer gap (a pause) is not work: the call then takes its whole latency.
+    fn due_us(&self, worker: WorkerId, refund: RefundId, arrived_us: u64) -> u64 {
+        let latency_us = self.setup.clock.real(self.setup.refund_latency.of(refund)).as_micros() as u64;
         let answered = self.answered.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
-        let gap_ms = answered.map(|at| self.setup.clock.story_ms(arrived_us) - self.setup.clock.story_ms(at));
-        match gap_ms {
-            Some(gap) if gap < latency => latency - gap,
-            _ => latency,
+        match answered {
+            Some(at) if arrived_us.saturating_sub(at) < latency_us => at + latency_us,
+            _ => arrived_us + latency_us,
         }
     }
 
@@ -163,10 +163,11 @@ impl Shared {
         let clock = self.setup.clock;
         let refund = RefundId(call.reference);
         let arrived_us = wall_us();
-        let latency = self.latency_of(worker, refund, arrived_us);
+        let paced_us = self.due_us(worker, refund, arrived_us);
         let reply = {
             let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
             let now = clock.story_ms(arrived_us);
+            let latency = clock.story_ms(paced_us) - now;
             let reply =
                 core.refund(refund, IdempotencyKey(call.key), Cents(call.amount), now, latency, false);
             let (amount, gateway_ref) = (Cents(call.amount), reply.receipt.gateway_ref);
@@ -182,9 +183,16 @@ impl Shared {
             self.log.record(kind);
             reply
         };
-        let due = clock.start_us + clock.real(reply.respond_at_ms).as_micros() as u64;
+        let due = match reply.outcome {
+            CallOutcome::Created => paced_us,
+            CallOutcome::Replayed | CallOutcome::Conflict => {
+                clock.start_us + clock.real(reply.respond_at_ms).as_micros() as u64
+            }
+        };
         std::thread::sleep(Duration::from_micros(due.saturating_sub(wall_us())));
-        self.answered.lock().unwrap_or_else(|p| p.into_inner()).insert(worker, wall_us());
+        // The answer's due time, not when the sleep ended: the machine's lateness in waking
+        // is then part of the next gap, and is credited as the worker's own work is.
+        self.answered.lock().unwrap_or_else(|p| p.into_inner()).insert(worker, due.max(arrived_us));
         let receipt = ReceiptBody { gateway_ref: reply.receipt.gateway_ref, amount: reply.receipt.amount.0 };
         match reply.outcome {
             CallOutcome::Created | CallOutcome::Replayed => (200, serde_json::json!(receipt)),

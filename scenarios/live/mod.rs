@@ -7,18 +7,20 @@
 //! - `clock`: the wall clock and the story's time; `log`: the event files;
 //! - `redis`, `store`, `gateway`, `queue`: the model's ports over the real components;
 //! - `worker`: a worker process; `coordinator`: the run (start, pause, resume, merge);
-//! - `server`: a redis-server of the run's own.
+//! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
+//!   store, and a cluster of the run's own.
 
 pub mod clock;
 pub mod coordinator;
 pub mod gateway;
 pub mod log;
 pub mod merge;
+pub mod postgres;
 pub mod queue;
 pub mod redis;
 pub mod server;
 pub mod store;
 pub mod worker;
 
-pub use coordinator::{run_live, LiveConfig};
+pub use coordinator::{run_live, LiveConfig, StoreChoice};
 pub use worker::{run_worker, WorkerSpec};

@@ -1,27 +1,84 @@
-//! The model's refund store over a real database file shared by every worker process,
-//! each with its own connection. Every statement records what it did, as the simulated
-//! store's adapter does.
+//! The model's refund store over a real database shared by every worker process, each
+//! with its own connection: a SQLite file, or PostgreSQL. Both run the model's own
+//! statements (PostgreSQL with its placeholders). Every statement records what it did, as
+//! the simulated store's adapter does.
 
 use crate::live::log::EventLog;
 use fencesim_model::{
-    BackendError, MerchantId, RefundId, RefundRow, RefundStore, SqliteRefunds, Token, WorkerId, WriteGuard,
-    WriteKind, WriteOutcome,
+    BackendError, MerchantId, RefundId, RefundRow, RefundStore, SequenceAdmin, SqliteRefunds, Token,
+    WorkerId, WriteGuard, WriteKind, WriteOutcome,
 };
 use fencesim_sim::EventKind;
 use std::sync::Arc;
 
+/// A real refund database, as a live run uses it.
+pub trait Refunds: Send + Sync + 'static {
+    fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, String>;
+    fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, String>;
+    fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String>;
+    fn set_sequence(&self, merchant: MerchantId, value: i64) -> Result<(), String>;
+    fn all_rows(&self) -> Result<Vec<RefundRow>, String>;
+    /// Empties the store and loads `rows`.
+    fn load(&self, rows: &[RefundRow]) -> Result<(), String>;
+}
+
+impl Refunds for SqliteRefunds {
+    fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, String> {
+        SqliteRefunds::open_refunds(self, merchant).map_err(|e| e.to_string())
+    }
+
+    fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, String> {
+        SqliteRefunds::write(self, kind, refund, guard).map_err(|e| e.to_string())
+    }
+
+    fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String> {
+        SqliteRefunds::next_sequence_token(self, merchant).map_err(|e| e.to_string())
+    }
+
+    fn set_sequence(&self, merchant: MerchantId, value: i64) -> Result<(), String> {
+        SqliteRefunds::set_sequence(self, merchant, value).map_err(|e| e.to_string())
+    }
+
+    fn all_rows(&self) -> Result<Vec<RefundRow>, String> {
+        SqliteRefunds::all_rows(self).map_err(|e| e.to_string())
+    }
+
+    fn load(&self, rows: &[RefundRow]) -> Result<(), String> {
+        self.clear().and_then(|()| self.insert(rows)).map_err(|e| e.to_string())
+    }
+}
+
+/// Where a worker finds the refund database.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreAt {
+    Sqlite { file: std::path::PathBuf },
+    Postgres { url: String },
+}
+
+/// A live store's sequences, where the deployment places the token counters.
+pub struct Sequences<'a, R: ?Sized>(pub &'a R);
+
+impl<R: Refunds + ?Sized> SequenceAdmin for Sequences<'_, R> {
+    type Error = String;
+
+    fn set_sequence(&self, merchant: MerchantId, value: i64) -> Result<(), String> {
+        self.0.set_sequence(merchant, value)
+    }
+}
+
 #[derive(Clone)]
-pub struct LiveStore {
-    pub refunds: SqliteRefunds,
+pub struct LiveStore<R> {
+    pub refunds: R,
     pub worker: WorkerId,
     pub log: Arc<EventLog>,
 }
 
-fn backend(e: rusqlite::Error) -> BackendError {
+fn backend(e: String) -> BackendError {
     BackendError(format!("database: {e}"))
 }
 
-impl LiveStore {
+impl<R: Refunds> LiveStore<R> {
     async fn write(
         &self,
         write: WriteKind,
@@ -36,7 +93,7 @@ impl LiveStore {
     }
 }
 
-impl RefundStore for LiveStore {
+impl<R: Refunds> RefundStore for LiveStore<R> {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         let rows = self.refunds.open_refunds(merchant).map_err(backend);
         tokio::task::yield_now().await;

@@ -7,9 +7,10 @@
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::gateway::LiveGateway;
 use crate::live::log::EventLog;
+use crate::live::postgres::PgRefunds;
 use crate::live::queue::LiveQueue;
 use crate::live::redis::{connect, LiveRedis};
-use crate::live::store::LiveStore;
+use crate::live::store::{LiveStore, Refunds, StoreAt};
 use fencesim_model::{
     LeaseClient, Mechanism, Ports, Probe, SqliteRefunds, Step, StepKind, TokenClient, Worker, WorkerConfig,
     WorkerId,
@@ -29,7 +30,7 @@ pub struct WorkerSpec {
     pub mechanism: Mechanism,
     pub ttl_ms: u64,
     pub redis_url: String,
-    pub database: PathBuf,
+    pub database: StoreAt,
     pub gateway_url: String,
     pub log: PathBuf,
     pub clock: LiveClock,
@@ -84,21 +85,27 @@ const STAGGER_MS: u64 = 100;
 
 /// Runs the worker until the queue closes.
 pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
+    match &spec.database {
+        StoreAt::Sqlite { file } => {
+            let refunds = SqliteRefunds::open_file(file, false)
+                .map_err(|e| format!("{} is not a refund store: {e}", file.display()))?;
+            run_over(&spec, refunds)
+        }
+        StoreAt::Postgres { url } => run_over(&spec, PgRefunds::connect(url)?),
+    }
+}
+
+/// Runs the model's worker over the live ports, with `refunds` as its database.
+fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), String> {
     let log = Arc::new(EventLog::create(&spec.log)?);
     let id = spec.worker;
     let redis = LiveRedis::new(connect(&spec.redis_url)?, id, log.clone(), spec.clock);
-    let refunds = SqliteRefunds::open_file(&spec.database, false)
-        .map_err(|e| format!("{} is not a refund store: {e}", spec.database.display()))?;
     let store = LiveStore { refunds, worker: id, log: log.clone() };
     let visibility = spec.clock.real(spec.visibility_ms).as_millis() as u64;
     let poll = spec.clock.real(50).max(Duration::from_millis(1));
     let queue = LiveQueue::new(connect(&spec.redis_url)?, id, visibility, poll, log.clone());
-    let probe = LiveProbe {
-        worker: id,
-        log: log.clone(),
-        stop: spec.stop.as_ref().and_then(stop_of),
-        counts: Mutex::default(),
-    };
+    let stop = spec.stop.as_ref().and_then(stop_of);
+    let probe = LiveProbe { worker: id, log: log.clone(), stop, counts: Mutex::default() };
     let ports = Ports {
         lease: LeaseClient::new(spec.mechanism, vec![redis.clone()], spec.clock),
         tokens: TokenClient::new(spec.mechanism, redis, store.clone()),

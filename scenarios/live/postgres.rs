@@ -1,0 +1,301 @@
+//! PostgreSQL as the live run's refund store: the model's own statements (with
+//! PostgreSQL's placeholders) under READ COMMITTED, each in a transaction of its own, with
+//! real concurrent transactions from the worker processes; and a cluster of the run's own,
+//! in a temporary directory, on loopback, run as an unprivileged user when the run is root.
+
+use crate::live::server::free_port;
+use crate::live::store::Refunds;
+use fencesim_model::store::{ALL_ROWS, NEXT_SEQUENCE, OPEN_ROWS};
+use fencesim_model::{
+    Cents, MerchantId, RefundId, RefundRow, RefundState, RowImage, Statements, Token, WriteGuard, WriteKind,
+    WriteOutcome,
+};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The refund table with 64-bit integers throughout, as SQLite's INTEGER is.
+const SCHEMA: &str = "
+CREATE TABLE refund (
+    id           BIGINT PRIMARY KEY,
+    merchant     BIGINT NOT NULL,
+    amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
+    state        TEXT   NOT NULL CHECK (state IN ('pending', 'sending', 'sent')),
+    fence        BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX refund_by_merchant ON refund (merchant, id);
+CREATE TABLE fence_seq (
+    merchant BIGINT PRIMARY KEY,
+    value    BIGINT NOT NULL
+);
+";
+
+/// A statement of the model's in PostgreSQL's placeholders (`$1` for `?1`).
+fn dialect(sql: &str) -> String {
+    sql.replace("?1", "$1").replace("?2", "$2")
+}
+
+/// Work for the connection's thread.
+type Job = Box<dyn FnOnce(&mut postgres::Client) + Send>;
+
+/// The connection lives on a thread of its own: the blocking client runs an async runtime
+/// of its own inside, which may not be started from within a worker's runtime.
+#[derive(Clone)]
+pub struct PgRefunds {
+    jobs: Arc<Mutex<mpsc::Sender<Job>>>,
+}
+
+fn state(text: &str) -> Result<RefundState, String> {
+    RefundState::from_sql(text).ok_or_else(|| format!("unknown refund state '{text}'"))
+}
+
+fn row_of(row: &postgres::Row) -> Result<RefundRow, String> {
+    Ok(RefundRow {
+        id: RefundId(row.get::<_, i64>(0) as u32),
+        merchant: MerchantId(row.get::<_, i64>(1) as u32),
+        amount: Cents(row.get(2)),
+        state: state(row.get(3))?,
+        fence: row.get(4),
+    })
+}
+
+impl PgRefunds {
+    /// Connects to the database at `url`, and makes the refund tables there if it has none.
+    pub fn connect(url: &str) -> Result<PgRefunds, String> {
+        let (ready, connected) = mpsc::channel();
+        let (jobs, incoming) = mpsc::channel::<Job>();
+        let url = url.to_owned();
+        std::thread::spawn(move || {
+            let mut client = match PgRefunds::open(&url) {
+                Ok(client) => client,
+                Err(e) => return drop(ready.send(Err(e))),
+            };
+            let _ = ready.send(Ok(()));
+            for job in incoming {
+                job(&mut client);
+            }
+        });
+        connected.recv().map_err(|e| e.to_string())??;
+        Ok(PgRefunds { jobs: Arc::new(Mutex::new(jobs)) })
+    }
+
+    fn open(url: &str) -> Result<postgres::Client, String> {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)
+            .map_err(|e| format!("cannot reach PostgreSQL at {url}: {e}"))?;
+        let exists = client.query_one("SELECT to_regclass('refund') IS NOT NULL", &[]);
+        if !exists.map_err(|e| format!("PostgreSQL at {url}: {e}"))?.get::<_, bool>(0) {
+            client
+                .batch_execute(SCHEMA)
+                .map_err(|e| format!("cannot make the refund tables at {url}: {e}"))?;
+        }
+        client
+            .query_one("SELECT COUNT(*) FROM refund", &[])
+            .map_err(|e| format!("the database at {url} is not a refund store: {e}"))?;
+        Ok(client)
+    }
+
+    /// Runs `f` on the connection's thread and waits for its answer.
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let (answer, answered) = mpsc::channel();
+        let job: Job = Box::new(move |client| drop(answer.send(f(client))));
+        self.jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(job)
+            .map_err(|_| "the connection is gone")?;
+        answered.recv().map_err(|_| "the connection is gone".to_owned())
+    }
+
+    fn rows(&self, sql: &'static str, params: Vec<i64>) -> Result<Vec<RefundRow>, String> {
+        let rows = self.run(move |client| {
+            let params: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+            client.query(&dialect(sql), &params).map_err(|e| e.to_string())
+        })??;
+        rows.iter().map(row_of).collect()
+    }
+}
+
+impl Refunds for PgRefunds {
+    fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, String> {
+        self.rows(OPEN_ROWS, vec![i64::from(merchant.0)])
+    }
+
+    fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, String> {
+        let sql = dialect(Statements::SQLITE.of(kind, guard.token().is_some()));
+        let id = i64::from(refund.0);
+        let rows = self.run(move |client| match guard {
+            WriteGuard::Fence(token) => client.query(&sql, &[&token.0, &id]),
+            WriteGuard::Unfenced => client.query(&sql, &[&id]),
+        })?;
+        let rows = rows.map_err(|e| e.to_string())?;
+        let after = match rows.first() {
+            Some(row) => Some(RowImage { state: state(row.get(0))?, fence: row.get(1) }),
+            None => None,
+        };
+        Ok(WriteOutcome { rows_updated: rows.len() as u64, after })
+    }
+
+    fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String> {
+        let merchant = i64::from(merchant.0);
+        let row = self.run(move |client| client.query_one(&dialect(NEXT_SEQUENCE), &[&merchant]))?;
+        row.map(|row| Token(row.get(0))).map_err(|e| e.to_string())
+    }
+
+    fn set_sequence(&self, merchant: MerchantId, value: i64) -> Result<(), String> {
+        let sql = "INSERT INTO fence_seq (merchant, value) VALUES ($1, $2)
+                   ON CONFLICT (merchant) DO UPDATE SET value = excluded.value";
+        let merchant = i64::from(merchant.0);
+        self.run(move |client| client.execute(sql, &[&merchant, &value]))?
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn all_rows(&self) -> Result<Vec<RefundRow>, String> {
+        self.rows(ALL_ROWS, Vec::new())
+    }
+
+    fn load(&self, rows: &[RefundRow]) -> Result<(), String> {
+        let rows = rows.to_vec();
+        self.run(move |client| load(client, &rows))?.map_err(|e| e.to_string())
+    }
+}
+
+/// Empties the tables and inserts `rows`, in one transaction.
+fn load(client: &mut postgres::Client, rows: &[RefundRow]) -> Result<(), postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.batch_execute("DELETE FROM refund; DELETE FROM fence_seq;")?;
+    let insert = tx.prepare(
+        "INSERT INTO refund (id, merchant, amount_cents, state, fence) VALUES ($1, $2, $3, $4, $5)",
+    )?;
+    for r in rows {
+        let params: [&(dyn postgres::types::ToSql + Sync); 5] =
+            [&i64::from(r.id.0), &i64::from(r.merchant.0), &r.amount.0, &r.state.as_sql(), &r.fence];
+        tx.execute(&insert, &params)?;
+    }
+    tx.commit()
+}
+
+/// A PostgreSQL program (`initdb`, `postgres`), if the machine has one: on the PATH, or
+/// where Debian's packages put it.
+pub fn postgres_program(name: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).map(|dir| dir.join(name)).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let mut debian: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|versions| versions.filter_map(|v| Some(v.ok()?.path().join("bin").join(name))).collect())
+        .unwrap_or_default();
+    debian.sort();
+    debian.reverse();
+    on_path.into_iter().chain(debian).find(|path| path.is_file())
+}
+
+/// A PostgreSQL cluster of the run's own: made in a temporary directory, listening on a
+/// free loopback port only, stopped and removed when dropped.
+pub struct PostgresServer {
+    child: Child,
+    dir: PathBuf,
+    pub port: u16,
+}
+
+/// The user a cluster runs as: PostgreSQL refuses to run as root, so a root run hands it
+/// to `nobody`.
+fn unprivileged() -> Option<(u32, u32)> {
+    // SAFETY: geteuid has no preconditions.
+    (unsafe { libc::geteuid() } == 0).then_some((65534, 65534))
+}
+
+fn as_cluster_user(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    if let Some((uid, gid)) = unprivileged() {
+        command.uid(uid).gid(gid);
+    }
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped())
+}
+
+impl PostgresServer {
+    /// Makes a cluster in a fresh directory named after `label` and starts it.
+    pub fn start(label: &str) -> Result<PostgresServer, String> {
+        let missing = "no PostgreSQL on this machine: install Debian's postgresql, or pass --postgres URL";
+        let (initdb, postgres) =
+            (postgres_program("initdb").ok_or(missing)?, postgres_program("postgres").ok_or(missing)?);
+        let dir = std::env::temp_dir().join(format!("fencesim-pg-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        if let Some((uid, gid)) = unprivileged() {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let data = dir.join("data");
+        let made = as_cluster_user(Command::new(&initdb).current_dir(&dir))
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", initdb.display()))?;
+        if !made.status.success() {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(format!("initdb failed: {}", String::from_utf8_lossy(&made.stderr).trim()));
+        }
+        let port = free_port()?;
+        let log = std::fs::File::create(dir.join("postgres.log")).map_err(|e| e.to_string())?;
+        let child = as_cluster_user(Command::new(&postgres).current_dir(&dir))
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-p",
+                &port.to_string(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "unix_socket_directories=",
+            ])
+            // Commits are acknowledged before their log reaches the disk: atomicity and
+            // isolation are unchanged, only a crash of the machine could lose the last ones.
+            .args(["-c", "synchronous_commit=off"])
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", postgres.display()))?;
+        let server = PostgresServer { child, dir, port };
+        server.wait_until_ready()?;
+        Ok(server)
+    }
+
+    pub fn url(&self) -> String {
+        format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port)
+    }
+
+    fn wait_until_ready(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if postgres::Client::connect(&self.url(), postgres::NoTls).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let said = std::fs::read_to_string(self.dir.join("postgres.log")).unwrap_or_default();
+        Err(format!("PostgreSQL on port {} did not answer within 20 s: {}", self.port, said.trim()))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for PostgresServer {
+    fn drop(&mut self) {
+        // SIGINT: a fast shutdown, which ends every session and stops at once.
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
