@@ -284,3 +284,57 @@ fn a_killed_server_keeps_what_its_persistence_mode_keeps() {
         assert_eq!(&simulated_left, simulated_expected, "{mode:?}: the simulated Redis");
     }
 }
+
+/// Leases of 10, 25, 45 and 90 seconds, and a counter with no TTL.
+const BEFORE_THE_JUMP: [Command<'static>; 5] = [
+    Command::SetNxPx { key: "lock:a", value: "A#1", ttl_ms: 10_000 },
+    Command::SetNxPx { key: "lock:b", value: "B#1", ttl_ms: 25_000 },
+    Command::SetNxPx { key: "lock:c", value: "C#1", ttl_ms: 45_000 },
+    Command::SetNxPx { key: "lock:d", value: "D#1", ttl_ms: 90_000 },
+    Command::Incr { key: "fence" },
+];
+
+/// The server's clock jumps 30 s forward (libfaketime, the offset read on every time
+/// call); the simulated Redis's `redis-clock-jump` jumps its own by as much. The same keys
+/// must be gone on both (the leases of 10 and 25 s), the others kept with 30 s less to
+/// live, and a lease taken again where one expired.
+#[test]
+fn a_clock_jump_on_the_server_expires_what_the_simulated_jump_expires() {
+    let test = "conformance-clock-jump";
+    let Some(clock) = support::faketime::FakeClock::new(test) else { return };
+    if !redis_server::available(test) {
+        return;
+    }
+    let server = RedisServer::start_in(test, &["--appendonly", "no"], &clock.env)
+        .expect("redis-server under libfaketime");
+    let mut con = server.connect().expect("a connection");
+    let mut core = RedisCore::new();
+    for command in BEFORE_THE_JUMP {
+        core.apply(command, 0, &mut Vec::new());
+        seen(real(&command).query::<redis::Value>(&mut con)).expect("a write");
+    }
+    clock.set_offset_s(30);
+    core.jump_clock(30_000);
+    let mut expired = Vec::new();
+    core.expire_due(1, &mut expired);
+    let gone: Vec<&str> = expired.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(gone, ["lock:a", "lock:b"], "the simulated jump expires the leases of 10 and 25 s");
+    for key in ["lock:a", "lock:b", "lock:c", "lock:d", "fence"] {
+        let real_value = seen(real(&Command::Get { key }).query(&mut con)).expect("a read");
+        assert_eq!(real_value, core.apply(Command::Get { key }, 1, &mut Vec::new()), "{key} after the jump");
+    }
+    for (key, left_ms) in [("lock:c", 15_000), ("lock:d", 60_000)] {
+        let Ok(Reply::Int(real_left)) = seen(real(&Command::PTtl { key }).query(&mut con)) else {
+            panic!("PTTL {key}")
+        };
+        let simulated = core.apply(Command::PTtl { key }, 0, &mut Vec::new());
+        assert_eq!(simulated, Reply::Int(left_ms), "{key}: the simulation's time left");
+        assert!(
+            (left_ms - 2_000..=left_ms).contains(&real_left),
+            "{key}: {real_left} ms left on the server, not about {left_ms}"
+        );
+    }
+    let again = Command::SetNxPx { key: "lock:a", value: "B#2", ttl_ms: 30_000 };
+    let real_again = seen(real(&again).query(&mut con)).expect("a write");
+    assert_eq!(real_again, core.apply(again, 1, &mut Vec::new()), "a lease taken again where one expired");
+}

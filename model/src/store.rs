@@ -193,7 +193,35 @@ impl SqliteRefunds {
         guard: WriteGuard,
     ) -> rusqlite::Result<WriteOutcome> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(self.statements.of(kind, guard.token().is_some()))?;
+        Self::write_on(&conn, self.statements, kind, refund, guard)
+    }
+
+    /// The same write in a transaction of its own, with `then` called after the statement
+    /// and before the commit, while the database's write lock is held: what `then` reads
+    /// (a clock, say) is in the order the writes of every process took effect in.
+    pub fn write_then<T>(
+        &self,
+        kind: WriteKind,
+        refund: RefundId,
+        guard: WriteGuard,
+        then: impl FnOnce() -> T,
+    ) -> rusqlite::Result<(WriteOutcome, T)> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let outcome = Self::write_on(&tx, self.statements, kind, refund, guard)?;
+        let then = then();
+        tx.commit()?;
+        Ok((outcome, then))
+    }
+
+    fn write_on(
+        conn: &Connection,
+        statements: Statements,
+        kind: WriteKind,
+        refund: RefundId,
+        guard: WriteGuard,
+    ) -> rusqlite::Result<WriteOutcome> {
+        let mut stmt = conn.prepare_cached(statements.of(kind, guard.token().is_some()))?;
         let after = match guard {
             WriteGuard::Fence(token) => stmt.query_row(params![token.0, refund.0], image_from_sql),
             WriteGuard::Unfenced => stmt.query_row(params![refund.0], image_from_sql),
@@ -254,6 +282,41 @@ mod tests {
         let newer = store.write(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(34))).unwrap();
         assert_eq!(newer.rows_updated, 1);
         assert_eq!(newer.after, Some(RowImage { state: RefundState::Sending, fence: 34 }));
+    }
+
+    /// `then` runs while the write holds the database: another connection does not see
+    /// the write yet, nor can it write, and sees it once `write_then` has returned.
+    #[test]
+    fn write_then_reads_its_time_before_the_write_is_committed() {
+        let path = std::env::temp_dir().join(format!("fencesim-write-then-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = SqliteRefunds::open_file(&path, true).unwrap();
+        let row = RefundRow {
+            id: RefundId(815),
+            merchant: MerchantId(4471),
+            amount: Cents(7025),
+            state: RefundState::Pending,
+            fence: 0,
+        };
+        store.insert(&[row]).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let state_seen = |conn: &Connection| -> String {
+            conn.query_row("SELECT state FROM refund WHERE id = 815", [], |r| r.get(0)).unwrap()
+        };
+        let (outcome, (seen, could_write)) = store
+            .write_then(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(33)), || {
+                let could_write = other.execute("UPDATE refund SET fence = 0 WHERE id = 815", []).is_ok();
+                (state_seen(&other), could_write)
+            })
+            .unwrap();
+        assert_eq!(outcome.rows_updated, 1);
+        assert_eq!((seen.as_str(), could_write), ("pending", false), "not committed, and the lock is held");
+        assert_eq!(state_seen(&other), "sending", "committed once it returned");
+        drop((store, other));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
     }
 
     #[test]

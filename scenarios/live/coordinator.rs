@@ -353,14 +353,20 @@ fn supervise(
     log: &EventLog,
 ) -> Result<bool, String> {
     let mut closed = false;
+    let mut asked = Instant::now();
     while !children.all_exited() {
         if Instant::now() > deadline {
             return Ok(false);
         }
         children.look(pauses, log);
-        if !closed && queue::acked(con).map_err(|e| format!("the queue: {e}"))? >= jobs {
-            queue::close(con).map_err(|e| format!("the queue: {e}"))?;
-            closed = true;
+        // The queue is asked every 10 ms, the processes every half millisecond: a resume is
+        // due to the millisecond, the end of the run is not.
+        if !closed && asked.elapsed() >= Duration::from_millis(10) {
+            asked = Instant::now();
+            if queue::acked(con).map_err(|e| format!("the queue: {e}"))? >= jobs {
+                queue::close(con).map_err(|e| format!("the queue: {e}"))?;
+                closed = true;
+            }
         }
         std::thread::sleep(Duration::from_micros(500));
     }

@@ -54,6 +54,10 @@ pub struct GatewayService {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// The shortest gap between a worker's calls, in the story, that is a pause rather than
+/// the worker's own work.
+const PAUSE_MS: u64 = 1_000;
+
 /// Requests answered at once: one per worker is the most a run sends, and a few spare.
 const HANDLERS: usize = 6;
 
@@ -146,15 +150,18 @@ impl Shared {
     }
 
     /// When a refund call that arrived at `arrived_us` is answered, on the wall clock: its
-    /// latency after the worker's previous answer, when the worker's own work since was
-    /// shorter than the latency. The simulation gives a worker's own work no time, and so a
-    /// row takes as long in the live story as in the simulated one, on any machine fast
-    /// enough. A longer gap (a pause) is not work: the call then takes its whole latency.
+    /// latency after the worker's previous answer, or at once if the worker's own work
+    /// since took longer. The simulation gives a worker's own work no time, and so a row
+    /// takes as long in the live story as in the simulated one, losing only what its work
+    /// took beyond the latency. A gap of a story second or more is not work but a pause:
+    /// the call then takes its whole latency from its arrival.
     fn due_us(&self, worker: WorkerId, refund: RefundId, arrived_us: u64) -> u64 {
-        let latency_us = self.setup.clock.real(self.setup.refund_latency.of(refund)).as_micros() as u64;
+        let clock = self.setup.clock;
+        let latency_us = clock.real(self.setup.refund_latency.of(refund)).as_micros() as u64;
+        let pause_us = clock.real(PAUSE_MS).as_micros() as u64;
         let answered = self.answered.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
         match answered {
-            Some(at) if arrived_us.saturating_sub(at) < latency_us => at + latency_us,
+            Some(at) if arrived_us.saturating_sub(at) < pause_us => arrived_us.max(at + latency_us),
             _ => arrived_us + latency_us,
         }
     }

@@ -3,6 +3,7 @@
 //! real concurrent transactions from the worker processes; and a cluster of the run's own,
 //! in a temporary directory, on loopback, run as an unprivileged user when the run is root.
 
+use crate::live::clock::wall_us;
 use crate::live::server::free_port;
 use crate::live::store::Refunds;
 use fencesim_model::store::{ALL_ROWS, NEXT_SEQUENCE, OPEN_ROWS};
@@ -124,19 +125,33 @@ impl Refunds for PgRefunds {
         self.rows(OPEN_ROWS, vec![i64::from(merchant.0)])
     }
 
-    fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, String> {
+    fn write(
+        &self,
+        kind: WriteKind,
+        refund: RefundId,
+        guard: WriteGuard,
+    ) -> Result<(WriteOutcome, u64), String> {
         let sql = dialect(Statements::SQLITE.of(kind, guard.token().is_some()));
         let id = i64::from(refund.0);
-        let rows = self.run(move |client| match guard {
-            WriteGuard::Fence(token) => client.query(&sql, &[&token.0, &id]),
-            WriteGuard::Unfenced => client.query(&sql, &[&id]),
-        })?;
-        let rows = rows.map_err(|e| e.to_string())?;
+        let (rows, at_us) = self
+            .run(move |client| -> Result<_, postgres::Error> {
+                // READ COMMITTED: a write to a row another transaction holds waits for its
+                // commit, so a time read before this commit comes after that one's.
+                let mut tx = client.transaction()?;
+                let rows = match guard {
+                    WriteGuard::Fence(token) => tx.query(&sql, &[&token.0, &id]),
+                    WriteGuard::Unfenced => tx.query(&sql, &[&id]),
+                }?;
+                let at_us = wall_us();
+                tx.commit()?;
+                Ok((rows, at_us))
+            })?
+            .map_err(|e| e.to_string())?;
         let after = match rows.first() {
             Some(row) => Some(RowImage { state: state(row.get(0))?, fence: row.get(1) }),
             None => None,
         };
-        Ok(WriteOutcome { rows_updated: rows.len() as u64, after })
+        Ok((WriteOutcome { rows_updated: rows.len() as u64, after }, at_us))
     }
 
     fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String> {

@@ -13,6 +13,8 @@ pub struct RedisServer {
     binary: PathBuf,
     /// The arguments it was started with beyond port, address and directory, kept for a restart.
     args: Vec<String>,
+    /// The environment it was started with beyond the inherited one, kept for a restart.
+    env: Vec<(String, String)>,
     pub port: u16,
 }
 
@@ -24,8 +26,15 @@ pub fn redis_server_binary() -> Option<PathBuf> {
     candidates.into_iter().chain([PathBuf::from("/usr/bin/redis-server")]).find(|path| path.is_file())
 }
 
-fn spawn(binary: &Path, port: u16, dir: &Path, args: &[String]) -> Result<Child, String> {
+fn spawn(
+    binary: &Path,
+    port: u16,
+    dir: &Path,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<Child, String> {
     Command::new(binary)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
         .args(args)
         .arg("--dir")
@@ -46,6 +55,11 @@ impl RedisServer {
     /// Starts a server with these arguments (`--appendonly yes`, say; snapshots are always
     /// off) in a fresh directory named after `label`.
     pub fn start(label: &str, args: &[&str]) -> Result<RedisServer, String> {
+        RedisServer::start_in(label, args, &[])
+    }
+
+    /// Starts a server with these arguments and these environment variables added.
+    pub fn start_in(label: &str, args: &[&str], env: &[(String, String)]) -> Result<RedisServer, String> {
         let binary = redis_server_binary()
             .ok_or("no redis-server on this machine: install Debian's redis-server, or pass --redis URL")?;
         let dir = std::env::temp_dir().join(format!("fencesim-redis-{label}-{}", std::process::id()));
@@ -53,8 +67,9 @@ impl RedisServer {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
         let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
         let port = free_port()?;
-        let child = spawn(&binary, port, &dir, &args)?;
-        let server = RedisServer { child, dir, binary, args, port };
+        let env = env.to_vec();
+        let child = spawn(&binary, port, &dir, &args, &env)?;
+        let server = RedisServer { child, dir, binary, args, env, port };
         server.wait_until_ready()?;
         Ok(server)
     }
@@ -67,7 +82,7 @@ impl RedisServer {
         let _ = self.child.wait();
         let down = Instant::now();
         let while_down = self.connect().and_then(|mut con| redis::cmd("PING").query(&mut con));
-        self.child = spawn(&self.binary, self.port, &self.dir, &self.args)?;
+        self.child = spawn(&self.binary, self.port, &self.dir, &self.args, &self.env)?;
         self.wait_until_ready()?;
         Ok((while_down, down.elapsed()))
     }
@@ -83,6 +98,11 @@ impl RedisServer {
             std::thread::sleep(Duration::from_millis(20));
         }
         Err(format!("redis-server on port {} did not answer within 10 s", self.port))
+    }
+
+    /// The server's own directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn url(&self) -> String {

@@ -3,6 +3,7 @@
 //! statements (PostgreSQL with its placeholders). Every statement records what it did, as
 //! the simulated store's adapter does.
 
+use crate::live::clock::wall_us;
 use crate::live::log::EventLog;
 use fencesim_model::{
     BackendError, MerchantId, RefundId, RefundRow, RefundStore, SequenceAdmin, SqliteRefunds, Token,
@@ -14,7 +15,16 @@ use std::sync::Arc;
 /// A real refund database, as a live run uses it.
 pub trait Refunds: Send + Sync + 'static {
     fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, String>;
-    fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, String>;
+    /// A claim or a confirm, and the wall-clock microsecond it took effect at: read while
+    /// the write still holds its lock, so that the writes of every process are dated in the
+    /// order the database applied them (a time read after the answer could put a write
+    /// after another's that it preceded).
+    fn write(
+        &self,
+        kind: WriteKind,
+        refund: RefundId,
+        guard: WriteGuard,
+    ) -> Result<(WriteOutcome, u64), String>;
     fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String>;
     fn set_sequence(&self, merchant: MerchantId, value: i64) -> Result<(), String>;
     fn all_rows(&self) -> Result<Vec<RefundRow>, String>;
@@ -27,8 +37,13 @@ impl Refunds for SqliteRefunds {
         SqliteRefunds::open_refunds(self, merchant).map_err(|e| e.to_string())
     }
 
-    fn write(&self, kind: WriteKind, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, String> {
-        SqliteRefunds::write(self, kind, refund, guard).map_err(|e| e.to_string())
+    fn write(
+        &self,
+        kind: WriteKind,
+        refund: RefundId,
+        guard: WriteGuard,
+    ) -> Result<(WriteOutcome, u64), String> {
+        SqliteRefunds::write_then(self, kind, refund, guard, wall_us).map_err(|e| e.to_string())
     }
 
     fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String> {
@@ -85,9 +100,10 @@ impl<R: Refunds> LiveStore<R> {
         refund: RefundId,
         guard: WriteGuard,
     ) -> Result<WriteOutcome, BackendError> {
-        let outcome = self.refunds.write(write, refund, guard).map_err(backend)?;
+        let (outcome, at_us) = self.refunds.write(write, refund, guard).map_err(backend)?;
         let (worker, token, rows, after) = (self.worker, guard.token(), outcome.rows_updated, outcome.after);
-        self.log.record(EventKind::Write { worker, epoch: None, write, refund, token, rows, after });
+        self.log
+            .record_at(at_us, EventKind::Write { worker, epoch: None, write, refund, token, rows, after });
         tokio::task::yield_now().await;
         Ok(outcome)
     }

@@ -1,3 +1,4 @@
 //! What the tests against real components share.
 
+pub mod faketime;
 pub mod redis_server;
