@@ -338,3 +338,46 @@ fn a_clock_jump_on_the_server_expires_what_the_simulated_jump_expires() {
     let real_again = seen(real(&again).query(&mut con)).expect("a write");
     assert_eq!(real_again, core.apply(again, 1, &mut Vec::new()), "a lease taken again where one expired");
 }
+
+/// The server's clock frozen on a whole second: leases of 999, 1,000 and 1,001 ms are
+/// taken, and the clock moved on by exactly one second. 1 ms after its deadline a lease is
+/// gone on both and 1 ms before it is there on both; at the very millisecond of its
+/// deadline the real server still has it (a key expires once the clock is past its
+/// deadline) and the simulated Redis does not (it expires a key at its deadline). The
+/// simulation is the harsher by that one millisecond; this test names the difference.
+#[test]
+fn a_lease_read_at_its_deadline_and_a_millisecond_either_side() {
+    let test = "conformance-expiry-to-the-millisecond";
+    let Some(clock) = support::faketime::FakeClock::new(test) else { return };
+    if !redis_server::available(test) {
+        return;
+    }
+    clock.freeze_at_s(10);
+    let server = RedisServer::start_in(test, &["--appendonly", "no"], &clock.env)
+        .expect("redis-server under libfaketime");
+    let mut con = server.connect().expect("a connection");
+    let mut core = RedisCore::new();
+    let leases = [("lock:after", 999), ("lock:at", 1_000), ("lock:before", 1_001)];
+    for (key, ttl_ms) in leases {
+        let command = Command::SetNxPx { key, value: "A#1", ttl_ms };
+        core.apply(command, 0, &mut Vec::new());
+        seen(real(&command).query::<redis::Value>(&mut con)).expect("a write");
+    }
+    clock.freeze_at_s(11);
+    let read =
+        |con: &mut redis::Connection, key| seen(real(&Command::Get { key }).query(con)).expect("a read");
+    let held = Reply::Bulk("A#1".into());
+    let real_reads: Vec<Reply> = leases.iter().map(|(key, _)| read(&mut con, key)).collect();
+    let simulated: Vec<Reply> =
+        leases.iter().map(|(key, _)| core.apply(Command::Get { key }, 1_000, &mut Vec::new())).collect();
+    assert_eq!(
+        real_reads,
+        [Reply::Nil, held.clone(), held.clone()],
+        "the real server, 1 ms after, at, and 1 ms before"
+    );
+    assert_eq!(
+        simulated,
+        [Reply::Nil, Reply::Nil, held],
+        "the simulated Redis, 1 ms after, at, and 1 ms before"
+    );
+}

@@ -100,6 +100,13 @@ impl FakeClock {
     pub fn set_offset_s(&self, seconds: u64) {
         std::fs::write(&self.offset, format!("+{seconds}\n")).expect("the offset file");
     }
+
+    /// The server's clock stops at `second` (below 60) past 2030-01-01 00:00:00, on the
+    /// exact second, from its next time call: every command then runs at that millisecond.
+    pub fn freeze_at_s(&self, second: u64) {
+        assert!(second < 60, "a second of the first minute");
+        std::fs::write(&self.offset, format!("2030-01-01 00:00:{second:02}\n")).expect("the offset file");
+    }
 }
 
 impl Drop for FakeClock {
