@@ -5,10 +5,12 @@
 //! the workers leave, and the files are merged and judged.
 
 use crate::live::clock::{wall_us, LiveClock};
+use crate::live::expiry::ExpiryWatch;
 use crate::live::gateway::{GatewayService, GatewaySetup};
 use crate::live::log::{read_all, EventLog};
 use crate::live::merge::merge;
 use crate::live::postgres::{PgRefunds, PostgresServer};
+use crate::live::processes::{supervise, Children};
 use crate::live::queue;
 use crate::live::redis::{connect, Admin};
 use crate::live::server::RedisServer;
@@ -19,9 +21,6 @@ use crate::scenario::{self, FaultMask, Scenario};
 use fencesim_model::{Mechanism, SqliteRefunds, WorkerId};
 use fencesim_sim::{EventKind, FaultKind, GatewayMode, RunRecord, Trigger};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What `fencesim live` was asked for.
@@ -188,191 +187,6 @@ fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connect
     }
 }
 
-/// Writes each key expiry Redis announces into the run's expiry file, from a thread of
-/// its own, until dropped.
-struct ExpiryWatch {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ExpiryWatch {
-    fn start(url: &str, log: EventLog) -> Result<ExpiryWatch, String> {
-        let mut con = connect(url)?;
-        let info: String =
-            redis::cmd("CLIENT").arg("INFO").query(&mut con).map_err(|e| format!("CLIENT INFO: {e}"))?;
-        let db = info.split(' ').find_map(|part| part.strip_prefix("db=")).unwrap_or("0").to_owned();
-        con.set_read_timeout(Some(Duration::from_millis(20))).map_err(|e| e.to_string())?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready, subscribed) = std::sync::mpsc::channel();
-        let stopped = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut pubsub = con.as_pubsub();
-            let _ =
-                ready.send(pubsub.subscribe(format!("__keyevent@{db}__:expired")).map_err(|e| e.to_string()));
-            while !stopped.load(Ordering::Relaxed) {
-                match pubsub.get_message() {
-                    Ok(message) => {
-                        let key: String = message.get_payload().unwrap_or_default();
-                        log.record(EventKind::LeaseExpired {
-                            instance: 0,
-                            key,
-                            value: String::new(),
-                            epoch: None,
-                        });
-                    }
-                    Err(e) if e.is_timeout() => {}
-                    Err(_) => return,
-                }
-            }
-        });
-        let subscribed = subscribed.recv().map_err(|e| e.to_string()).and_then(|r| r);
-        let watch = ExpiryWatch { stop, thread: Some(thread) };
-        subscribed.map_err(|e| format!("cannot subscribe to Redis's expiry notifications: {e}"))?;
-        Ok(watch)
-    }
-}
-
-impl Drop for ExpiryWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Life {
-    Running,
-    /// Stopped itself for a pause; resumed at this instant.
-    Stopped(Instant),
-    /// Exited with this status (a signal's number, negated).
-    Exited(i32),
-}
-
-struct Child {
-    worker: WorkerId,
-    pid: libc::pid_t,
-    life: Life,
-    stderr: PathBuf,
-}
-
-/// The worker processes; any still alive when this is dropped are killed.
-struct Children(Vec<Child>);
-
-impl Children {
-    fn spawn(program: &Path, specs: &[WorkerSpec], dir: &RunDir) -> Result<Children, String> {
-        let mut children = Children(Vec::new());
-        for spec in specs {
-            let stderr = dir.file(&format!("worker-{}.err", spec.worker));
-            let err = std::fs::File::create(&stderr).map_err(|e| format!("{}: {e}", stderr.display()))?;
-            let json = serde_json::to_string(spec).expect("a spec is JSON");
-            let child = Command::new(program)
-                .arg("live-worker")
-                .arg(json)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(err)
-                .spawn()
-                .map_err(|e| format!("cannot start worker {} ({}): {e}", spec.worker, program.display()))?;
-            children.0.push(Child {
-                worker: spec.worker,
-                pid: child.id() as libc::pid_t,
-                life: Life::Running,
-                stderr,
-            });
-        }
-        Ok(children)
-    }
-
-    /// Notes what each process did since the last look: stopped itself, exited; resumes a
-    /// stopped one whose pause is over.
-    fn look(&mut self, pauses: &[(WorkerId, Duration)], log: &EventLog) {
-        for child in &mut self.0 {
-            let mut status = 0;
-            // SAFETY: waitpid on our own child, with a valid pointer to an int.
-            let changed = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG | libc::WUNTRACED) };
-            if changed == child.pid {
-                if libc::WIFSTOPPED(status) {
-                    let pause =
-                        pauses.iter().find(|(w, _)| *w == child.worker).map_or(Duration::ZERO, |p| p.1);
-                    child.life = Life::Stopped(Instant::now() + pause);
-                } else if libc::WIFEXITED(status) {
-                    child.life = Life::Exited(libc::WEXITSTATUS(status));
-                } else if libc::WIFSIGNALED(status) {
-                    child.life = Life::Exited(-libc::WTERMSIG(status));
-                }
-            }
-            if let Life::Stopped(until) = child.life {
-                if Instant::now() >= until {
-                    // SAFETY: a signal to our own child.
-                    unsafe { libc::kill(child.pid, libc::SIGCONT) };
-                    log.record(EventKind::Resumed { worker: child.worker });
-                    child.life = Life::Running;
-                }
-            }
-        }
-    }
-
-    fn all_exited(&self) -> bool {
-        self.0.iter().all(|child| matches!(child.life, Life::Exited(_)))
-    }
-
-    /// Each worker that did not end cleanly, with what it said.
-    fn failures(&self) -> Vec<String> {
-        let failed = self.0.iter().filter(|child| child.life != Life::Exited(0));
-        failed
-            .map(|child| {
-                let said = std::fs::read_to_string(&child.stderr).unwrap_or_default();
-                format!("worker {} ended {:?}: {}", child.worker, child.life, said.trim())
-            })
-            .collect()
-    }
-}
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for child in self.0.iter().filter(|child| !matches!(child.life, Life::Exited(_))) {
-            // SAFETY: signals to and a blocking wait on our own child.
-            unsafe {
-                libc::kill(child.pid, libc::SIGKILL);
-                libc::waitpid(child.pid, std::ptr::null_mut(), 0);
-            }
-        }
-    }
-}
-
-/// Watches the workers until every one has left (`true`) or the deadline passes (`false`):
-/// resumes paused ones, closes the queue once every job is acked.
-fn supervise(
-    children: &mut Children,
-    pauses: &[(WorkerId, Duration)],
-    con: &mut redis::Connection,
-    jobs: u64,
-    deadline: Instant,
-    log: &EventLog,
-) -> Result<bool, String> {
-    let mut closed = false;
-    let mut asked = Instant::now();
-    while !children.all_exited() {
-        if Instant::now() > deadline {
-            return Ok(false);
-        }
-        children.look(pauses, log);
-        // The queue is asked every 10 ms, the processes every half millisecond: a resume is
-        // due to the millisecond, the end of the run is not.
-        if !closed && asked.elapsed() >= Duration::from_millis(10) {
-            asked = Instant::now();
-            if queue::acked(con).map_err(|e| format!("the queue: {e}"))? >= jobs {
-                queue::close(con).map_err(|e| format!("the queue: {e}"))?;
-                closed = true;
-            }
-        }
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    Ok(true)
-}
-
 /// How long before the story starts the workers are started, so that each is ready at
 /// its first instant: a process takes a few milliseconds to start.
 const LEAD: Duration = Duration::from_millis(200);
@@ -483,7 +297,7 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     let (scenario, clock) = (&stage.scenario, stage.clock);
     let specs = specs(scenario, &stage.redis.url, &stage.store_at, stage.gateway.port, clock, &stage.dir);
     let (pauses, longest) = pauses(scenario, clock);
-    let mut children = Children::spawn(&config.program, &specs, &stage.dir)?;
+    let mut children = Children::spawn(&config.program, &specs, &stage.dir.path)?;
     let deadline = Instant::now() + LEAD + clock.real(longest + scenario.world.settle_ms);
     let jobs = scenario.world.jobs.len() as u64;
     let finished = supervise(&mut children, &pauses, &mut stage.con, jobs, deadline, &stage.log)?;

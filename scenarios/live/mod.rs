@@ -6,16 +6,20 @@
 //!
 //! - `clock`: the wall clock and the story's time; `log`: the event files;
 //! - `redis`, `store`, `gateway`, `queue`: the model's ports over the real components;
-//! - `worker`: a worker process; `coordinator`: the run (start, pause, resume, merge);
+//! - `worker`: a worker process; `processes`: the workers as the coordinator sees them
+//!   (start, pause, resume, kill); `expiry`: Redis's expiries, seen as they happen;
+//!   `coordinator`: the run, from its input to its verdict;
 //! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
 //!   store, and a cluster of the run's own.
 
 pub mod clock;
 pub mod coordinator;
+pub mod expiry;
 pub mod gateway;
 pub mod log;
 pub mod merge;
 pub mod postgres;
+pub mod processes;
 pub mod queue;
 pub mod redis;
 pub mod server;
