@@ -9,6 +9,7 @@
 
 mod support;
 
+use fencesim::live::server::Stop;
 use fencesim::sim::redis::{Command, RedisCore, Reply, COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 use fencesim::sim::Persistence;
 use std::time::Duration;
@@ -243,34 +244,46 @@ fn left_after(n: usize) -> [Reply; 3] {
     left(|command| core.apply(command, 0, &mut Vec::new()))
 }
 
-/// Killed right after the writes (`SIGKILL`, within the same second) and started again on
-/// the same directory: with no persistence everything is gone and with the append-only
-/// file flushed on every write everything is kept, on both. With the file flushed every
-/// second the two part, and this test names how: the real server keeps a prefix of the
-/// writes, usually all of them (it writes the file before it answers and only defers the
-/// flush to disk), but while a flush is still running it holds later writes back for up
-/// to two seconds and a killed process loses them (seen: the lease kept, the four writes
-/// after it lost). The simulated Redis loses exactly the last second on any restart. While
-/// the server is down a client gets an error; the simulated restart is instant.
+/// The writes, a stop (`how`) right after them, within the same second, and a restart
+/// on the same directory under `mode`: what the real server and the simulated Redis kept.
+fn restarted(mode: Persistence, how: Stop) -> Option<([Reply; 3], [Reply; 3])> {
+    let test = format!("conformance-restart-{mode:?}-{how:?}").to_lowercase();
+    let mut server = redis_server::start_with(&test, real_persistence(mode))?;
+    let mut con = server.connect().expect("a connection");
+    let mut core = RedisCore::new();
+    for command in WRITES {
+        core.apply(command, 0, &mut Vec::new());
+        seen(real(&command).query::<redis::Value>(&mut con)).expect("a write");
+    }
+    core.restart(mode, 10);
+    let (while_down, downtime) = server.stop_and_restart(how).expect("the server starts again");
+    eprintln!(
+        "{mode:?}, {how:?}: the real server answered again {} ms after it stopped",
+        downtime.as_millis()
+    );
+    assert!(
+        while_down.is_err(),
+        "{mode:?}, {how:?}: a command while the server is down fails: {while_down:?}"
+    );
+    let mut con = server.connect().expect("a connection after the restart");
+    let real_left = left(|command| seen(real(&command).query::<redis::Value>(&mut con)).expect("a read"));
+    Some((real_left, left(|command| core.apply(command, 10, &mut Vec::new()))))
+}
+
+/// Killed (`SIGKILL`) right after the writes: with no persistence everything is gone and
+/// with the append-only file flushed on every write everything is kept, on both. With the
+/// file flushed every second the two part, and this test names how: the real server keeps
+/// a prefix of the writes, usually all of them (it writes the file before it answers and
+/// only defers the flush to disk), but while a flush is still running it holds later
+/// writes back for up to two seconds and a killed process loses them (seen: the lease
+/// kept, the four writes after it lost). The simulated Redis loses exactly the last second
+/// on any restart. While the server is down a client gets an error; the simulated restart
+/// is instant.
 #[test]
 fn a_killed_server_keeps_what_its_persistence_mode_keeps() {
+    let (kept, lost) = (left_after(WRITES.len()), left_after(0));
     for mode in Persistence::ALL {
-        let test = format!("conformance-restart-{mode:?}").to_lowercase();
-        let Some(mut server) = redis_server::start_with(&test, real_persistence(mode)) else { return };
-        let mut con = server.connect().expect("a connection");
-        let mut core = RedisCore::new();
-        for command in WRITES {
-            core.apply(command, 0, &mut Vec::new());
-            seen(real(&command).query::<redis::Value>(&mut con)).expect("a write");
-        }
-        core.restart(mode, 10);
-        let (while_down, downtime) = server.kill_and_restart().expect("the server starts again");
-        eprintln!("{mode:?}: the real server answered again {} ms after it was killed", downtime.as_millis());
-        assert!(while_down.is_err(), "{mode:?}: a command while the server is down fails: {while_down:?}");
-        let mut con = server.connect().expect("a connection after the restart");
-        let real_left = left(|command| seen(real(&command).query::<redis::Value>(&mut con)).expect("a read"));
-        let simulated_left = left(|command| core.apply(command, 10, &mut Vec::new()));
-        let (kept, lost) = (left_after(WRITES.len()), left_after(0));
+        let Some((real_left, simulated_left)) = restarted(mode, Stop::Kill) else { return };
         let prefixes: Vec<[Reply; 3]> = (0..=WRITES.len()).map(left_after).collect();
         let (real_allowed, simulated_expected) = match mode {
             Persistence::None => (vec![lost.clone()], &lost),
@@ -279,8 +292,27 @@ fn a_killed_server_keeps_what_its_persistence_mode_keeps() {
         };
         assert!(
             real_allowed.contains(&real_left),
-            "{mode:?}: the real server after {downtime:?} down kept {real_left:?}, not one of {real_allowed:?}"
+            "{mode:?}: the real server kept {real_left:?}, not one of {real_allowed:?}"
         );
+        assert_eq!(&simulated_left, simulated_expected, "{mode:?}: the simulated Redis");
+    }
+}
+
+/// Stopped by `SHUTDOWN NOSAVE` right after the writes: no snapshot is written, and the
+/// append-only file is flushed on the way out, so a server flushing it every second keeps
+/// everything too. The simulated Redis loses the last second on any restart (it does not
+/// tell a clean stop from a crash): the harsher side, named here.
+#[test]
+fn a_server_shut_down_without_saving_keeps_what_its_append_only_file_holds() {
+    let (kept, lost) = (left_after(WRITES.len()), left_after(0));
+    for mode in Persistence::ALL {
+        let Some((real_left, simulated_left)) = restarted(mode, Stop::ShutdownNoSave) else { return };
+        let (real_expected, simulated_expected) = match mode {
+            Persistence::None => (&lost, &lost),
+            Persistence::AofAlways => (&kept, &kept),
+            Persistence::AofEverySec => (&kept, &lost),
+        };
+        assert_eq!(&real_left, real_expected, "{mode:?}: the real server");
         assert_eq!(&simulated_left, simulated_expected, "{mode:?}: the simulated Redis");
     }
 }

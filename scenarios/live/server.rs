@@ -7,6 +7,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// How a server is stopped before a restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// `SIGKILL`: nothing is flushed on the way out.
+    Kill,
+    /// `SHUTDOWN NOSAVE`: no snapshot is written, the append-only file is flushed.
+    ShutdownNoSave,
+}
+
 pub struct RedisServer {
     child: Child,
     dir: PathBuf,
@@ -74,11 +83,22 @@ impl RedisServer {
         Ok(server)
     }
 
-    /// Kills the process (`SIGKILL`: nothing is flushed on the way out) and starts it again
-    /// on the same port and directory. Returns what a client saw while it was down and how
-    /// long it took to answer again.
-    pub fn kill_and_restart(&mut self) -> Result<(redis::RedisResult<redis::Value>, Duration), String> {
-        let _ = self.child.kill();
+    /// Stops the server as `how` says and starts it again on the same port and directory.
+    /// Returns what a client saw while it was down and how long it took to answer again.
+    pub fn stop_and_restart(
+        &mut self,
+        how: Stop,
+    ) -> Result<(redis::RedisResult<redis::Value>, Duration), String> {
+        match how {
+            Stop::Kill => {
+                let _ = self.child.kill();
+            }
+            Stop::ShutdownNoSave => {
+                let mut con = self.connect().map_err(|e| format!("SHUTDOWN NOSAVE: {e}"))?;
+                // The server closes the connection as it goes: no answer comes back.
+                let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<redis::Value>(&mut con);
+            }
+        }
         let _ = self.child.wait();
         let down = Instant::now();
         let while_down = self.connect().and_then(|mut con| redis::cmd("PING").query(&mut con));
