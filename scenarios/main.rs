@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Mutants(args) => cli::mutants::run(args),
         Command::Report(args) => cli::report::run(args),
         Command::Bench(args) => cli::bench::run(args),
+        Command::Merge(args) => cli::merge::run(args),
         Command::Live(args) => cli::live::live_command(args),
         Command::LiveWorker { spec } => cli::live::live_worker_command(spec),
     }

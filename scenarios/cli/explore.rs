@@ -10,6 +10,7 @@ use fencesim::model::Mechanism;
 use fencesim::mutant::Mutant;
 use fencesim::scenario::FaultMask;
 use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, FIRST_SEEDS};
+use fencesim::search::seeds::{SeedRange, Shard};
 use fencesim::search::shrink::{shrink_file, Shrunk};
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
@@ -52,6 +53,38 @@ pub struct ExploreArgs {
     /// Plant this bug of the mutant catalogue (`fencesim mutants` lists them) in every run
     #[arg(long)]
     mutant: Option<Mutant>,
+    /// Run shard K of N of the seeds (from 1; with --keep-going): N machines with the same
+    /// command and K = 1..N run every seed once; `fencesim merge` combines their --json
+    #[arg(long)]
+    shard: Option<Shard>,
+}
+
+/// What a `--json` report says about the run it comes from: enough for `fencesim merge`
+/// to check that shards belong together.
+fn run_identity(args: &ExploreArgs) -> serde_json::Value {
+    serde_json::json!({
+        "scenario": args.scenario,
+        "mechanism": args.mechanism.name(),
+        "gateway": args.gateway.name(),
+        "from": args.from,
+        "seeds": args.seeds,
+        "without": args.without,
+        "mutant": args.mutant.map(|mutant| mutant.to_string()),
+        "shard": args.shard,
+    })
+}
+
+/// The seeds this process runs: the whole range, or its shard's share of it.
+fn share(args: &ExploreArgs) -> Result<SeedRange, String> {
+    let range = SeedRange::new(args.from, args.seeds)?;
+    match args.shard {
+        None => Ok(range),
+        Some(_) if !args.keep_going => Err(
+            "--shard needs --keep-going: each shard must run its whole share for the merge to be what one run prints"
+                .to_owned(),
+        ),
+        Some(shard) => range.shard(shard),
+    }
 }
 
 /// Shrinks the first failure kept for each invariant (a file shrinks once, for the first
@@ -107,15 +140,20 @@ pub fn run(args: ExploreArgs) -> ExitCode {
         Ok(mask) => mask,
         Err(error) => return bad_input(error),
     };
+    let seeds = match share(&args) {
+        Ok(seeds) => seeds,
+        Err(error) => return bad_input(error),
+    };
     let interrupted = Arc::new(AtomicBool::new(false));
     let flag = interrupted.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    let identity = run_identity(&args);
     let config = ExploreConfig {
         scenario: args.scenario,
         mechanism: args.mechanism,
         gateway: args.gateway,
-        from: args.from,
-        seeds: args.seeds,
+        from: seeds.from,
+        seeds: seeds.count,
         jobs: args.jobs,
         keep_going: args.keep_going,
         out: args.out,
@@ -138,6 +176,7 @@ pub fn run(args: ExploreArgs) -> ExitCode {
         let mut value = serde_json::to_value(&report).expect("a report serializes");
         let paths: Vec<String> = shrunk.iter().map(|s| s.path.display().to_string()).collect();
         value["shrunk_files"] = serde_json::json!(paths);
+        value["run"] = identity;
         println!("{value}");
     } else {
         print_report(&config, &report);

@@ -9,6 +9,7 @@ pub mod explore;
 pub mod live;
 pub mod matrix;
 pub mod mechanisms;
+pub mod merge;
 pub mod mutants;
 pub mod replay;
 pub mod report;
@@ -54,6 +55,8 @@ pub enum Command {
     Report(report::ReportArgs),
     /// Time the simulated worked example against its SQL floor (use a release build)
     Bench(bench::BenchArgs),
+    /// Combine the --json outputs of an exploration's shards into one answer
+    Merge(merge::MergeArgs),
     /// The worked example with real processes, a real redis-server and a real SQLite file
     Live(live::LiveArgs),
     /// A worker process of a live run (started by `fencesim live`)

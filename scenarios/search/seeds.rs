@@ -45,11 +45,75 @@ impl SeedRange {
     pub fn last(self) -> u64 {
         self.from + (self.count - 1)
     }
+
+    /// The share of shard `shard` of `of` (from 1): the range cut into `of` contiguous
+    /// blocks that differ in length by at most one, so that the shards together run every
+    /// seed once, in the same order, and shard 1's seeds come first.
+    pub fn shard(self, shard: Shard) -> Result<SeedRange, String> {
+        if shard.of > self.count {
+            return Err(format!("{} shards of {} seed(s): every shard needs a seed", shard.of, self.count));
+        }
+        let cut = |k: u64| (u128::from(self.count) * u128::from(k) / u128::from(shard.of)) as u64;
+        let (start, end) = (cut(shard.index - 1), cut(shard.index));
+        Ok(SeedRange { from: self.from + start, count: end - start })
+    }
+}
+
+/// One machine's part of a search: shard `index` of `of`, counted from 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shard {
+    pub index: u64,
+    pub of: u64,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    /// `K/N`: shard K of N, with 1 <= K <= N.
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let expected =
+            || format!("expected a shard as K/N with 1 <= K <= N (shard 7 of 50: 7/50), got '{text}'");
+        let (index, of) = text.split_once('/').ok_or_else(expected)?;
+        let (index, of) = (
+            index.trim().parse::<u64>().map_err(|_| expected())?,
+            of.trim().parse::<u64>().map_err(|_| expected())?,
+        );
+        if index == 0 || index > of {
+            return Err(expected());
+        }
+        Ok(Shard { index, of })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.of)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_run_every_seed_of_the_range_once_in_order() {
+        for (from, count, of) in [(1, 10, 3), (1, 1000, 50), (7, 5, 5), (u64::MAX - 99, 100, 7), (0, 1, 1)] {
+            let range = SeedRange::new(from, count).unwrap();
+            let mut seen = Vec::new();
+            for index in 1..=of {
+                let share = range.shard(Shard { index, of }).unwrap();
+                assert!(share.count == count / of || share.count == count / of + 1, "even shares");
+                seen.extend(share.positions().map(|p| share.seed(p)));
+            }
+            let all: Vec<u64> = range.positions().map(|p| range.seed(p)).collect();
+            assert_eq!(seen, all, "{of} shards of {count} seeds from {from}");
+        }
+        assert!(SeedRange::new(1, 3).unwrap().shard(Shard { index: 1, of: 4 }).is_err());
+        assert_eq!("7/50".parse::<Shard>(), Ok(Shard { index: 7, of: 50 }));
+        for bad in ["0/4", "5/4", "4", "a/b", "-1/4", "1/0"] {
+            assert!(bad.parse::<Shard>().unwrap_err().contains("K/N"), "{bad}");
+        }
+    }
 
     #[test]
     fn a_range_reaches_the_last_seed_and_not_one_past_it() {
