@@ -31,6 +31,34 @@ fn the_bench_report_shows_every_metric_the_bench_measures() {
     assert!(text.contains("Measured 20"), "{BENCH_REPORT} must say when it was measured");
 }
 
+/// `reports/scale.md` is the scale bench's: a column for every metric it measures, a row
+/// for every size, and the targets stated (timings cannot be re-measured here).
+#[test]
+fn the_scale_report_shows_every_metric_at_every_size() {
+    use fencesim::bench::scale::SCALE_SIZES;
+    use fencesim::tell::reports::bench::{SCALE_METRICS, SCALE_REPORT};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SCALE_REPORT);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let again = "record it again with `cargo run --release -- bench --scale --record`";
+    let header = text.lines().find(|line| line.starts_with("| refunds |")).unwrap_or_default();
+    for metric in SCALE_METRICS {
+        assert!(
+            header.contains(&format!("| {metric} |")) || header.ends_with(&format!("| {metric} |")),
+            "{SCALE_REPORT} lacks {metric}: {again}"
+        );
+    }
+    for size in SCALE_SIZES {
+        assert!(
+            text.lines().any(|line| line.starts_with(&format!("| {size} |"))),
+            "{SCALE_REPORT} lacks {size} refunds: {again}"
+        );
+    }
+    assert!(
+        text.contains("measured 20") && text.contains("(target at most 1.2)"),
+        "{SCALE_REPORT}: when, and the targets: {again}"
+    );
+}
+
 #[test]
 fn the_timeline_of_the_worked_example() {
     let outcome = run(&worked_example(), DEFAULT_SEED).unwrap();

@@ -3,8 +3,9 @@
 
 use crate::cli::args::{parse_count, parse_runs};
 use crate::cli::bad_input;
+use fencesim::bench::scale::{scale_point, SCALE_SIZES};
 use fencesim::bench::{bench, bench_explore, BenchResult, ExploreBench};
-use fencesim::tell::reports::bench::{bench_report, BENCH_REPORT};
+use fencesim::tell::reports::bench::{bench_report, scale_report, BENCH_REPORT, SCALE_REPORT};
 use fencesim::tell::write::write_report;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,9 +22,54 @@ pub struct BenchArgs {
     memory_seeds: u64,
     #[arg(long)]
     json: bool,
-    /// Also write the figures to reports/bench.md under this project root
+    /// Also write the figures to reports/bench.md (with --scale: reports/scale.md) under
+    /// this project root
     #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = ".")]
     record: Option<PathBuf>,
+    /// Instead: the worked example's shape at 1,200, 12,000 and 120,000 refunds, the cost
+    /// per refund at each size against its SQL floor (`--runs` runs each; 3 is plenty)
+    #[arg(long)]
+    scale: bool,
+}
+
+/// `bench --scale`: each size's figures, printed, and recorded when asked.
+fn run_scale(args: &BenchArgs) -> ExitCode {
+    let mut points = Vec::new();
+    for refunds in SCALE_SIZES {
+        match scale_point(refunds, args.runs) {
+            Ok(point) => {
+                if !args.json {
+                    println!(
+                        "{:>7} refunds: {:.1} us a refund ({:.0} ms: world {:.0} ms, checkers and hash {:.0} ms, \
+                         of which hash {:.0} ms and {} {:.0} ms), SQL floor {:.0} ms, ratio {:.2}, \
+                         peak memory {:.1} KiB a refund",
+                        point.refunds,
+                        point.run_us_per_refund,
+                        point.run_ms,
+                        point.world_ms,
+                        point.checks_ms,
+                        point.hash_ms,
+                        point.slowest_invariant.0,
+                        point.slowest_invariant.1,
+                        point.sql_floor_ms,
+                        point.floor_ratio,
+                        point.peak_rss_kb_per_refund
+                    );
+                }
+                points.push(point);
+            }
+            Err(error) => return bad_input(error),
+        }
+    }
+    if let Some(root) = &args.record {
+        if let Err(error) = write_report(root, SCALE_REPORT, &scale_report(&points)) {
+            return bad_input(error);
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_value(&points).expect("figures serialize"));
+    }
+    ExitCode::SUCCESS
 }
 
 fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
@@ -59,6 +105,9 @@ fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
+    if args.scale {
+        return run_scale(&args);
+    }
     let measured = bench(args.runs)
         .and_then(|worked| Ok((worked, bench_explore(args.explore_seeds, args.memory_seeds)?)));
     let (worked, explore) = match measured {

@@ -279,7 +279,7 @@ pub fn write_trace(events: &[Event], base: WallMs, out: &mut impl std::io::Write
 /// The trace's fingerprint: a 64-bit hash of every event in order. Same seed, same build,
 /// same hash.
 pub fn trace_hash(events: &[Event]) -> u64 {
-    let mut h = Gathered(Vec::with_capacity(events.len() * 48));
+    let mut h = Gathered { pending: Vec::with_capacity(GATHER), hash: twox_hash::XxHash64::with_seed(0) };
     events.len().hash(&mut h);
     for e in events {
         e.hash(&mut h);
@@ -287,17 +287,31 @@ pub fn trace_hash(events: &[Event]) -> u64 {
     h.finish()
 }
 
-/// A hasher that gathers the bytes it is fed and hashes them in one pass at the end: the
+/// How many bytes are gathered before they are hashed: small enough to stay in cache,
+/// large enough that the hash runs over long stretches.
+const GATHER: usize = 64 * 1024;
+
+/// A hasher that gathers the bytes it is fed and hashes them a stretch at a time: the
 /// same value as feeding them to the hash piece by piece (a streaming hash does not depend
-/// on how its input is cut), without a call into it for every field of every event.
-struct Gathered(Vec<u8>);
+/// on how its input is cut), without a call into it for every field of every event, and
+/// without holding a long history's bytes all at once.
+struct Gathered {
+    pending: Vec<u8>,
+    hash: twox_hash::XxHash64,
+}
 
 impl Hasher for Gathered {
     fn write(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() >= GATHER {
+            self.hash.write(&self.pending);
+            self.pending.clear();
+        }
     }
 
     fn finish(&self) -> u64 {
-        twox_hash::XxHash64::oneshot(0, &self.0)
+        let mut hash = self.hash.clone();
+        hash.write(&self.pending);
+        hash.finish()
     }
 }

@@ -1,6 +1,7 @@
 //! `reports/bench.md`: the bench's figures, with the date and the machine they were
 //! taken on.
 
+use crate::bench::scale::ScalePoint;
 use crate::bench::{BenchResult, ExploreBench};
 
 pub const BENCH_REPORT: &str = "reports/bench.md";
@@ -88,6 +89,46 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
         m1 = explore.peak_rss_mb_after_1000,
         m2 = explore.peak_rss_mb_after_memory_seeds,
         ms = explore.memory_seeds,
+    )
+}
+
+pub const SCALE_REPORT: &str = "reports/scale.md";
+
+/// The metrics a scale report must show for every size, by the names `--json` gives them.
+pub const SCALE_METRICS: [&str; 5] =
+    ["run_us_per_refund", "floor_ratio", "world_ms", "checks_ms", "peak_rss_kb_per_refund"];
+
+/// `reports/scale.md`: the cost per refund at each size, and the targets against it.
+pub fn scale_report(points: &[ScalePoint]) -> String {
+    let mut rows = String::new();
+    for p in points {
+        rows.push_str(&format!(
+            "| {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} |\n",
+            p.refunds,
+            p.events,
+            p.run_us_per_refund,
+            p.floor_ratio,
+            p.world_ms,
+            p.checks_ms,
+            p.sql_floor_ms,
+            p.peak_rss_kb_per_refund
+        ));
+    }
+    let (first, last) = (points.first(), points.last());
+    let growth = first.zip(last).map_or(0.0, |(a, b)| b.run_us_per_refund / a.run_us_per_refund);
+    let worst_ratio = points.iter().map(|p| p.floor_ratio).fold(0.0, f64::max);
+    format!(
+        "# Scale\n\n\
+         Written by `fencesim bench --scale --record` (release build), measured {date} on {machine}. The worked \
+         example's shape (one merchant, two workers, A frozen 68% of the way down the batch, B taking over) at \
+         each size; its lease, visibility timeout, pause and settle bound grow with the batch. Medians of the \
+         runs; the floor runs each size's own statements on a bare in-memory SQLite, and `floor_ratio` is the median of each run over the floor taken right after it.\n\n\
+         | refunds | events | run_us_per_refund | floor_ratio | world_ms | checks_ms | sql_floor_ms | \
+         peak_rss_kb_per_refund |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n{rows}\n\
+         Time per refund at the largest size against the smallest: {growth:.2} (target at most 1.2). \
+         Worst floor ratio: {worst_ratio:.2} (target at most 1.25).\n",
+        date = today_utc(),
+        machine = machine(),
     )
 }
 

@@ -17,6 +17,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+pub mod scale;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FloorOp {
     SelectOpen(MerchantId),
