@@ -7,7 +7,7 @@ use crate::cli::{bad_input, verdict};
 use fencesim::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
 use fencesim::model::Mechanism;
 use fencesim::runner::Outcome;
-use fencesim::sim::GatewayMode;
+use fencesim::sim::{EventKind, GatewayMode};
 use fencesim::tell::story::{render_story, story};
 use fencesim::tell::write::write_whole;
 use std::path::PathBuf;
@@ -50,9 +50,28 @@ pub struct LiveArgs {
     json: bool,
 }
 
+/// When the pause came after the first lease had already ended, the machine was too slow
+/// for the time scale to tell the worked example's story (the verdicts still stand).
+fn too_slow(outcome: &Outcome) -> Option<String> {
+    let froze = outcome.record.events.iter().find(|e| matches!(e.kind, EventKind::FaultFired { .. }))?.at_ms;
+    let expired = outcome.record.epochs.first()?.expired_at_ms?;
+    (froze > expired).then(|| {
+        let at = |ms| outcome.scenario.base.plus(ms);
+        format!(
+            "note: A reached its pause at {}, after its lease had expired at {}: this machine did a row's work \
+             slower than the gateway's latency at this time scale; a larger --time-scale tells the worked example's story",
+            at(froze),
+            at(expired)
+        )
+    })
+}
+
 fn tell(outcome: &Outcome) {
     let lines = story(outcome);
     print!("{}", render_story(outcome, &lines, usize::MAX));
+    if let Some(note) = too_slow(outcome) {
+        eprintln!("{note}");
+    }
     let tally = outcome.tally();
     println!(
         "\nlive: {} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",

@@ -32,6 +32,17 @@ CREATE TABLE fence_seq (
 );
 ";
 
+/// A claim or a confirm of the model's, unchanged, that also says when it took effect:
+/// the database's clock read after the update and before its commit, in the same
+/// statement (one round trip). Under READ COMMITTED a write to a row another transaction
+/// holds waits for that one's commit, so the times come in the order the writes applied.
+fn stamped(write: &str) -> String {
+    format!(
+        "WITH w AS ({}) SELECT state, fence, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM w",
+        dialect(write)
+    )
+}
+
 /// A statement of the model's in PostgreSQL's placeholders (`$1` for `?1`).
 fn dialect(sql: &str) -> String {
     sql.replace("?1", "$1").replace("?2", "$2")
@@ -131,25 +142,19 @@ impl Refunds for PgRefunds {
         refund: RefundId,
         guard: WriteGuard,
     ) -> Result<(WriteOutcome, u64), String> {
-        let sql = dialect(Statements::SQLITE.of(kind, guard.token().is_some()));
+        let sql = stamped(Statements::SQLITE.of(kind, guard.token().is_some()));
         let id = i64::from(refund.0);
-        let (rows, at_us) = self
-            .run(move |client| -> Result<_, postgres::Error> {
-                // READ COMMITTED: a write to a row another transaction holds waits for its
-                // commit, so a time read before this commit comes after that one's.
-                let mut tx = client.transaction()?;
-                let rows = match guard {
-                    WriteGuard::Fence(token) => tx.query(&sql, &[&token.0, &id]),
-                    WriteGuard::Unfenced => tx.query(&sql, &[&id]),
-                }?;
-                let at_us = wall_us();
-                tx.commit()?;
-                Ok((rows, at_us))
-            })?
-            .map_err(|e| e.to_string())?;
-        let after = match rows.first() {
-            Some(row) => Some(RowImage { state: state(row.get(0))?, fence: row.get(1) }),
-            None => None,
+        let rows = self.run(move |client| match guard {
+            WriteGuard::Fence(token) => client.query(&sql, &[&token.0, &id]),
+            WriteGuard::Unfenced => client.query(&sql, &[&id]),
+        })?;
+        let rows = rows.map_err(|e| e.to_string())?;
+        let (after, at_us) = match rows.first() {
+            Some(row) => {
+                (Some(RowImage { state: state(row.get(0))?, fence: row.get(1) }), row.get::<_, i64>(2) as u64)
+            }
+            // Nothing changed: the time the answer came back is as good as any.
+            None => (None, wall_us()),
         };
         Ok((WriteOutcome { rows_updated: rows.len() as u64, after }, at_us))
     }
