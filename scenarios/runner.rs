@@ -109,6 +109,19 @@ impl Outcome {
         }
     }
 
+    /// "1200 of 1200 refunds sent, 1200 gateway refunds, 8430000 cents, 1 fence rejection(s)".
+    pub fn counts_line(&self) -> String {
+        let tally = self.tally();
+        format!(
+            "{} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
+            tally.refunds_sent,
+            tally.refunds_total,
+            tally.gateway_refunds,
+            tally.refunded_cents,
+            tally.fence_rejections
+        )
+    }
+
     /// The run as one JSON object (`fencesim run --json`).
     pub fn to_json(&self) -> serde_json::Value {
         let tally = self.tally();

@@ -6,7 +6,8 @@ use crate::refund::{RefundRow, RefundState, RowImage, WriteGuard, WriteKind, Wri
 use rusqlite::{params, Connection, OptionalExtension};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-const SCHEMA: &str = "
+/// The refund table and the token sequences, in SQLite's dialect.
+pub const SCHEMA: &str = "
 CREATE TABLE refund (
     id           INTEGER PRIMARY KEY,
     merchant     INTEGER NOT NULL,
@@ -76,6 +77,8 @@ pub const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES 
      ON CONFLICT (merchant) DO UPDATE SET value = value + 1
      RETURNING value";
 const MAX_FENCE: &str = "SELECT COALESCE(MAX(fence), 0) FROM refund WHERE merchant = ?1";
+/// Every refund and every sequence removed.
+pub const CLEAR: &str = "DELETE FROM refund; DELETE FROM fence_seq;";
 /// Every row, in id order.
 pub const ALL_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FROM refund ORDER BY id";
 
@@ -126,7 +129,7 @@ impl SqliteRefunds {
 
     /// Removes every refund and every sequence: an empty store, ready for a new batch.
     pub fn clear(&self) -> rusqlite::Result<()> {
-        self.lock().execute_batch("DELETE FROM refund; DELETE FROM fence_seq;")
+        self.lock().execute_batch(CLEAR)
     }
 
     /// Inserts the rows in one transaction.

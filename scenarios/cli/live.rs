@@ -72,15 +72,7 @@ fn tell(outcome: &Outcome) {
     if let Some(note) = too_slow(outcome) {
         eprintln!("{note}");
     }
-    let tally = outcome.tally();
-    println!(
-        "\nlive: {} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
-        tally.refunds_sent,
-        tally.refunds_total,
-        tally.gateway_refunds,
-        tally.refunded_cents,
-        tally.fence_rejections
-    );
+    println!("\nlive: {}", outcome.counts_line());
     print!("{}", outcome.breach_lines("VIOLATION ", false));
 }
 

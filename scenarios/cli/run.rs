@@ -47,17 +47,7 @@ pub struct RunArgs {
 fn tell(outcome: &Outcome, seed: u64) {
     let lines = story(outcome);
     print!("{}", render_story(outcome, &lines, usize::MAX));
-    let tally = outcome.tally();
-    println!(
-        "\nseed {} trace {:016x}: {} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
-        seed,
-        outcome.trace_hash,
-        tally.refunds_sent,
-        tally.refunds_total,
-        tally.gateway_refunds,
-        tally.refunded_cents,
-        tally.fence_rejections
-    );
+    println!("\nseed {} trace {:016x}: {}", seed, outcome.trace_hash, outcome.counts_line());
     print!("{}", outcome.breach_lines("VIOLATION ", false));
     if !outcome.passed() {
         println!("reproduce with: {}", outcome.replay_command());

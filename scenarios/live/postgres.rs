@@ -6,7 +6,7 @@
 use crate::live::clock::wall_us;
 use crate::live::server::free_port;
 use crate::live::store::Refunds;
-use fencesim_model::store::{ALL_ROWS, NEXT_SEQUENCE, OPEN_ROWS};
+use fencesim_model::store::{ALL_ROWS, CLEAR, NEXT_SEQUENCE, OPEN_ROWS, SCHEMA};
 use fencesim_model::{
     Cents, MerchantId, RefundId, RefundRow, RefundState, RowImage, Statements, Token, WriteGuard, WriteKind,
     WriteOutcome,
@@ -16,21 +16,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The refund table with 64-bit integers throughout, as SQLite's INTEGER is.
-const SCHEMA: &str = "
-CREATE TABLE refund (
-    id           BIGINT PRIMARY KEY,
-    merchant     BIGINT NOT NULL,
-    amount_cents BIGINT NOT NULL CHECK (amount_cents > 0),
-    state        TEXT   NOT NULL CHECK (state IN ('pending', 'sending', 'sent')),
-    fence        BIGINT NOT NULL DEFAULT 0
-);
-CREATE INDEX refund_by_merchant ON refund (merchant, id);
-CREATE TABLE fence_seq (
-    merchant BIGINT PRIMARY KEY,
-    value    BIGINT NOT NULL
-);
-";
+/// The model's tables with 64-bit integers, as SQLite's INTEGER is (PostgreSQL's is 32).
+fn schema() -> String {
+    SCHEMA.replace("INTEGER", "BIGINT")
+}
 
 /// A claim or a confirm of the model's, unchanged, that also says when it took effect:
 /// the database's clock read after the update and before its commit, in the same
@@ -98,7 +87,7 @@ impl PgRefunds {
         let exists = client.query_one("SELECT to_regclass('refund') IS NOT NULL", &[]);
         if !exists.map_err(|e| format!("PostgreSQL at {url}: {e}"))?.get::<_, bool>(0) {
             client
-                .batch_execute(SCHEMA)
+                .batch_execute(&schema())
                 .map_err(|e| format!("cannot make the refund tables at {url}: {e}"))?;
         }
         client
@@ -187,7 +176,7 @@ impl Refunds for PgRefunds {
 /// Empties the tables and inserts `rows`, in one transaction.
 fn load(client: &mut postgres::Client, rows: &[RefundRow]) -> Result<(), postgres::Error> {
     let mut tx = client.transaction()?;
-    tx.batch_execute("DELETE FROM refund; DELETE FROM fence_seq;")?;
+    tx.batch_execute(CLEAR)?;
     let insert = tx.prepare(
         "INSERT INTO refund (id, merchant, amount_cents, state, fence) VALUES ($1, $2, $3, $4, $5)",
     )?;
