@@ -371,3 +371,22 @@ fn replay_reads_no_more_than_its_cap_and_tells_an_edited_file_from_a_changed_bui
     assert!(stdout(&output).contains("the file was edited since it was written"), "{}", stdout(&output));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bench --scale` measures each size in a process of its own; one size alone gives its
+/// figures as JSON once its world has told its story, and a size that is not one is refused.
+#[test]
+fn one_scale_size_is_measured_alone_and_a_bad_one_exits_2() {
+    use fencesim::tell::reports::bench::SCALE_METRICS;
+    let output = fencesim(&["bench", "--scale-size", "fleet:8", "--runs", "1"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let point = json(&output);
+    assert_eq!((point["workers"].as_u64(), point["refunds"].as_u64()), (Some(8), Some(2_400)), "{point}");
+    for metric in SCALE_METRICS {
+        assert!(point[metric].as_f64().is_some_and(|value| value > 0.0), "{metric} in {point}");
+    }
+    for bad in ["fleet:1", "fleet:many", "batch:0", "crowd:8", "8"] {
+        let output = fencesim(&["bench", "--scale-size", bad]);
+        assert_eq!(output.status.code(), Some(2), "{bad}: {}", stderr(&output));
+        assert!(stderr(&output).contains(&format!("bad scale size '{bad}'")), "{}", stderr(&output));
+    }
+}

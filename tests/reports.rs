@@ -32,29 +32,35 @@ fn the_bench_report_shows_every_metric_the_bench_measures() {
 }
 
 /// `reports/scale.md` is the scale bench's: a column for every metric it measures, a row
-/// for every size, and the targets stated (timings cannot be re-measured here).
+/// for every size of both shapes, and the targets stated (timings cannot be re-measured here).
 #[test]
 fn the_scale_report_shows_every_metric_at_every_size() {
-    use fencesim::bench::scale::SCALE_SIZES;
+    use fencesim::bench::scale::{ScaleSize, FLEET_BATCH};
     use fencesim::tell::reports::bench::{SCALE_METRICS, SCALE_REPORT};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SCALE_REPORT);
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let again = "record it again with `cargo run --release -- bench --scale --record`";
-    let header = text.lines().find(|line| line.starts_with("| refunds |")).unwrap_or_default();
+    let headers: Vec<&str> = text.lines().filter(|line| line.starts_with("| workers | refunds |")).collect();
+    assert_eq!(headers.len(), 2, "{SCALE_REPORT} needs the batch's table and the fleet's: {again}");
     for metric in SCALE_METRICS {
         assert!(
-            header.contains(&format!("| {metric} |")) || header.ends_with(&format!("| {metric} |")),
+            headers.iter().all(|header| header.contains(&format!("| {metric} |"))),
             "{SCALE_REPORT} lacks {metric}: {again}"
         );
     }
-    for size in SCALE_SIZES {
+    for size in ScaleSize::all() {
+        let row = match size {
+            ScaleSize::Batch(refunds) => format!("| 2 | {refunds} |"),
+            ScaleSize::Fleet(workers) => format!("| {workers} | {} |", workers as usize * FLEET_BATCH),
+        };
         assert!(
-            text.lines().any(|line| line.starts_with(&format!("| {size} |"))),
-            "{SCALE_REPORT} lacks {size} refunds: {again}"
+            text.lines().any(|line| line.starts_with(&row)),
+            "{SCALE_REPORT} lacks {}: {again}",
+            size.name()
         );
     }
     assert!(
-        text.contains("measured 20") && text.contains("(target at most 1.2)"),
+        text.contains("measured 20") && text.matches("(target at most 1.2)").count() == 2,
         "{SCALE_REPORT}: when, and the targets: {again}"
     );
 }

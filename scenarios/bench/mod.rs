@@ -147,12 +147,22 @@ pub struct ExploreBench {
 
 /// Peak resident set size of this process, in MiB (Linux).
 pub fn peak_rss_mb() -> f64 {
+    process_status_mb("VmHWM:")
+}
+
+/// The process's resident memory now, in MiB (Linux; 0 elsewhere).
+pub fn resident_mb() -> f64 {
+    process_status_mb("VmRSS:")
+}
+
+/// A memory figure of `/proc/self/status`, in MiB.
+fn process_status_mb(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             status
                 .lines()
-                .find(|line| line.starts_with("VmHWM:"))
+                .find(|line| line.starts_with(field))
                 .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(0.0, |kb| kb / 1024.0)

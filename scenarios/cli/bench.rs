@@ -3,7 +3,7 @@
 
 use crate::cli::args::{parse_count, parse_runs};
 use crate::cli::bad_input;
-use fencesim::bench::scale::{scale_point, SCALE_SIZES};
+use fencesim::bench::scale::{ScalePoint, ScaleSize};
 use fencesim::bench::{bench, bench_explore, BenchResult, ExploreBench};
 use fencesim::tell::reports::bench::{bench_report, scale_report, BENCH_REPORT, SCALE_REPORT};
 use fencesim::tell::write::write_report;
@@ -26,48 +26,76 @@ pub struct BenchArgs {
     /// this project root
     #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = ".")]
     record: Option<PathBuf>,
-    /// Instead: the worked example's shape at 1,200, 12,000 and 120,000 refunds, the cost
-    /// per refund at each size against its SQL floor (`--runs` runs each; 3 is plenty)
+    /// Instead: the worked example's shape at 1,200, 12,000 and 120,000 refunds, and a fleet
+    /// of 2 to 128 workers over as many merchants, the cost per refund at each size against
+    /// its SQL floor (`--runs` runs each; 3 is plenty)
     #[arg(long)]
     scale: bool,
+    /// One size alone (`batch:1200`, `fleet:32`), its figures as JSON: `--scale` measures
+    /// each size in a process of its own, so that one size's memory is not another's
+    #[arg(long, hide = true, value_parser = ScaleSize::parse)]
+    scale_size: Option<ScaleSize>,
 }
 
-/// `bench --scale`: each size's figures, printed, and recorded when asked.
+fn print_point(point: &ScalePoint) {
+    println!(
+        "{:>4} workers, {:>6} refunds: {:.1} us a refund ({:.0} ms: world {:.0} ms, checkers and hash {:.0} ms, \
+         of which hash {:.0} ms and {} {:.0} ms), SQL floor {:.0} ms, ratio {:.2}, peak memory {:.1} KiB a refund \
+         ({:.1} KiB over the process's own)",
+        point.workers,
+        point.refunds,
+        point.run_us_per_refund,
+        point.run_ms,
+        point.world_ms,
+        point.checks_ms,
+        point.hash_ms,
+        point.slowest_invariant.0,
+        point.slowest_invariant.1,
+        point.sql_floor_ms,
+        point.floor_ratio,
+        point.peak_rss_kb_per_refund,
+        point.added_kb_per_refund
+    );
+}
+
+/// Measures `size` in a child process of this program, so that its peak memory is its own.
+fn measure_apart(size: ScaleSize, runs: usize) -> Result<ScalePoint, String> {
+    let program = std::env::current_exe().map_err(|error| format!("cannot find this program: {error}"))?;
+    let output = std::process::Command::new(program)
+        .args(["bench", "--scale-size", &size.name(), "--runs", &runs.to_string()])
+        .output()
+        .map_err(|error| format!("cannot run the scale bench for {}: {error}", size.name()))?;
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).trim().to_owned());
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|error| format!("{}: unreadable figures: {error}", size.name()))
+}
+
+/// `bench --scale`: each size's figures, the batch's then the fleet's, each size in a
+/// process of its own; printed, and recorded when asked.
 fn run_scale(args: &BenchArgs) -> ExitCode {
-    let mut points = Vec::new();
-    for refunds in SCALE_SIZES {
-        match scale_point(refunds, args.runs) {
-            Ok(point) => {
-                if !args.json {
-                    println!(
-                        "{:>7} refunds: {:.1} us a refund ({:.0} ms: world {:.0} ms, checkers and hash {:.0} ms, \
-                         of which hash {:.0} ms and {} {:.0} ms), SQL floor {:.0} ms, ratio {:.2}, \
-                         peak memory {:.1} KiB a refund",
-                        point.refunds,
-                        point.run_us_per_refund,
-                        point.run_ms,
-                        point.world_ms,
-                        point.checks_ms,
-                        point.hash_ms,
-                        point.slowest_invariant.0,
-                        point.slowest_invariant.1,
-                        point.sql_floor_ms,
-                        point.floor_ratio,
-                        point.peak_rss_kb_per_refund
-                    );
-                }
-                points.push(point);
-            }
+    let (mut batch, mut fleet) = (Vec::new(), Vec::new());
+    for size in ScaleSize::all() {
+        let point = match measure_apart(size, args.runs) {
+            Ok(point) => point,
             Err(error) => return bad_input(error),
+        };
+        if !args.json {
+            print_point(&point);
+        }
+        match size {
+            ScaleSize::Batch(_) => batch.push(point),
+            ScaleSize::Fleet(_) => fleet.push(point),
         }
     }
     if let Some(root) = &args.record {
-        if let Err(error) = write_report(root, SCALE_REPORT, &scale_report(&points)) {
+        if let Err(error) = write_report(root, SCALE_REPORT, &scale_report(&batch, &fleet)) {
             return bad_input(error);
         }
     }
     if args.json {
-        println!("{}", serde_json::to_value(&points).expect("figures serialize"));
+        println!("{}", serde_json::json!({ "batch": batch, "fleet": fleet }));
     }
     ExitCode::SUCCESS
 }
@@ -105,6 +133,15 @@ fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
+    if let Some(size) = args.scale_size {
+        return match size.measure(args.runs) {
+            Ok(point) => {
+                println!("{}", serde_json::to_value(&point).expect("figures serialize"));
+                ExitCode::SUCCESS
+            }
+            Err(error) => bad_input(error),
+        };
+    }
     if args.scale {
         return run_scale(&args);
     }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct Limits;
 
 impl Limits {
-    pub const WORKERS: u32 = 26;
+    pub const WORKERS: u32 = 256;
     pub const JOBS: usize = 1_000;
     pub const ROWS: usize = 200_000;
     pub const FAULTS: usize = 1_000;

@@ -1,7 +1,7 @@
 //! `reports/bench.md`: the bench's figures, with the date and the machine they were
 //! taken on.
 
-use crate::bench::scale::ScalePoint;
+use crate::bench::scale::{ScalePoint, FLEET_BATCH};
 use crate::bench::{BenchResult, ExploreBench};
 
 pub const BENCH_REPORT: &str = "reports/bench.md";
@@ -95,15 +95,25 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
 pub const SCALE_REPORT: &str = "reports/scale.md";
 
 /// The metrics a scale report must show for every size, by the names `--json` gives them.
-pub const SCALE_METRICS: [&str; 5] =
-    ["run_us_per_refund", "floor_ratio", "world_ms", "checks_ms", "peak_rss_kb_per_refund"];
+pub const SCALE_METRICS: [&str; 6] = [
+    "run_us_per_refund",
+    "floor_ratio",
+    "world_ms",
+    "checks_ms",
+    "peak_rss_kb_per_refund",
+    "added_kb_per_refund",
+];
 
-/// `reports/scale.md`: the cost per refund at each size, and the targets against it.
-pub fn scale_report(points: &[ScalePoint]) -> String {
-    let mut rows = String::new();
+/// A shape's table: one row a size.
+fn scale_table(points: &[ScalePoint]) -> String {
+    let mut table = String::from(
+        "| workers | refunds | events | run_us_per_refund | floor_ratio | world_ms | checks_ms | sql_floor_ms | \
+         peak_rss_kb_per_refund | added_kb_per_refund |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
     for p in points {
-        rows.push_str(&format!(
-            "| {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} |\n",
+        table.push_str(&format!(
+            "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} |\n",
+            p.workers,
             p.refunds,
             p.events,
             p.run_us_per_refund,
@@ -111,24 +121,64 @@ pub fn scale_report(points: &[ScalePoint]) -> String {
             p.world_ms,
             p.checks_ms,
             p.sql_floor_ms,
-            p.peak_rss_kb_per_refund
+            p.peak_rss_kb_per_refund,
+            p.added_kb_per_refund
         ));
     }
+    table
+}
+
+/// A shape's figures against the targets, with what the simulation adds to the SQL per
+/// refund at each size and the memory each size added per refund it added.
+fn scale_verdict(points: &[ScalePoint]) -> String {
     let (first, last) = (points.first(), points.last());
     let growth = first.zip(last).map_or(0.0, |(a, b)| b.run_us_per_refund / a.run_us_per_refund);
     let worst_ratio = points.iter().map(|p| p.floor_ratio).fold(0.0, f64::max);
+    let over_floor: Vec<String> = points
+        .iter()
+        .map(|p| format!("{:.1}", (p.run_ms - p.sql_floor_ms) * 1e3 / p.refunds as f64))
+        .collect();
+    let added_kb = |p: &ScalePoint| p.added_kb_per_refund * p.refunds as f64;
+    let marginal: Vec<String> = points
+        .windows(2)
+        .map(|pair| {
+            let more = pair[1].refunds.saturating_sub(pair[0].refunds).max(1) as f64;
+            format!("{:.2}", (added_kb(&pair[1]) - added_kb(&pair[0])) / more)
+        })
+        .collect();
+    format!(
+        "Time per refund at the largest size against the smallest: {growth:.2} (target at most 1.2). \
+         Worst floor ratio: {worst_ratio:.2} (target at most 1.25). What the simulation adds to the SQL, in us a \
+         refund, size by size: {over}. Memory each size added over the one before, in KiB a refund added: \
+         {marginal} (linear when these stay alike).\n",
+        over = over_floor.join(", "),
+        marginal = marginal.join(", "),
+    )
+}
+
+/// `reports/scale.md`: the cost per refund at each size of each shape, and the targets
+/// against it.
+pub fn scale_report(batch: &[ScalePoint], fleet: &[ScalePoint]) -> String {
     format!(
         "# Scale\n\n\
-         Written by `fencesim bench --scale --record` (release build), measured {date} on {machine}. The worked \
-         example's shape (one merchant, two workers, A frozen 68% of the way down the batch, B taking over) at \
-         each size; its lease, visibility timeout, pause and settle bound grow with the batch. Medians of the \
-         runs; the floor runs each size's own statements on a bare in-memory SQLite, and `floor_ratio` is the median of each run over the floor taken right after it.\n\n\
-         | refunds | events | run_us_per_refund | floor_ratio | world_ms | checks_ms | sql_floor_ms | \
-         peak_rss_kb_per_refund |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n{rows}\n\
-         Time per refund at the largest size against the smallest: {growth:.2} (target at most 1.2). \
-         Worst floor ratio: {worst_ratio:.2} (target at most 1.25).\n",
+         Written by `fencesim bench --scale --record` (release build), measured {date} on {machine}. Medians \
+         of the runs; the floor runs each size's own statements on a bare in-memory SQLite, and `floor_ratio` \
+         is the median of each run over the floor taken right after it.\n\n\
+         ## The batch\n\n\
+         The worked example's shape (one merchant, two workers, A frozen 68% of the way down the batch, B \
+         taking over) at each size; its lease, visibility timeout, pause and settle bound grow with the \
+         batch.\n\n{batch_table}\n{batch_verdict}\n\
+         ## The fleet\n\n\
+         As many merchants as workers, {per} refunds each: the first half of the workers freeze 68% of the way \
+         down their batches, the second half finish their own and take the frozen workers' jobs over, and \
+         each frozen worker's next write is turned away by a fence.\n\n{fleet_table}\n{fleet_verdict}",
         date = today_utc(),
         machine = machine(),
+        per = FLEET_BATCH,
+        batch_table = scale_table(batch),
+        batch_verdict = scale_verdict(batch),
+        fleet_table = scale_table(fleet),
+        fleet_verdict = scale_verdict(fleet),
     )
 }
 
