@@ -74,11 +74,19 @@ pub struct GatewayCore {
     /// Looked up, never iterated: a fixed-key hasher keeps it deterministic and draws
     /// nothing from the run's randomness.
     keys: HashMap<IdempotencyKey, KeyRecord, BuildHasherDefault<DefaultHasher>>,
+    /// The first refund made for each reference: a lookup by reference is one probe, not a
+    /// scan of the ledger (which made a world with many lookups quadratic in its refunds).
+    first_by_reference: HashMap<RefundId, Receipt, BuildHasherDefault<DefaultHasher>>,
 }
 
 impl GatewayCore {
     pub fn new(mode: GatewayMode) -> GatewayCore {
-        GatewayCore { mode, ledger: Vec::new(), keys: HashMap::default() }
+        GatewayCore {
+            mode,
+            ledger: Vec::new(),
+            keys: HashMap::default(),
+            first_by_reference: HashMap::default(),
+        }
     }
 
     pub fn mode(&self) -> GatewayMode {
@@ -119,6 +127,7 @@ impl GatewayCore {
         let gateway_ref = self.ledger.len() as u32 + 1;
         self.ledger.push(LedgerEntry { gateway_ref, refund: reference, amount, at_ms: now_ms });
         let receipt = Receipt { gateway_ref, amount };
+        self.first_by_reference.entry(reference).or_insert(receipt);
         let completes_at_ms = now_ms + latency_ms;
         self.keys.entry(key).or_insert(KeyRecord { receipt, completes_at_ms });
         CallReply { receipt, outcome: CallOutcome::Created, respond_at_ms: completes_at_ms }
@@ -126,10 +135,7 @@ impl GatewayCore {
 
     /// The first refund made with this reference, if any.
     pub fn find(&self, reference: RefundId) -> Option<Receipt> {
-        self.ledger
-            .iter()
-            .find(|e| e.refund == reference)
-            .map(|e| Receipt { gateway_ref: e.gateway_ref, amount: e.amount })
+        self.first_by_reference.get(&reference).copied()
     }
 }
 
@@ -158,6 +164,18 @@ mod tests {
         assert_eq!(g.ledger().len(), 1);
         assert_eq!(g.find(RefundId(815)), Some(first.receipt));
         assert_eq!(g.find(RefundId(816)), None);
+    }
+
+    /// Without idempotency every call pays again; a lookup by reference finds the first.
+    #[test]
+    fn a_lookup_finds_the_first_refund_of_a_reference_paid_twice() {
+        let mut g = GatewayCore::new(GatewayMode::NonIdempotent);
+        let first = g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 0, 30, false);
+        g.refund(RefundId(908), IdempotencyKey::of(RefundId(908)), Cents(100), 5, 30, false);
+        let again = g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 10, 30, false);
+        assert_eq!((again.outcome, g.ledger().len()), (CallOutcome::Created, 3));
+        assert_ne!(again.receipt, first.receipt);
+        assert_eq!(g.find(RefundId(815)), Some(first.receipt));
     }
 
     #[test]
