@@ -1,6 +1,7 @@
 //! An exploration spread over machines: four `explore --shard K/4` processes, run at the
 //! same time, merged by `fencesim merge`, give what one run of the whole range gives; a
-//! shard missing, given twice, or of another run is refused with exit 2.
+//! shard missing, given twice, or of another run is refused with exit 2. The same for the
+//! matrix: four `matrix --shard K/4` processes merged write the report one run writes.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -126,4 +127,79 @@ fn a_shard_runs_its_whole_share_or_is_refused() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+}
+
+/// The files a matrix writes under its root: the report and the shrunk failures, by name.
+fn written(root: &Path) -> Vec<(String, String)> {
+    let mut files = vec![root.join("reports/guarantees.md")];
+    let shrunk = std::fs::read_dir(root.join("reports/shrunk")).expect("the shrunk failures");
+    let mut shrunk: Vec<PathBuf> = shrunk.map(|entry| entry.expect("an entry").path()).collect();
+    shrunk.sort();
+    files.extend(shrunk);
+    files
+        .iter()
+        .map(|path| {
+            let name = path.strip_prefix(root).expect("under the root").display().to_string();
+            (name, std::fs::read_to_string(path).expect("readable"))
+        })
+        .collect()
+}
+
+#[test]
+fn four_matrix_shards_merged_write_the_report_one_run_writes() {
+    let dir = std::env::temp_dir().join(format!("fencesim-matrix-shards-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let small = ["--seeds", "12", "--sweep-seeds", "4", "--jobs", "1"];
+    let running: Vec<_> = (1..=4)
+        .map(|k| {
+            Command::new(FENCESIM)
+                .args(["matrix", "--shard", &format!("{k}/4")])
+                .args(small)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("a shard starts")
+        })
+        .collect();
+    let files: Vec<PathBuf> = running
+        .into_iter()
+        .enumerate()
+        .map(|(i, child)| {
+            let output = child.wait_with_output().expect("a shard runs");
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            let path = dir.join(format!("matrix{}.json", i + 1));
+            std::fs::write(&path, output.stdout).expect("its report");
+            path
+        })
+        .collect();
+    let one = Command::new(FENCESIM).args(["matrix", "--root"]).arg(dir.join("one")).args(small).output();
+    assert!(one.expect("one run").status.success());
+    let merged = Command::new(FENCESIM)
+        .args(["merge", "--jobs", "1", "--root"])
+        .arg(dir.join("merged"))
+        .args([&files[3], &files[1], &files[0], &files[2]])
+        .output()
+        .expect("fencesim merge runs");
+    assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
+    let (one, merged) = (written(&dir.join("one")), written(&dir.join("merged")));
+    assert!(one.len() > 1, "the small matrix has failures to shrink: {one:?}");
+    assert_eq!(merged, one, "the merged report and shrunk failures are one run's");
+
+    let refused = |files: &[&PathBuf], said: &str| {
+        let output = Command::new(FENCESIM).arg("merge").args(files).arg("--root").arg(&dir).output();
+        let output = output.expect("fencesim merge runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{said}: {stderr}");
+        assert!(stderr.contains(said), "'{said}' in: {stderr}");
+    };
+    refused(&[&files[0], &files[1], &files[3]], "missing shard(s): 3/4");
+    refused(&[&files[0], &files[1], &files[2], &files[2], &files[3]], "shard 3/4 is given twice");
+    let other = Command::new(FENCESIM)
+        .args(["matrix", "--shard", "2/4", "--seeds", "13", "--sweep-seeds", "4"])
+        .output()
+        .expect("another run");
+    let other_path = dir.join("other.json");
+    std::fs::write(&other_path, other.stdout).expect("its report");
+    refused(&[&files[0], &other_path, &files[2], &files[3]], "is a shard of another run");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -188,6 +188,27 @@ impl Coverage {
         }
     }
 
+    /// Adds the counts of another coverage, as its JSON gives them (a shard's): every
+    /// count this build keeps must be there, by name.
+    pub fn absorb(&mut self, other: &serde_json::Value) -> Result<(), String> {
+        self.runs += other["runs"].as_u64().ok_or("a coverage without its runs")?;
+        let tables = [
+            ("fault_kinds", &mut self.fault_kinds),
+            ("step_triggers", &mut self.step_triggers),
+            ("call_triggers", &mut self.call_triggers),
+            ("within_triggers", &mut self.within_triggers),
+            ("sometimes", &mut self.sometimes),
+        ];
+        for (table, counts) in tables {
+            for (name, count) in counts.iter_mut() {
+                *count += other[table][*name]
+                    .as_u64()
+                    .ok_or_else(|| format!("a coverage without {table} '{name}'"))?;
+            }
+        }
+        Ok(())
+    }
+
     /// The fault kinds that never fired.
     pub fn silent_fault_kinds(&self) -> Vec<&'static str> {
         self.fault_kinds.iter().filter(|(_, runs)| **runs == 0).map(|(kind, _)| *kind).collect()

@@ -5,8 +5,10 @@ use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
 use fencesim::check::coverage::Coverage;
 use fencesim::search::matrix::{
-    matrix, shrink_first_failures, shrunk_file, sweep, REPORT_SEEDS, SHRUNK_DIR, SWEEP_SEEDS,
+    matrix, shrink_first_failures, shrunk_file, sweep, Cell, SweepRow, REPORT_SEEDS, SHRUNK_DIR, SWEEP_SEEDS,
 };
+use fencesim::search::matrix_shards::matrix_shard;
+use fencesim::search::seeds::{SeedRange, Shard};
 use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::{guarantees_report, GUARANTEES_REPORT};
 use fencesim::tell::write::write_report;
@@ -26,16 +28,33 @@ pub struct MatrixArgs {
     /// The project root to write under
     #[arg(long, default_value = ".")]
     root: PathBuf,
+    /// Run shard K of N (from 1) of every cell's seeds and of the sweep's: print what it
+    /// found as JSON and write nothing; `fencesim merge` puts the N shards together
+    #[arg(long)]
+    shard: Option<Shard>,
 }
 
 /// Runs the matrix, shrinks each mechanism's first failure, runs the sweep, and writes
 /// the report and the shrunk replay files under `root` (the files of an earlier run go).
 pub fn write_guarantees(root: &Path, seeds: u64, sweep_seeds: u64, jobs: usize) -> Result<String, String> {
     let mut coverage = Coverage::new();
-    let cells = matrix(seeds, jobs, &mut coverage)?;
-    let shrunk = shrink_first_failures(&cells, jobs)?;
+    let cells = matrix(SeedRange::first(seeds)?, jobs, &mut coverage)?;
     let rows = sweep(sweep_seeds)?;
-    let text = guarantees_report(&cells, &shrunk, &rows, &coverage);
+    write_report_of(root, &cells, &rows, &coverage, jobs)
+}
+
+/// Shrinks each cell's first failure and writes the report and the shrunk replay files
+/// under `root` (the files of an earlier run go): the end of a matrix run, or of a merge
+/// of its shards.
+pub fn write_report_of(
+    root: &Path,
+    cells: &[Cell],
+    rows: &[SweepRow],
+    coverage: &Coverage,
+    jobs: usize,
+) -> Result<String, String> {
+    let shrunk = shrink_first_failures(cells, jobs)?;
+    let text = guarantees_report(cells, &shrunk, rows, coverage);
     let dir = root.join(SHRUNK_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
@@ -50,6 +69,15 @@ pub fn write_guarantees(root: &Path, seeds: u64, sweep_seeds: u64, jobs: usize) 
 }
 
 pub fn run(args: MatrixArgs) -> ExitCode {
+    if let Some(shard) = args.shard {
+        return match matrix_shard(args.seeds, args.sweep_seeds, shard, args.jobs) {
+            Ok(found) => {
+                println!("{found}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => bad_input(error),
+        };
+    }
     match write_guarantees(&args.root, args.seeds, args.sweep_seeds, args.jobs) {
         Ok(text) => {
             print!("{text}");

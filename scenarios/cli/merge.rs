@@ -1,10 +1,15 @@
 //! `fencesim merge`: the `--json` outputs of an exploration's shards (`explore --shard
 //! K/N --keep-going --json`) combined into what one run of the whole range would have
-//! printed, as one JSON object. A shard missing, given twice, interrupted or of another
-//! run is refused with exit 2.
+//! printed, as one JSON object; or a matrix's shards (`matrix --shard K/N`) into the
+//! report one run writes, written under `--root` and printed. A shard missing, given
+//! twice, interrupted or of another run is refused with exit 2.
 
+use crate::cli::args::{default_jobs, parse_jobs};
+use crate::cli::matrix::write_report_of;
 use crate::cli::{bad_input, verdict};
+use fencesim::search::matrix_shards::merge_matrix;
 use fencesim::search::merge::{merge, ShardReport};
+use fencesim::tell::reports::guarantees::GUARANTEES_REPORT;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,18 +18,45 @@ pub struct MergeArgs {
     /// The shards' --json outputs, one file each, in any order
     #[arg(required = true)]
     files: Vec<PathBuf>,
+    /// Matrix shards: the project root to write the report under
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Matrix shards: threads for shrinking the first failures
+    #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
+    jobs: usize,
 }
 
 fn read(path: &PathBuf) -> Result<ShardReport, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let report = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not the --json output of fencesim explore: {e}", path.display()))?;
+        .map_err(|e| format!("{} is not the --json output of a fencesim shard: {e}", path.display()))?;
     Ok(ShardReport { name: path.display().to_string(), report })
+}
+
+/// A matrix's shards: the report one run would have written, written and printed.
+fn merge_matrix_shards(shards: &[ShardReport], args: &MergeArgs) -> ExitCode {
+    let written = merge_matrix(shards)
+        .and_then(|(cells, rows, coverage)| write_report_of(&args.root, &cells, &rows, &coverage, args.jobs));
+    match written {
+        Ok(text) => {
+            print!("{text}");
+            println!("\nwrote {GUARANTEES_REPORT}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => bad_input(error),
+    }
 }
 
 pub fn run(args: MergeArgs) -> ExitCode {
     let shards: Result<Vec<ShardReport>, String> = args.files.iter().map(read).collect();
-    let merged = match shards.and_then(|shards| merge(&shards)) {
+    let shards = match shards {
+        Ok(shards) => shards,
+        Err(error) => return bad_input(error),
+    };
+    if shards.first().is_some_and(|shard| shard.report["run"]["command"] == "matrix") {
+        return merge_matrix_shards(&shards, &args);
+    }
+    let merged = match merge(&shards) {
         Ok(merged) => merged,
         Err(error) => return bad_input(error),
     };

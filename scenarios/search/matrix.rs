@@ -14,6 +14,7 @@ use crate::search::shrink::shrink_scenario;
 use fencesim_model::{Mechanism, Step, StepKind, WorkerId};
 use fencesim_sim::{EventKind, Fault, FaultKind, FaultPlan, GatewayMode, Trigger, WallMs};
 use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 
@@ -32,7 +33,8 @@ pub struct Cell {
     pub broken: BTreeMap<&'static str, (u64, u64, u64)>,
 }
 
-pub fn matrix(seeds: u64, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Cell>, String> {
+/// Every mechanism with both gateway modes over `seeds` (the whole range, or a shard's share).
+pub fn matrix(seeds: SeedRange, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Cell>, String> {
     let never = AtomicBool::new(false);
     let pool = Pool { jobs, interrupted: &never };
     let mut cells = Vec::new();
@@ -41,7 +43,7 @@ pub fn matrix(seeds: u64, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Ce
             let mut broken: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
             let ran = run_seeds(
                 &pool,
-                SeedRange::first(seeds)?,
+                seeds,
                 false,
                 |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL, None),
                 |_| {},
@@ -122,41 +124,87 @@ pub struct SweepRow {
     pub sample_hash: u64,
 }
 
-fn sweep_row(mechanism: Mechanism, ttl_ms: u64, seeds: u64) -> Result<SweepRow, String> {
-    let mut violating = 0;
-    let mut blocked = Vec::new();
-    let mut sample_hash = 0;
-    for seed in 1..=seeds {
-        let outcome = run(&sweep_scenario(seed, mechanism, ttl_ms), seed)?;
-        if seed == 1 {
-            sample_hash = outcome.trace_hash;
-        }
-        if !outcome.passed() {
-            violating += 1;
-        }
-        blocked.extend(blocked_after_crash_ms(&outcome));
-    }
-    blocked.sort_unstable();
-    Ok(SweepRow {
-        mechanism,
-        ttl_ms,
-        seeds,
-        violating,
-        blocked_median_ms: blocked.get(blocked.len() / 2).copied().unwrap_or(0),
-        blocked_max_ms: blocked.last().copied().unwrap_or(0),
-        sample_hash,
-    })
+/// One mechanism and TTL of the sweep over some of its seeds: what a row is made of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepShare {
+    pub mechanism: Mechanism,
+    pub ttl_ms: u64,
+    pub seeds: u64,
+    pub violating: u64,
+    /// How long the crashed worker's merchant waited, for each seed where it got a lease again.
+    pub blocked_ms: Vec<u64>,
+    /// Seed 1's trace hash, if seed 1 was among the seeds.
+    pub seed_one_hash: Option<u64>,
 }
 
-/// The sweep: the TTL alone and the fence, at each TTL of `SWEEP_TTLS_MS`.
-pub fn sweep(seeds: u64) -> Result<Vec<SweepRow>, String> {
-    let mut rows = Vec::new();
+fn sweep_share(mechanism: Mechanism, ttl_ms: u64, seeds: SeedRange) -> Result<SweepShare, String> {
+    let mut share = SweepShare {
+        mechanism,
+        ttl_ms,
+        seeds: seeds.count,
+        violating: 0,
+        blocked_ms: Vec::new(),
+        seed_one_hash: None,
+    };
+    for seed in seeds.positions().map(|position| seeds.seed(position)) {
+        let outcome = run(&sweep_scenario(seed, mechanism, ttl_ms), seed)?;
+        if seed == 1 {
+            share.seed_one_hash = Some(outcome.trace_hash);
+        }
+        if !outcome.passed() {
+            share.violating += 1;
+        }
+        share.blocked_ms.extend(blocked_after_crash_ms(&outcome));
+    }
+    Ok(share)
+}
+
+/// The sweep over `seeds` (the whole range, or a shard's share): the TTL alone and the
+/// fence, at each TTL of `SWEEP_TTLS_MS`.
+pub fn sweep_shares(seeds: SeedRange) -> Result<Vec<SweepShare>, String> {
+    let mut shares = Vec::new();
     for mechanism in [Mechanism::TtlOnly, Mechanism::Fenced] {
         for ttl_ms in SWEEP_TTLS_MS {
-            rows.push(sweep_row(mechanism, ttl_ms, seeds)?);
+            shares.push(sweep_share(mechanism, ttl_ms, seeds)?);
         }
     }
+    Ok(shares)
+}
+
+/// The sweep's rows from the shares of every shard, in shard order (one share each for
+/// one run of the whole range).
+pub fn sweep_rows(parts: &[Vec<SweepShare>]) -> Result<Vec<SweepRow>, String> {
+    let first = parts.first().ok_or("no sweep to put together")?;
+    let mut rows = Vec::with_capacity(first.len());
+    for (index, share) in first.iter().enumerate() {
+        let mut all = share.clone();
+        for part in &parts[1..] {
+            let more = part
+                .get(index)
+                .filter(|more| (more.mechanism, more.ttl_ms) == (share.mechanism, share.ttl_ms));
+            let more = more.ok_or("the shards' sweeps do not have the same rows")?;
+            all.seeds += more.seeds;
+            all.violating += more.violating;
+            all.blocked_ms.extend(&more.blocked_ms);
+            all.seed_one_hash = all.seed_one_hash.or(more.seed_one_hash);
+        }
+        all.blocked_ms.sort_unstable();
+        rows.push(SweepRow {
+            mechanism: all.mechanism,
+            ttl_ms: all.ttl_ms,
+            seeds: all.seeds,
+            violating: all.violating,
+            blocked_median_ms: all.blocked_ms.get(all.blocked_ms.len() / 2).copied().unwrap_or(0),
+            blocked_max_ms: all.blocked_ms.last().copied().unwrap_or(0),
+            sample_hash: all.seed_one_hash.unwrap_or(0),
+        });
+    }
     Ok(rows)
+}
+
+/// The sweep over seeds 1 to `seeds`.
+pub fn sweep(seeds: u64) -> Result<Vec<SweepRow>, String> {
+    sweep_rows(&[sweep_shares(SeedRange::first(seeds)?)?])
 }
 
 /// A mechanism's first failure over the matrix's seeds, shrunk.

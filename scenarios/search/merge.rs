@@ -6,6 +6,9 @@
 //! What cannot be the same as one run: `seeds_per_second` (the shards' rates added: what
 //! they did together) and `shrunk_files` (every shard shrinks its own first failures; one
 //! run shrinks only the first per invariant). `shards` says what each shard ran.
+//!
+//! Which shards belong together, once each, is decided here for every sharded command
+//! (`in_order`); the matrix's own merge is in `matrix_shards`.
 
 use crate::search::explore::FIRST_SEEDS;
 use serde_json::{json, Map, Value};
@@ -20,7 +23,7 @@ pub struct ShardReport {
 fn identity(shard: &ShardReport) -> Result<(u64, u64, Value), String> {
     let name = &shard.name;
     let run =
-        shard.report.get("run").ok_or(format!("{name} is not the --json output of fencesim explore"))?;
+        shard.report.get("run").ok_or(format!("{name} is not the --json output of a fencesim shard"))?;
     let of_shard = run.get("shard").filter(|s| !s.is_null());
     let of_shard = of_shard.ok_or(format!("{name} is not a shard: it was run without --shard K/N"))?;
     let number =
@@ -38,7 +41,7 @@ fn identity(shard: &ShardReport) -> Result<(u64, u64, Value), String> {
 }
 
 /// The shards in order, once each and all of them, of one run; or what is wrong.
-fn in_order(shards: &[ShardReport]) -> Result<(Vec<&ShardReport>, Value), String> {
+pub fn in_order(shards: &[ShardReport]) -> Result<(Vec<&ShardReport>, Value), String> {
     let first = shards.first().ok_or("no shard to merge")?;
     let (_, of, run) = identity(first)?;
     let mut slots: Vec<Option<&ShardReport>> = vec![None; of as usize];

@@ -1,0 +1,115 @@
+//! The matrix in shards: `matrix --shard K/N` runs every cell over its contiguous share of
+//! the seeds and the sweep over its share of the sweep's seeds, and prints what it found
+//! as JSON; `fencesim merge` puts the shards back together into the cells, sweep rows and
+//! coverage one run of every seed would have had, from which the report and its shrunk
+//! failures are made as that run makes them.
+
+use crate::check::coverage::Coverage;
+use crate::check::table::INVARIANTS;
+use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, SweepRow, SweepShare};
+use crate::search::merge::{in_order, ShardReport};
+use crate::search::seeds::{SeedRange, Shard};
+use fencesim_model::Mechanism;
+use fencesim_sim::GatewayMode;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// What a matrix shard says about the run it belongs to: a merge refuses shards whose
+/// runs differ.
+pub fn matrix_run(seeds: u64, sweep_seeds: u64, shard: Option<Shard>) -> Value {
+    json!({
+        "command": "matrix",
+        "version": env!("CARGO_PKG_VERSION"),
+        "seeds": seeds,
+        "sweep_seeds": sweep_seeds,
+        "shard": shard,
+    })
+}
+
+/// One cell over a shard's seeds: per invariant, the seeds that broke it, and the first
+/// such seed with its trace hash.
+#[derive(Debug, Serialize, Deserialize)]
+struct CellShare {
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    seeds: u64,
+    broken: BTreeMap<String, (u64, u64, u64)>,
+}
+
+/// Runs shard `shard` of a matrix of `seeds` seeds a cell and `sweep_seeds` a TTL: its
+/// JSON, for `fencesim merge`.
+pub fn matrix_shard(seeds: u64, sweep_seeds: u64, shard: Shard, jobs: usize) -> Result<Value, String> {
+    let mut coverage = Coverage::new();
+    let cells = matrix(SeedRange::first(seeds)?.shard(shard)?, jobs, &mut coverage)?;
+    let sweep = sweep_shares(SeedRange::first(sweep_seeds)?.shard(shard)?)?;
+    let cells: Vec<CellShare> = cells
+        .into_iter()
+        .map(|cell| CellShare {
+            mechanism: cell.mechanism,
+            gateway: cell.gateway,
+            seeds: cell.seeds,
+            broken: cell.broken.into_iter().map(|(name, found)| (name.to_owned(), found)).collect(),
+        })
+        .collect();
+    Ok(json!({
+        "run": matrix_run(seeds, sweep_seeds, Some(shard)),
+        "cells": cells,
+        "sweep": sweep,
+        "coverage": coverage,
+    }))
+}
+
+/// The invariant of this build with this name.
+fn invariant_named(name: &str) -> Result<&'static str, String> {
+    INVARIANTS
+        .iter()
+        .map(|invariant| invariant.name)
+        .find(|known| *known == name)
+        .ok_or_else(|| format!("'{name}' is not an invariant of this build"))
+}
+
+/// Adds one shard's cells to the cells so far (empty before the first shard).
+fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Result<(), String> {
+    if cells.is_empty() {
+        cells.extend(shares.iter().map(|share| Cell {
+            mechanism: share.mechanism,
+            gateway: share.gateway,
+            seeds: 0,
+            broken: BTreeMap::new(),
+        }));
+    }
+    if shares.len() != cells.len() {
+        return Err(format!("{name} has {} cells, the first shard {}", shares.len(), cells.len()));
+    }
+    for (cell, share) in cells.iter_mut().zip(shares) {
+        if (cell.mechanism, cell.gateway) != (share.mechanism, share.gateway) {
+            return Err(format!("{name}: its cells are not the first shard's, in the same order"));
+        }
+        cell.seeds += share.seeds;
+        for (invariant, (count, seed, hash)) in share.broken {
+            // shards come in seed order: the first shard to break it has its first seed
+            cell.broken.entry(invariant_named(&invariant)?).or_insert((0, seed, hash)).0 += count;
+        }
+    }
+    Ok(())
+}
+
+/// The cells, sweep rows and coverage that one matrix run of every seed would have had,
+/// from the `--json` of each of its shards.
+pub fn merge_matrix(shards: &[ShardReport]) -> Result<(Vec<Cell>, Vec<SweepRow>, Coverage), String> {
+    let (shards, _) = in_order(shards)?;
+    let (mut cells, mut sweeps, mut coverage) = (Vec::new(), Vec::new(), Coverage::new());
+    for shard in shards {
+        let name = &shard.name;
+        let unreadable = |what: &str, error: serde_json::Error| format!("{name}: unreadable {what}: {error}");
+        let shares: Vec<CellShare> =
+            serde_json::from_value(shard.report["cells"].clone()).map_err(|e| unreadable("cells", e))?;
+        add_cells(&mut cells, shares, name)?;
+        let sweep: Vec<SweepShare> =
+            serde_json::from_value(shard.report["sweep"].clone()).map_err(|e| unreadable("sweep", e))?;
+        sweeps.push(sweep);
+        coverage.absorb(&shard.report["coverage"]).map_err(|error| format!("{name}: {error}"))?;
+    }
+    Ok((cells, sweep_rows(&sweeps)?, coverage))
+}
