@@ -1,7 +1,8 @@
 //! An exploration spread over machines: four `explore --shard K/4` processes, run at the
 //! same time, merged by `fencesim merge`, give what one run of the whole range gives; a
 //! shard missing, given twice, or of another run is refused with exit 2. The same for the
-//! matrix: four `matrix --shard K/4` processes merged write the report one run writes.
+//! matrix and the mutant measurement: four `matrix --shard K/4` (or `mutants --shard K/4`)
+//! processes merged write the report one run writes.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -129,10 +130,11 @@ fn a_shard_runs_its_whole_share_or_is_refused() {
     }
 }
 
-/// The files a matrix writes under its root: the report and the shrunk failures, by name.
-fn written(root: &Path) -> Vec<(String, String)> {
-    let mut files = vec![root.join("reports/guarantees.md")];
-    let shrunk = std::fs::read_dir(root.join("reports/shrunk")).expect("the shrunk failures");
+/// The files a matrix or a mutant run writes under its root: the report and the shrunk
+/// runs, by name.
+fn written(root: &Path, report: &str, shrunk: &str) -> Vec<(String, String)> {
+    let mut files = vec![root.join(report)];
+    let shrunk = std::fs::read_dir(root.join(shrunk)).expect("the shrunk runs");
     let mut shrunk: Vec<PathBuf> = shrunk.map(|entry| entry.expect("an entry").path()).collect();
     shrunk.sort();
     files.extend(shrunk);
@@ -181,7 +183,8 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
         .output()
         .expect("fencesim merge runs");
     assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
-    let (one, merged) = (written(&dir.join("one")), written(&dir.join("merged")));
+    let of = |root: &str| written(&dir.join(root), "reports/guarantees.md", "reports/shrunk");
+    let (one, merged) = (of("one"), of("merged"));
     assert!(one.len() > 1, "the small matrix has failures to shrink: {one:?}");
     assert_eq!(merged, one, "the merged report and shrunk failures are one run's");
 
@@ -201,5 +204,70 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
     let other_path = dir.join("other.json");
     std::fs::write(&other_path, other.stdout).expect("its report");
     refused(&[&files[0], &other_path, &files[2], &files[3]], "is a shard of another run");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each shard's output, from processes run at the same time, as files in `dir`.
+fn shards_of(dir: &Path, name: &str, args: &[&str]) -> Vec<PathBuf> {
+    let running: Vec<_> = (1..=4)
+        .map(|k| {
+            let mut command = Command::new(FENCESIM);
+            command.args(args).args(["--jobs", "1", "--shard", &format!("{k}/4")]);
+            command.stdout(std::process::Stdio::piped()).spawn().expect("a shard starts")
+        })
+        .collect();
+    running
+        .into_iter()
+        .enumerate()
+        .map(|(i, child)| {
+            let output = child.wait_with_output().expect("a shard runs");
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            let path = dir.join(format!("{name}{}.json", i + 1));
+            std::fs::write(&path, output.stdout).expect("its report");
+            path
+        })
+        .collect()
+}
+
+/// A mutant report's lines without their last column, the wall time: the one figure a
+/// merge cannot give as one run would (each mutant's time is its shard's).
+fn without_wall_time(files: Vec<(String, String)>) -> Vec<(String, String)> {
+    let cut = |line: &str| match line.strip_suffix(" s |") {
+        Some(rest) if line.starts_with("| ") => {
+            rest.rsplit_once("| ").map_or(line, |(head, _)| head).to_owned()
+        }
+        _ => line.to_owned(),
+    };
+    files
+        .into_iter()
+        .map(|(name, text)| (name, text.lines().map(cut).collect::<Vec<_>>().join("\n")))
+        .collect()
+}
+
+#[test]
+fn four_mutant_shards_merged_write_the_report_one_run_writes() {
+    let dir = std::env::temp_dir().join(format!("fencesim-mutant-shards-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let small = ["mutants", "--starts", "1", "--budget", "12", "--false-alarm-seeds", "8", "--no-exhaustive"];
+    let files = shards_of(&dir, "mutants", &small);
+    let one =
+        Command::new(FENCESIM).args(small).arg("--root").arg(dir.join("one")).output().expect("one run");
+    let merged = Command::new(FENCESIM)
+        .args(["merge", "--root"])
+        .arg(dir.join("merged"))
+        .args([&files[2], &files[0], &files[3], &files[1]])
+        .output()
+        .expect("fencesim merge runs");
+    assert_eq!(merged.status.code(), one.status.code(), "{}", String::from_utf8_lossy(&merged.stderr));
+    let of =
+        |root: &str| without_wall_time(written(&dir.join(root), "reports/detection.md", "reports/mutants"));
+    let (one, merged) = (of("one"), of("merged"));
+    assert!(one.len() > 10, "most mutants are caught and shrunk even so: {}", one.len());
+    assert_eq!(merged, one, "the merged report and shrunk runs are one run's");
+    let output = Command::new(FENCESIM).arg("merge").args([&files[0], &files[1], &files[3]]).output();
+    let output = output.expect("fencesim merge runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("missing shard(s): 3/4"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,14 +1,17 @@
 //! `fencesim merge`: the `--json` outputs of an exploration's shards (`explore --shard
 //! K/N --keep-going --json`) combined into what one run of the whole range would have
-//! printed, as one JSON object; or a matrix's shards (`matrix --shard K/N`) into the
-//! report one run writes, written under `--root` and printed. A shard missing, given
+//! printed, as one JSON object; or a matrix's or a mutant run's shards (`matrix --shard
+//! K/N`, `mutants --shard K/N`) into the report one run writes, written under `--root`
+//! and printed. A shard missing, given
 //! twice, interrupted or of another run is refused with exit 2.
 
 use crate::cli::args::{default_jobs, parse_jobs};
 use crate::cli::matrix::write_report_of;
+use crate::cli::mutants::{tell, write_detection};
 use crate::cli::{bad_input, verdict};
 use fencesim::search::matrix_shards::merge_matrix;
 use fencesim::search::merge::{merge, ShardReport};
+use fencesim::search::mutant_shards::merge_mutants;
 use fencesim::tell::reports::guarantees::GUARANTEES_REPORT;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +21,7 @@ pub struct MergeArgs {
     /// The shards' --json outputs, one file each, in any order
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Matrix shards: the project root to write the report under
+    /// Matrix and mutant shards: the project root to write the report under
     #[arg(long, default_value = ".")]
     root: PathBuf,
     /// Matrix shards: threads for shrinking the first failures
@@ -53,8 +56,17 @@ pub fn run(args: MergeArgs) -> ExitCode {
         Ok(shards) => shards,
         Err(error) => return bad_input(error),
     };
-    if shards.first().is_some_and(|shard| shard.report["run"]["command"] == "matrix") {
+    let command = shards.first().map(|shard| shard.report["run"]["command"].clone());
+    if command.as_ref().is_some_and(|command| command == "matrix") {
         return merge_matrix_shards(&shards, &args);
+    }
+    if command.as_ref().is_some_and(|command| command == "mutants") {
+        return match merge_mutants(&shards)
+            .and_then(|merged| Ok((write_detection(&args.root, &merged)?, merged)))
+        {
+            Ok((text, merged)) => tell(&merged, &text, false),
+            Err(error) => bad_input(error),
+        };
     }
     let merged = match merge(&shards) {
         Ok(merged) => merged,

@@ -6,7 +6,9 @@ use crate::cli::{bad_input, verdict};
 use fencesim::mutant::Mutant;
 use fencesim::search::exhaustive::small_scope;
 use fencesim::search::false_alarms::false_alarm_runs;
+use fencesim::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
 use fencesim::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
+use fencesim::search::seeds::Shard;
 use fencesim::tell::reports::detection::{
     detection_report, exhaustive_section, false_alarm_section, mutant_table, DETECTION_REPORT,
 };
@@ -38,6 +40,11 @@ pub struct MutantsArgs {
     /// Only these mutants (comma-separated names): prints their rows and writes no report
     #[arg(long, value_delimiter = ',')]
     only: Vec<Mutant>,
+    /// Run shard K of N (from 1) of the catalogue, the small scope's plans and the
+    /// false-alarm seeds: print what it found as JSON and write nothing; `fencesim merge`
+    /// puts the N shards together
+    #[arg(long, conflicts_with = "only")]
+    shard: Option<Shard>,
 }
 
 /// `--only`: the chosen mutants' rows, nothing written.
@@ -69,39 +76,65 @@ fn keep_shrunk(root: &Path, reports: &[MutantReport]) -> Result<(), String> {
     Ok(())
 }
 
-pub fn run(args: MutantsArgs) -> ExitCode {
-    if !args.only.is_empty() {
-        return run_only(&args);
-    }
-    let reports = match evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs) {
-        Ok(reports) => reports,
-        Err(error) => return bad_input(error),
-    };
-    let exhaustive = match args.no_exhaustive {
-        true => Ok(String::new()),
-        false => small_scope(args.jobs).map(|scope| exhaustive_section(&scope)),
-    };
-    let exhaustive = match exhaustive {
-        Ok(section) => section,
-        Err(error) => return bad_input(error),
-    };
-    let false_alarms = match false_alarm_runs(args.false_alarm_seeds, args.jobs) {
-        Ok(runs) => runs,
-        Err(error) => return bad_input(error),
-    };
-    let text = detection_report(&reports, args.starts, args.budget)
-        + &exhaustive
-        + &false_alarm_section(&false_alarms);
-    if let Err(error) =
-        keep_shrunk(&args.root, &reports).and_then(|()| write_report(&args.root, DETECTION_REPORT, &text))
-    {
-        return bad_input(error);
-    }
-    if args.json {
+/// Writes the detection report and each mutant's shrunk run under `root`: the end of a
+/// mutant run, or of a merge of its shards. The report's text.
+pub fn write_detection(root: &Path, measured: &MutantsMerged) -> Result<String, String> {
+    let MutantsMerged { run, reports, scope, false_alarms } = measured;
+    let text = detection_report(reports, run.starts, run.budget)
+        + &scope.as_ref().map(exhaustive_section).unwrap_or_default()
+        + &false_alarm_section(false_alarms);
+    keep_shrunk(root, reports).and_then(|()| write_report(root, DETECTION_REPORT, &text))?;
+    Ok(text)
+}
+
+/// Prints what was measured (as JSON when asked) and says whether every mutant was caught
+/// and no false alarm rang.
+pub fn tell(measured: &MutantsMerged, text: &str, json: bool) -> ExitCode {
+    let MutantsMerged { reports, false_alarms, .. } = measured;
+    if json {
         println!("{}", serde_json::json!({ "mutants": reports, "false_alarms": false_alarms }));
     } else {
         print!("{text}");
     }
     let clean = false_alarms.iter().all(|run| run.violations.is_empty());
     verdict(clean && reports.iter().all(|report| report.caught))
+}
+
+/// Measures the whole catalogue, the small scope and the false alarms.
+fn measure(args: &MutantsArgs) -> Result<MutantsMerged, String> {
+    let run = MutantsRun {
+        starts: args.starts,
+        budget: args.budget,
+        false_alarm_seeds: args.false_alarm_seeds,
+        exhaustive: !args.no_exhaustive,
+    };
+    let reports = evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs)?;
+    let scope = if run.exhaustive { Some(small_scope(args.jobs)?) } else { None };
+    let false_alarms = false_alarm_runs(args.false_alarm_seeds, args.jobs)?;
+    Ok(MutantsMerged { run, reports, scope, false_alarms })
+}
+
+pub fn run(args: MutantsArgs) -> ExitCode {
+    if !args.only.is_empty() {
+        return run_only(&args);
+    }
+    if let Some(shard) = args.shard {
+        let run = MutantsRun {
+            starts: args.starts,
+            budget: args.budget,
+            false_alarm_seeds: args.false_alarm_seeds,
+            exhaustive: !args.no_exhaustive,
+        };
+        return match mutants_shard(run, shard, args.jobs) {
+            Ok(found) => {
+                println!("{found}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => bad_input(error),
+        };
+    }
+    match measure(&args).and_then(|measured| Ok((write_detection(&args.root, &measured)?, measured))) {
+        Ok((text, measured)) => tell(&measured, &text, args.json),
+        Err(error) => bad_input(error),
+    }
 }

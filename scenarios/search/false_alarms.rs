@@ -2,8 +2,10 @@
 //! scenario under the faults it promises to survive. An invariant it breaks there is a
 //! bug in the mechanism or a false alarm of the checkers; either way the suite must say so.
 
+use crate::check::table::INVARIANTS;
 use crate::scenario::FaultMask;
 use crate::search::explore::{explore, ExploreConfig};
+use crate::search::seeds::SeedRange;
 use fencesim_model::{Mechanism, Safety};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -42,6 +44,11 @@ fn promised(mechanism: Mechanism) -> Option<Option<&'static str>> {
 
 /// Every mechanism that promises safety, over `seeds` seeds from seed 1, on `jobs` threads.
 pub fn false_alarm_runs(seeds: u64, jobs: usize) -> Result<Vec<FalseAlarmRun>, String> {
+    false_alarm_share(SeedRange::first(seeds)?, jobs)
+}
+
+/// The same runs over `seeds` alone (a shard's block of them, or all).
+pub fn false_alarm_share(seeds: SeedRange, jobs: usize) -> Result<Vec<FalseAlarmRun>, String> {
     let mut runs = Vec::new();
     for mechanism in Mechanism::ALL {
         let Some(without) = promised(mechanism) else { continue };
@@ -53,15 +60,52 @@ pub fn false_alarm_runs(seeds: u64, jobs: usize) -> Result<Vec<FalseAlarmRun>, S
         let config = ExploreConfig {
             keep_going: true,
             allowed,
-            ..ExploreConfig::random(mechanism, 1, seeds, jobs, out)
+            ..ExploreConfig::random(mechanism, seeds.from, seeds.count, jobs, out)
         };
         let report = explore(&config, &AtomicBool::new(false))?;
         runs.push(FalseAlarmRun {
             mechanism: mechanism.name(),
             without,
-            seeds,
+            seeds: seeds.count,
             violations: report.violations,
         });
+    }
+    Ok(runs)
+}
+
+/// The runs of every shard added up, from their JSON, in shard order: what one run of
+/// all their seeds found.
+pub fn false_alarms_from(shares: &[&serde_json::Value]) -> Result<Vec<FalseAlarmRun>, String> {
+    let mut runs: Vec<FalseAlarmRun> = Vec::new();
+    for share in shares {
+        let share = share.as_array().ok_or("false alarms that are not a list")?;
+        let mechanisms = Mechanism::ALL.into_iter().filter(|&mechanism| promised(mechanism).is_some());
+        if share.len() != mechanisms.clone().count() {
+            return Err("false alarms of other mechanisms than this build's".to_owned());
+        }
+        for (index, (mechanism, part)) in mechanisms.zip(share).enumerate() {
+            if part["mechanism"] != mechanism.name() {
+                return Err(format!("false alarms of {} where {mechanism} was expected", part["mechanism"]));
+            }
+            if runs.len() <= index {
+                let without = promised(mechanism).flatten();
+                runs.push(FalseAlarmRun {
+                    mechanism: mechanism.name(),
+                    without,
+                    seeds: 0,
+                    violations: BTreeMap::new(),
+                });
+            }
+            let run = &mut runs[index];
+            run.seeds += part["seeds"].as_u64().ok_or("false alarms without their seeds")?;
+            for (name, count) in part["violations"].as_object().into_iter().flatten() {
+                let invariant = INVARIANTS
+                    .iter()
+                    .find(|invariant| invariant.name == name)
+                    .ok_or(format!("'{name}' is not an invariant of this build"))?;
+                *run.violations.entry(invariant.name).or_default() += count.as_u64().unwrap_or(0);
+            }
+        }
     }
     Ok(runs)
 }

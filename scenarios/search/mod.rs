@@ -9,6 +9,7 @@ pub mod false_alarms;
 pub mod matrix;
 pub mod matrix_shards;
 pub mod merge;
+pub mod mutant_shards;
 pub mod mutants;
 pub mod pool;
 pub mod props;
