@@ -61,6 +61,10 @@ pub enum Safety {
 pub struct Spec {
     pub name: &'static str,
     pub promise: &'static str,
+    /// What it breaks with no fault at all, if anything: the weakness a batch that
+    /// outlasts its TTL shows by itself. `None`: nothing may break without a fault, and a
+    /// test holds it to that over many random worlds.
+    pub without_faults: Option<&'static str>,
     pub safety: Safety,
     pub tokens: TokenPolicy,
     pub on_rejected_write: OnRejectedWrite,
@@ -79,6 +83,7 @@ impl Spec {
     pub const BASE: Spec = Spec {
         name: "",
         promise: "",
+        without_faults: None,
         safety: Safety::Unsafe,
         tokens: TokenPolicy::None,
         on_rejected_write: OnRejectedWrite::Skip,

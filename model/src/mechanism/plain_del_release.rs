@@ -6,6 +6,7 @@ use super::{OnRejectedWrite, Spec, ReleasePolicy, Safety, TokenPolicy};
 pub const SPEC: Spec = Spec {
     name: "plain-del-release",
     promise: "rows stay fenced, but an expired holder's DEL frees the lock under its successor",
+    without_faults: Some("a batch longer than the TTL deletes its successor's lock as it releases"),
     safety: Safety::Unsafe,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
