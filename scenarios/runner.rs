@@ -22,6 +22,23 @@ pub struct Outcome {
     pub mutant: Option<Mutant>,
 }
 
+/// What a mechanism cost a run beyond the work itself: leases granted beyond the first
+/// for each lock key (a job handed over), and writes a fence turned away.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Costs {
+    pub jobs: u64,
+    pub handoffs: u64,
+    pub fence_rejections: u64,
+}
+
+impl std::ops::AddAssign for Costs {
+    fn add_assign(&mut self, more: Costs) {
+        self.jobs += more.jobs;
+        self.handoffs += more.handoffs;
+        self.fence_rejections += more.fence_rejections;
+    }
+}
+
 /// What a run did, in counts a reader can compare across mechanisms.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Tally {
@@ -106,6 +123,26 @@ impl Outcome {
             stale_confirms: self.check("no-stale-confirm").breaches.len(),
             rows_claimed_by_two: claimers.values().filter(|epochs| epochs.len() > 1).count(),
             repeated_gateway_calls: calls.values().filter(|&&times| times > 1).count(),
+        }
+    }
+
+    /// What the mechanism cost this run: one pass over the history.
+    pub fn costs(&self) -> Costs {
+        let mut granted: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut fence_rejections = 0;
+        for event in &self.record.events {
+            match &event.kind {
+                EventKind::LeaseGranted { key, epoch: Some(_), .. } => {
+                    *granted.entry(key.as_str()).or_default() += 1
+                }
+                EventKind::Step { step: Step::FenceViolation { .. }, .. } => fence_rejections += 1,
+                _ => {}
+            }
+        }
+        Costs {
+            jobs: self.scenario.world.jobs.len() as u64,
+            handoffs: granted.values().map(|grants| grants - 1).sum(),
+            fence_rejections,
         }
     }
 

@@ -1,5 +1,16 @@
 //! Lease and token clients over Redis instances: one instance, or Redlock's majority of
 //! five within a validity time. Production code; the instances may be real or simulated.
+//!
+//! Redlock is used as its algorithm asks, with these choices:
+//! - the validity of a lease is the TTL less the time its acquisition took (measured on the
+//!   worker's own clock, from before the first `SET`) less the drift allowance (1% of the
+//!   TTL plus 2 ms); a majority granted with no validity left is given back at once;
+//! - an extension re-arms the TTL on each instance that still holds our value (compare and
+//!   extend) and counts only with a majority, its validity computed the same way from
+//!   before its first command; a failed one leaves the old validity running out;
+//! - `holds` asks no instance: it says whether more than `validity_margin_ms` of validity
+//!   is left by the worker's clock (the worker asks before each write);
+//! - the lease is released on every instance, whatever the majority was.
 
 use crate::ids::{MerchantId, Token};
 use crate::mechanism::{LeaseKind, Mechanism, TokenPolicy};
@@ -10,6 +21,9 @@ pub struct LeaseClient<I, C> {
     pub kind: LeaseKind,
     pub instances: Vec<I>,
     pub clock: C,
+    /// Redlock: each lease held (key, value), when it stops being valid by the worker's
+    /// clock, and its TTL.
+    validities: std::sync::Mutex<Vec<(String, String, Validity)>>,
 }
 
 impl<I, C> LeaseClient<I, C> {
@@ -20,7 +34,24 @@ impl<I, C> LeaseClient<I, C> {
             mechanism.redis_instances(),
             "{mechanism} holds its lease on that many instances"
         );
-        LeaseClient { kind: mechanism.spec().lease, instances, clock }
+        LeaseClient { kind: mechanism.spec().lease, instances, clock, validities: Default::default() }
+    }
+
+    /// Redlock: the lease (key, value) is valid as `validity` says; `None` forgets it.
+    fn set_validity(&self, key: &str, value: &str, validity: Option<Validity>) {
+        let mut leases = self.validities.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        leases.retain(|(k, v, _)| (k.as_str(), v.as_str()) != (key, value));
+        if let Some(validity) = validity {
+            leases.push((key.to_owned(), value.to_owned(), validity));
+        }
+    }
+
+    fn validity(&self, key: &str, value: &str) -> Option<Validity> {
+        let leases = self.validities.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        leases
+            .iter()
+            .find(|(k, v, _)| (k.as_str(), v.as_str()) == (key, value))
+            .map(|(_, _, validity)| *validity)
     }
 
     fn majority(&self) -> usize {
@@ -32,9 +63,33 @@ impl<I, C> LeaseClient<I, C> {
     }
 }
 
+/// A Redlock lease's validity: until when, by the worker's clock, from a start (the
+/// acquisition's or the last extension's) with this TTL.
+#[derive(Clone, Copy, Debug)]
+struct Validity {
+    until_ms: u64,
+    ttl_ms: u64,
+}
+
+impl Validity {
+    /// Valid from `start_ms` with `ttl_ms`, after `elapsed_ms` spent getting a majority:
+    /// none if the drift allowance and the time spent leave nothing.
+    fn after(start_ms: u64, elapsed_ms: u64, ttl_ms: u64) -> Option<Validity> {
+        (ttl_ms.saturating_sub(elapsed_ms + drift_ms(ttl_ms)) > 0)
+            .then(|| Validity { until_ms: start_ms + ttl_ms - drift_ms(ttl_ms), ttl_ms })
+    }
+}
+
 /// Redlock's allowance for clock drift between instances: 1% of the TTL plus 2 ms.
 pub fn drift_ms(ttl_ms: u64) -> u64 {
     ttl_ms / 100 + 2
+}
+
+/// How much validity a Redlock holder wants left before it writes: a tenth of the TTL, so
+/// that a write begun with it left ends, at the latencies the worlds use, before the lease
+/// could. A write that takes longer (a pause after the check) is the weakness it keeps.
+pub fn validity_margin_ms(ttl_ms: u64) -> u64 {
+    ttl_ms / 10
 }
 
 impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> {
@@ -50,9 +105,9 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
                         granted += 1;
                     }
                 }
-                let elapsed = self.clock.now_ms() - start;
-                let valid = ttl_ms.saturating_sub(elapsed + drift_ms(ttl_ms)) > 0;
-                if granted >= self.majority() && valid {
+                let validity = Validity::after(start, self.clock.now_ms() - start, ttl_ms);
+                if granted >= self.majority() && validity.is_some() {
+                    self.set_validity(key, value, validity);
                     return Ok(true);
                 }
                 for instance in &self.instances {
@@ -64,6 +119,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
     }
 
     async fn release(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        self.set_validity(key, value, None);
         let mut any = false;
         for instance in &self.instances {
             any |= instance.compare_and_delete(key, value).await.unwrap_or(false);
@@ -80,16 +136,32 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
     }
 
     async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let start = self.clock.now_ms();
         let mut held = 0;
         for instance in &self.instances {
             if instance.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false) {
                 held += 1;
             }
         }
-        Ok(held >= self.majority())
+        let majority = held >= self.majority();
+        if self.kind == LeaseKind::Single || !majority {
+            return Ok(majority);
+        }
+        let validity = Validity::after(start, self.clock.now_ms() - start, ttl_ms);
+        if validity.is_some() {
+            self.set_validity(key, value, validity);
+        }
+        Ok(validity.is_some())
     }
 
     async fn holds(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        if self.kind == LeaseKind::Redlock {
+            let now = self.clock.now_ms();
+            let validity = self.validity(key, value);
+            return Ok(
+                validity.is_some_and(|v| v.until_ms.saturating_sub(now) > validity_margin_ms(v.ttl_ms))
+            );
+        }
         let mut held = 0;
         for instance in &self.instances {
             if instance.get(key).await.unwrap_or(None).as_deref() == Some(value) {
@@ -128,5 +200,21 @@ impl<I: RedisInstance + Sync, S: RefundStore + Sync> TokenSource for TokenClient
             TokenClient::Redis(redis) => redis.incr(&counter_key(merchant)).await.map(Token),
             TokenClient::Database(store) => store.next_sequence_token(merchant).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redlock_lease_is_valid_for_its_ttl_less_the_drift_from_before_its_first_set() {
+        // TTL 200 ms: drift 4 ms; taken from t=1,000 in 30 ms: valid until 1,196
+        let validity = Validity::after(1_000, 30, 200).expect("validity left");
+        assert_eq!((validity.until_ms, validity.ttl_ms), (1_196, 200));
+        // a majority that took the whole TTL but the drift leaves nothing
+        assert!(Validity::after(1_000, 196, 200).is_none());
+        assert!(Validity::after(1_000, 195, 200).is_some());
+        assert_eq!(validity_margin_ms(200), 20);
     }
 }

@@ -4,7 +4,7 @@
 use crate::check::coverage::{Coverage, Touched};
 use crate::check::INVARIANTS;
 use crate::mutant::Mutant;
-use crate::runner::{run_with, Outcome};
+use crate::runner::{run_with, Costs, Outcome};
 use crate::scenario::{self, FaultMask};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
@@ -24,6 +24,8 @@ pub struct SeedResult {
     pub violations: Vec<&'static str>,
     pub trace_hash: u64,
     pub touched: Touched,
+    /// What the mechanism cost the run.
+    pub costs: Costs,
     /// The outcome itself, for a failing seed, until the caller takes it.
     pub failure: Option<Box<Outcome>>,
 }
@@ -42,9 +44,10 @@ pub fn run_seed(
     let violations: Vec<&'static str> =
         outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
     let touched = Touched::of(&outcome.record);
+    let costs = outcome.costs();
     let trace_hash = outcome.trace_hash;
     let failure = if violations.is_empty() { None } else { Some(Box::new(outcome)) };
-    Ok(SeedResult { seed, violations, trace_hash, touched, failure })
+    Ok(SeedResult { seed, violations, trace_hash, touched, costs, failure })
 }
 
 /// Runs `seeds` on the pool. `on_arrival` sees each result as it arrives (it may take a

@@ -4,7 +4,7 @@
 
 use crate::check::coverage::Coverage;
 use crate::check::table::INVARIANTS;
-use crate::runner::{run, Outcome};
+use crate::runner::{run, Costs, Outcome};
 use crate::scenario::random::random_world;
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::explore::{run_seed, run_seeds};
@@ -31,6 +31,8 @@ pub struct Cell {
     pub seeds: u64,
     /// Per invariant: seeds that broke it, and the first such seed with its trace hash.
     pub broken: BTreeMap<&'static str, (u64, u64, u64)>,
+    /// What the mechanism cost, summed over the seeds.
+    pub costs: Costs,
 }
 
 /// Every mechanism with both gateway modes over `seeds` (the whole range, or a shard's share).
@@ -41,6 +43,7 @@ pub fn matrix(seeds: SeedRange, jobs: usize, coverage: &mut Coverage) -> Result<
     for mechanism in Mechanism::ALL {
         for gateway in GatewayMode::ALL {
             let mut broken: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
+            let mut costs = Costs::default();
             let ran = run_seeds(
                 &pool,
                 seeds,
@@ -49,12 +52,13 @@ pub fn matrix(seeds: SeedRange, jobs: usize, coverage: &mut Coverage) -> Result<
                 |_| {},
                 |result| {
                     coverage.add(&result.touched);
+                    costs += result.costs;
                     for invariant in &result.violations {
                         broken.entry(invariant).or_insert((0, result.seed, result.trace_hash)).0 += 1;
                     }
                 },
             )?;
-            cells.push(Cell { mechanism, gateway, seeds: ran, broken });
+            cells.push(Cell { mechanism, gateway, seeds: ran, broken, costs });
         }
     }
     Ok(cells)

@@ -6,6 +6,7 @@
 
 use crate::check::coverage::Coverage;
 use crate::check::table::INVARIANTS;
+use crate::runner::Costs;
 use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, SweepRow, SweepShare};
 use crate::search::merge::{in_order, ShardReport};
 use crate::search::seeds::{SeedRange, Shard};
@@ -35,6 +36,7 @@ struct CellShare {
     gateway: GatewayMode,
     seeds: u64,
     broken: BTreeMap<String, (u64, u64, u64)>,
+    costs: Costs,
 }
 
 /// Runs shard `shard` of a matrix of `seeds` seeds a cell and `sweep_seeds` a TTL: its
@@ -50,6 +52,7 @@ pub fn matrix_shard(seeds: u64, sweep_seeds: u64, shard: Shard, jobs: usize) -> 
             gateway: cell.gateway,
             seeds: cell.seeds,
             broken: cell.broken.into_iter().map(|(name, found)| (name.to_owned(), found)).collect(),
+            costs: cell.costs,
         })
         .collect();
     Ok(json!({
@@ -77,6 +80,7 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
             gateway: share.gateway,
             seeds: 0,
             broken: BTreeMap::new(),
+            costs: Costs::default(),
         }));
     }
     if shares.len() != cells.len() {
@@ -87,6 +91,7 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
             return Err(format!("{name}: its cells are not the first shard's, in the same order"));
         }
         cell.seeds += share.seeds;
+        cell.costs += share.costs;
         for (invariant, (count, seed, hash)) in share.broken {
             // shards come in seed order: the first shard to break it has its first seed
             cell.broken.entry(invariant_named(&invariant)?).or_insert((0, seed, hash)).0 += count;

@@ -128,6 +128,7 @@ mechanisms! {
     FencedDbSequence => fenced_db_sequence,
     Redlock => redlock,
     PlainDelRelease => plain_del_release,
+    FencedRenewal => fenced_renewal,
 }
 
 impl Mechanism {

@@ -29,7 +29,9 @@ fn matrix_table(out: &mut String, cells: &[Cell], seeds: u64) {
         out,
         "Every mechanism, with an idempotent and a non-idempotent gateway, over the same {seeds} seeds of the random \
          scenario (2 to 6 workers, 1 to 3 merchants, 5 to 80 refunds each, a swarm fault plan per seed). A cell is \
-         the share of seeds that broke the invariant, and the first such seed.\n"
+         the share of seeds that broke the invariant, and the first such seed. What each costs, per job on average: \
+         `handoffs`, leases granted for a job's lock beyond the first (the job changed hands); `rejections`, writes \
+         a fence turned away (each abandons a batch).\n"
     );
     // a diagnostic is shown in runs, not counted as a guarantee
     let names: Vec<&str> = INVARIANTS
@@ -37,8 +39,8 @@ fn matrix_table(out: &mut String, cells: &[Cell], seeds: u64) {
         .filter(|invariant| invariant.fails_runs())
         .map(|invariant| invariant.name)
         .collect();
-    let _ = writeln!(out, "| mechanism | gateway | {} |", names.join(" | "));
-    let _ = writeln!(out, "|---|---|{}", "---|".repeat(names.len()));
+    let _ = writeln!(out, "| mechanism | gateway | {} | handoffs | rejections |", names.join(" | "));
+    let _ = writeln!(out, "|---|---|{}---:|---:|", "---|".repeat(names.len()));
     for cell in cells {
         let row: Vec<String> = names
             .iter()
@@ -47,7 +49,16 @@ fn matrix_table(out: &mut String, cells: &[Cell], seeds: u64) {
                 None => "-".to_owned(),
             })
             .collect();
-        let _ = writeln!(out, "| {} | {} | {} |", cell.mechanism, cell.gateway, row.join(" | "));
+        let per_job = |count: u64| count as f64 / cell.costs.jobs.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.2} | {:.2} |",
+            cell.mechanism,
+            cell.gateway,
+            row.join(" | "),
+            per_job(cell.costs.handoffs),
+            per_job(cell.costs.fence_rejections)
+        );
     }
 }
 
