@@ -129,6 +129,7 @@ mechanisms! {
     Redlock => redlock,
     PlainDelRelease => plain_del_release,
     FencedRenewal => fenced_renewal,
+    RedlockFenced => redlock_fenced,
 }
 
 impl Mechanism {
