@@ -126,26 +126,6 @@ impl Outcome {
         }
     }
 
-    /// What the mechanism cost this run: one pass over the history.
-    pub fn costs(&self) -> Costs {
-        let mut granted: BTreeMap<&str, u64> = BTreeMap::new();
-        let mut fence_rejections = 0;
-        for event in &self.record.events {
-            match &event.kind {
-                EventKind::LeaseGranted { key, epoch: Some(_), .. } => {
-                    *granted.entry(key.as_str()).or_default() += 1
-                }
-                EventKind::Step { step: Step::FenceViolation { .. }, .. } => fence_rejections += 1,
-                _ => {}
-            }
-        }
-        Costs {
-            jobs: self.scenario.world.jobs.len() as u64,
-            handoffs: granted.values().map(|grants| grants - 1).sum(),
-            fence_rejections,
-        }
-    }
-
     /// "1200 of 1200 refunds sent, 1200 gateway refunds, 8430000 cents, 1 fence rejection(s)".
     pub fn counts_line(&self) -> String {
         let tally = self.tally();

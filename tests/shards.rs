@@ -152,29 +152,10 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
     let dir = std::env::temp_dir().join(format!("fencesim-matrix-shards-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a directory");
-    let small = ["--seeds", "12", "--sweep-seeds", "4", "--jobs", "1"];
-    let running: Vec<_> = (1..=4)
-        .map(|k| {
-            Command::new(FENCESIM)
-                .args(["matrix", "--shard", &format!("{k}/4")])
-                .args(small)
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("a shard starts")
-        })
-        .collect();
-    let files: Vec<PathBuf> = running
-        .into_iter()
-        .enumerate()
-        .map(|(i, child)| {
-            let output = child.wait_with_output().expect("a shard runs");
-            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-            let path = dir.join(format!("matrix{}.json", i + 1));
-            std::fs::write(&path, output.stdout).expect("its report");
-            path
-        })
-        .collect();
-    let one = Command::new(FENCESIM).args(["matrix", "--root"]).arg(dir.join("one")).args(small).output();
+    let small = ["--seeds", "12", "--sweep-seeds", "4"];
+    let files = shards_of(&dir, "matrix", &[&["matrix"][..], &small].concat());
+    let mut one = Command::new(FENCESIM);
+    let one = one.args(["matrix", "--jobs", "1", "--root"]).arg(dir.join("one")).args(small).output();
     assert!(one.expect("one run").status.success());
     let merged = Command::new(FENCESIM)
         .args(["merge", "--jobs", "1", "--root"])

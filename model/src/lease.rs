@@ -40,9 +40,14 @@ impl<I, C> LeaseClient<I, C> {
     /// Redlock: the lease (key, value) is valid as `validity` says; `None` forgets it.
     fn set_validity(&self, key: &str, value: &str, validity: Option<Validity>) {
         let mut leases = self.validities.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        leases.retain(|(k, v, _)| (k.as_str(), v.as_str()) != (key, value));
-        if let Some(validity) = validity {
-            leases.push((key.to_owned(), value.to_owned(), validity));
+        let held = leases.iter().position(|(k, v, _)| (k.as_str(), v.as_str()) == (key, value));
+        match (held, validity) {
+            (Some(at), Some(validity)) => leases[at].2 = validity,
+            (Some(at), None) => {
+                leases.swap_remove(at);
+            }
+            (None, Some(validity)) => leases.push((key.to_owned(), value.to_owned(), validity)),
+            (None, None) => {}
         }
     }
 

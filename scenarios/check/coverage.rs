@@ -6,7 +6,7 @@ use crate::scenario::random::TRIGGER_STEPS;
 use fencesim_model::{Step, RETRY};
 use fencesim_sim::{EventKind, FaultName, Hop, RunRecord, Trigger};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use strum::EnumCount;
 
@@ -75,6 +75,10 @@ pub struct Touched {
     pub within_triggers: [u16; Hop::COUNT],
     /// The `Sometimes` situations reached, by their place in `Sometimes::ALL`.
     pub sometimes: Bits,
+    /// What the mechanism cost, counted in the same pass: leases granted for a lock key
+    /// beyond its first (a job changed hands), and writes a fence turned away.
+    pub handoffs: u32,
+    pub fence_rejections: u32,
 }
 
 impl Touched {
@@ -102,6 +106,7 @@ impl Touched {
     pub fn of(record: &RunRecord) -> Touched {
         let mut touched = Touched::default();
         let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut locks_granted: BTreeSet<&str> = BTreeSet::new();
         for event in &record.events {
             match &event.kind {
                 EventKind::FaultFired { fault, trigger } => {
@@ -124,6 +129,11 @@ impl Touched {
                 {
                     touched.reached(Sometimes::GatewayErrorRetried)
                 }
+                EventKind::LeaseGranted { key, epoch: Some(_), .. } => {
+                    // the first grant of a key is its first lease; every later one a handoff
+                    touched.handoffs += u32::from(!locks_granted.insert(key.as_str()));
+                }
+                EventKind::Step { step: Step::FenceViolation { .. }, .. } => touched.fence_rejections += 1,
                 EventKind::TokenIssued { key, token, .. } => {
                     let previous = last_token.insert(key.as_str(), token.0);
                     if previous.is_some_and(|previous| token.0 <= previous) {

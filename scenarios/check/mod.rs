@@ -14,4 +14,4 @@ pub mod rows;
 pub mod table;
 
 pub use facts::{Breach, Facts, PerRow};
-pub use table::{check_all, invariant, violations, Check, CheckKind, Invariant, INVARIANTS};
+pub use table::{check_all, invariant, known_invariant, violations, Check, CheckKind, Invariant, INVARIANTS};

@@ -68,6 +68,14 @@ pub fn invariant(name: &str) -> Option<&'static Invariant> {
     INVARIANTS.iter().find(|invariant| invariant.name == name)
 }
 
+/// The table's own name for `name`, or why it has none (a shard's or a file's name read
+/// back by this build).
+pub fn known_invariant(name: &str) -> Result<&'static str, String> {
+    invariant(name)
+        .map(|invariant| invariant.name)
+        .ok_or_else(|| format!("'{name}' is not an invariant of this build"))
+}
+
 /// The verdict of one invariant over one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Check {

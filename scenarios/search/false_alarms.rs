@@ -2,7 +2,7 @@
 //! scenario under the faults it promises to survive. An invariant it breaks there is a
 //! bug in the mechanism or a false alarm of the checkers; either way the suite must say so.
 
-use crate::check::table::INVARIANTS;
+use crate::check::known_invariant;
 use crate::scenario::FaultMask;
 use crate::search::explore::{explore, ExploreConfig};
 use crate::search::seeds::SeedRange;
@@ -99,11 +99,7 @@ pub fn false_alarms_from(shares: &[&serde_json::Value]) -> Result<Vec<FalseAlarm
             let run = &mut runs[index];
             run.seeds += part["seeds"].as_u64().ok_or("false alarms without their seeds")?;
             for (name, count) in part["violations"].as_object().into_iter().flatten() {
-                let invariant = INVARIANTS
-                    .iter()
-                    .find(|invariant| invariant.name == name)
-                    .ok_or(format!("'{name}' is not an invariant of this build"))?;
-                *run.violations.entry(invariant.name).or_default() += count.as_u64().unwrap_or(0);
+                *run.violations.entry(known_invariant(name)?).or_default() += count.as_u64().unwrap_or(0);
             }
         }
     }

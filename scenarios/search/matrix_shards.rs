@@ -5,7 +5,7 @@
 //! failures are made as that run makes them.
 
 use crate::check::coverage::Coverage;
-use crate::check::table::INVARIANTS;
+use crate::check::known_invariant;
 use crate::runner::Costs;
 use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, SweepRow, SweepShare};
 use crate::search::merge::{in_order, ShardReport};
@@ -63,15 +63,6 @@ pub fn matrix_shard(seeds: u64, sweep_seeds: u64, shard: Shard, jobs: usize) -> 
     }))
 }
 
-/// The invariant of this build with this name.
-fn invariant_named(name: &str) -> Result<&'static str, String> {
-    INVARIANTS
-        .iter()
-        .map(|invariant| invariant.name)
-        .find(|known| *known == name)
-        .ok_or_else(|| format!("'{name}' is not an invariant of this build"))
-}
-
 /// Adds one shard's cells to the cells so far (empty before the first shard).
 fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Result<(), String> {
     if cells.is_empty() {
@@ -94,7 +85,7 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
         cell.costs += share.costs;
         for (invariant, (count, seed, hash)) in share.broken {
             // shards come in seed order: the first shard to break it has its first seed
-            cell.broken.entry(invariant_named(&invariant)?).or_insert((0, seed, hash)).0 += count;
+            cell.broken.entry(known_invariant(&invariant)?).or_insert((0, seed, hash)).0 += count;
         }
     }
     Ok(())

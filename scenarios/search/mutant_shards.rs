@@ -4,7 +4,7 @@
 //! shards back together into what one run measured, from which the report and the shrunk
 //! files are written as that run writes them.
 
-use crate::check::table::INVARIANTS;
+use crate::check::known_invariant;
 use crate::mutant::Mutant;
 use crate::search::exhaustive::{plans, scope_from, scope_share, ScopeShare, SmallScope};
 use crate::search::false_alarms::{false_alarm_share, false_alarms_from, FalseAlarmRun};
@@ -90,16 +90,7 @@ struct MutantShare {
 impl MutantShare {
     fn report(self) -> Result<MutantReport, String> {
         let mutant = self.name;
-        let invariant = match self.invariant {
-            Some(name) => Some(
-                INVARIANTS
-                    .iter()
-                    .map(|invariant| invariant.name)
-                    .find(|known| *known == name)
-                    .ok_or(format!("'{name}' is not an invariant of this build"))?,
-            ),
-            None => None,
-        };
+        let invariant = self.invariant.as_deref().map(known_invariant).transpose()?;
         Ok(MutantReport {
             name: mutant.name(),
             baseline: mutant.baseline().name(),

@@ -74,19 +74,11 @@ pub struct GatewayCore {
     /// Looked up, never iterated: a fixed-key hasher keeps it deterministic and draws
     /// nothing from the run's randomness.
     keys: HashMap<IdempotencyKey, KeyRecord, BuildHasherDefault<DefaultHasher>>,
-    /// The first refund made for each reference: a lookup by reference is one probe, not a
-    /// scan of the ledger (which made a world with many lookups quadratic in its refunds).
-    first_by_reference: HashMap<RefundId, Receipt, BuildHasherDefault<DefaultHasher>>,
 }
 
 impl GatewayCore {
     pub fn new(mode: GatewayMode) -> GatewayCore {
-        GatewayCore {
-            mode,
-            ledger: Vec::new(),
-            keys: HashMap::default(),
-            first_by_reference: HashMap::default(),
-        }
+        GatewayCore { mode, ledger: Vec::new(), keys: HashMap::default() }
     }
 
     pub fn mode(&self) -> GatewayMode {
@@ -127,15 +119,19 @@ impl GatewayCore {
         let gateway_ref = self.ledger.len() as u32 + 1;
         self.ledger.push(LedgerEntry { gateway_ref, refund: reference, amount, at_ms: now_ms });
         let receipt = Receipt { gateway_ref, amount };
-        self.first_by_reference.entry(reference).or_insert(receipt);
         let completes_at_ms = now_ms + latency_ms;
         self.keys.entry(key).or_insert(KeyRecord { receipt, completes_at_ms });
         CallReply { receipt, outcome: CallOutcome::Created, respond_at_ms: completes_at_ms }
     }
 
     /// The first refund made with this reference, if any.
+    /// A scan of the ledger: a worker looks up only the rows it found in `sending`, a few
+    /// a batch, while every call would pay for an index.
     pub fn find(&self, reference: RefundId) -> Option<Receipt> {
-        self.first_by_reference.get(&reference).copied()
+        self.ledger
+            .iter()
+            .find(|e| e.refund == reference)
+            .map(|e| Receipt { gateway_ref: e.gateway_ref, amount: e.amount })
     }
 }
 
