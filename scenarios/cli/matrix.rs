@@ -1,14 +1,15 @@
-//! `fencesim matrix`: every mechanism with both gateway modes over the same seeds, and the
-//! TTL sweep; writes `reports/guarantees.md`.
+//! `fencesim matrix`: every mechanism with both gateway modes over the same seeds, the TTL
+//! sweep, and the debate over majority leases; writes `reports/guarantees.md`.
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
-use fencesim::check::coverage::Coverage;
+use fencesim::search::debate::DEBATE_SEEDS;
 use fencesim::search::matrix::{
-    matrix, shrink_first_failures, shrunk_file, sweep, Cell, SweepRow, REPORT_SEEDS, SHRUNK_DIR, SWEEP_SEEDS,
+    run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
+    SWEEP_SEEDS,
 };
 use fencesim::search::matrix_shards::matrix_shard;
-use fencesim::search::seeds::{SeedRange, Shard};
+use fencesim::search::seeds::Shard;
 use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::{guarantees_report, GUARANTEES_REPORT};
 use fencesim::tell::write::write_report;
@@ -23,6 +24,9 @@ pub struct MatrixArgs {
     /// Seeds per TTL in the sweep
     #[arg(long, default_value_t = SWEEP_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
     sweep_seeds: u64,
+    /// Seeds per setting and mechanism in the debate over majority leases
+    #[arg(long, default_value_t = DEBATE_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+    debate_seeds: u64,
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
     /// The project root to write under
@@ -34,27 +38,18 @@ pub struct MatrixArgs {
     shard: Option<Shard>,
 }
 
-/// Runs the matrix, shrinks each mechanism's first failure, runs the sweep, and writes
-/// the report and the shrunk replay files under `root` (the files of an earlier run go).
-pub fn write_guarantees(root: &Path, seeds: u64, sweep_seeds: u64, jobs: usize) -> Result<String, String> {
-    let mut coverage = Coverage::new();
-    let cells = matrix(SeedRange::first(seeds)?, jobs, &mut coverage)?;
-    let rows = sweep(sweep_seeds)?;
-    write_report_of(root, &cells, &rows, &coverage, jobs)
+/// Runs the matrix, the sweep and the debate, shrinks each mechanism's first failure, and
+/// writes the report and the shrunk replay files under `root` (the files of an earlier run go).
+pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<String, String> {
+    write_report_of(root, &run_matrix(sizes, jobs)?, jobs)
 }
 
 /// Shrinks each cell's first failure and writes the report and the shrunk replay files
 /// under `root` (the files of an earlier run go): the end of a matrix run, or of a merge
 /// of its shards.
-pub fn write_report_of(
-    root: &Path,
-    cells: &[Cell],
-    rows: &[SweepRow],
-    coverage: &Coverage,
-    jobs: usize,
-) -> Result<String, String> {
-    let shrunk = shrink_first_failures(cells, jobs)?;
-    let text = guarantees_report(cells, &shrunk, rows, coverage);
+pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
+    let shrunk = shrink_first_failures(&found.cells, jobs)?;
+    let text = guarantees_report(found, &shrunk);
     let dir = root.join(SHRUNK_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
@@ -69,8 +64,10 @@ pub fn write_report_of(
 }
 
 pub fn run(args: MatrixArgs) -> ExitCode {
+    let sizes =
+        MatrixSizes { seeds: args.seeds, sweep_seeds: args.sweep_seeds, debate_seeds: args.debate_seeds };
     if let Some(shard) = args.shard {
-        return match matrix_shard(args.seeds, args.sweep_seeds, shard, args.jobs) {
+        return match matrix_shard(sizes, shard, args.jobs) {
             Ok(found) => {
                 println!("{found}");
                 ExitCode::SUCCESS
@@ -78,7 +75,7 @@ pub fn run(args: MatrixArgs) -> ExitCode {
             Err(error) => bad_input(error),
         };
     }
-    match write_guarantees(&args.root, args.seeds, args.sweep_seeds, args.jobs) {
+    match write_guarantees(&args.root, sizes, args.jobs) {
         Ok(text) => {
             print!("{text}");
             println!("\nwrote {GUARANTEES_REPORT}");

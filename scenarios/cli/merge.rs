@@ -38,8 +38,7 @@ fn read(path: &PathBuf) -> Result<ShardReport, String> {
 
 /// A matrix's shards: the report one run would have written, written and printed.
 fn merge_matrix_shards(shards: &[ShardReport], args: &MergeArgs) -> ExitCode {
-    let written = merge_matrix(shards)
-        .and_then(|(cells, rows, coverage)| write_report_of(&args.root, &cells, &rows, &coverage, args.jobs));
+    let written = merge_matrix(shards).and_then(|found| write_report_of(&args.root, &found, args.jobs));
     match written {
         Ok(text) => {
             print!("{text}");

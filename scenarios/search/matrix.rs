@@ -1,12 +1,13 @@
 //! The matrix: every mechanism with both gateway modes over the same seeds of the random
-//! scenario, each one's first failure shrunk; and the TTL sweep: how a longer TTL trades
-//! violations for an outage.
+//! scenario, each one's first failure shrunk; the TTL sweep: how a longer TTL trades
+//! violations for an outage; and the debate over majority leases (`debate`).
 
 use crate::check::coverage::Coverage;
 use crate::check::table::INVARIANTS;
 use crate::runner::{run, Costs, Outcome};
 use crate::scenario::random::random_world;
 use crate::scenario::{self, FaultMask, Scenario};
+use crate::search::debate::{debate, DebateRow};
 use crate::search::explore::{run_seed, run_seeds};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
@@ -23,6 +24,35 @@ pub const REPORT_SEEDS: u64 = 400;
 /// Seeds per TTL in the committed sweep.
 pub const SWEEP_SEEDS: u64 = 60;
 pub const SWEEP_TTLS_MS: [u64; 4] = [1_000, 5_000, 30_000, 300_000];
+
+/// How many seeds each part of a matrix run takes.
+#[derive(Clone, Copy, Debug)]
+pub struct MatrixSizes {
+    /// Per mechanism and gateway mode.
+    pub seeds: u64,
+    /// Per mechanism and TTL of the sweep.
+    pub sweep_seeds: u64,
+    /// Per setting and mechanism of the debate.
+    pub debate_seeds: u64,
+}
+
+/// Runs every part of the matrix over seeds 1 to its size, on `jobs` threads.
+pub fn run_matrix(sizes: MatrixSizes, jobs: usize) -> Result<MatrixFound, String> {
+    let mut coverage = Coverage::new();
+    let cells = matrix(SeedRange::first(sizes.seeds)?, jobs, &mut coverage)?;
+    let sweep = sweep(sizes.sweep_seeds)?;
+    let debate = debate(SeedRange::first(sizes.debate_seeds)?, jobs)?;
+    Ok(MatrixFound { cells, sweep, debate, coverage })
+}
+
+/// What one matrix run finds: the cells, the TTL sweep's rows, the debate's rows, and
+/// the coverage of the cells' runs. The report and its shrunk failures are made from it.
+pub struct MatrixFound {
+    pub cells: Vec<Cell>,
+    pub sweep: Vec<SweepRow>,
+    pub debate: Vec<DebateRow>,
+    pub coverage: Coverage,
+}
 
 /// One mechanism and gateway mode over the seeds.
 pub struct Cell {

@@ -1,13 +1,14 @@
 //! The matrix in shards: `matrix --shard K/N` runs every cell over its contiguous share of
-//! the seeds and the sweep over its share of the sweep's seeds, and prints what it found
-//! as JSON; `fencesim merge` puts the shards back together into the cells, sweep rows and
-//! coverage one run of every seed would have had, from which the report and its shrunk
-//! failures are made as that run makes them.
+//! the seeds, the sweep over its share of the sweep's seeds and the debate over its share
+//! of the debate's, and prints what it found as JSON; `fencesim merge` puts the shards back
+//! together into what one run of every seed would have found, from which the report and
+//! its shrunk failures are made as that run makes them.
 
 use crate::check::coverage::Coverage;
 use crate::check::known_invariant;
 use crate::runner::Costs;
-use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, SweepRow, SweepShare};
+use crate::search::debate::{debate, debate_rows, DebateRow};
+use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, MatrixFound, MatrixSizes, SweepShare};
 use crate::search::merge::{in_order, ShardReport};
 use crate::search::seeds::{SeedRange, Shard};
 use fencesim_model::Mechanism;
@@ -18,12 +19,13 @@ use std::collections::BTreeMap;
 
 /// What a matrix shard says about the run it belongs to: a merge refuses shards whose
 /// runs differ.
-pub fn matrix_run(seeds: u64, sweep_seeds: u64, shard: Option<Shard>) -> Value {
+pub fn matrix_run(sizes: MatrixSizes, shard: Option<Shard>) -> Value {
     json!({
         "command": "matrix",
         "version": env!("CARGO_PKG_VERSION"),
-        "seeds": seeds,
-        "sweep_seeds": sweep_seeds,
+        "seeds": sizes.seeds,
+        "sweep_seeds": sizes.sweep_seeds,
+        "debate_seeds": sizes.debate_seeds,
         "shard": shard,
     })
 }
@@ -39,12 +41,12 @@ struct CellShare {
     costs: Costs,
 }
 
-/// Runs shard `shard` of a matrix of `seeds` seeds a cell and `sweep_seeds` a TTL: its
-/// JSON, for `fencesim merge`.
-pub fn matrix_shard(seeds: u64, sweep_seeds: u64, shard: Shard, jobs: usize) -> Result<Value, String> {
+/// Runs shard `shard` of a matrix of these sizes: its JSON, for `fencesim merge`.
+pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Value, String> {
     let mut coverage = Coverage::new();
-    let cells = matrix(SeedRange::first(seeds)?.shard(shard)?, jobs, &mut coverage)?;
-    let sweep = sweep_shares(SeedRange::first(sweep_seeds)?.shard(shard)?)?;
+    let cells = matrix(SeedRange::first(sizes.seeds)?.shard(shard)?, jobs, &mut coverage)?;
+    let sweep = sweep_shares(SeedRange::first(sizes.sweep_seeds)?.shard(shard)?)?;
+    let debate = debate(SeedRange::first(sizes.debate_seeds)?.shard(shard)?, jobs)?;
     let cells: Vec<CellShare> = cells
         .into_iter()
         .map(|cell| CellShare {
@@ -56,9 +58,10 @@ pub fn matrix_shard(seeds: u64, sweep_seeds: u64, shard: Shard, jobs: usize) -> 
         })
         .collect();
     Ok(json!({
-        "run": matrix_run(seeds, sweep_seeds, Some(shard)),
+        "run": matrix_run(sizes, Some(shard)),
         "cells": cells,
         "sweep": sweep,
+        "debate": debate,
         "coverage": coverage,
     }))
 }
@@ -91,11 +94,12 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
     Ok(())
 }
 
-/// The cells, sweep rows and coverage that one matrix run of every seed would have had,
+/// What one matrix run of every seed would have found,
 /// from the `--json` of each of its shards.
-pub fn merge_matrix(shards: &[ShardReport]) -> Result<(Vec<Cell>, Vec<SweepRow>, Coverage), String> {
+pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
     let (shards, _) = in_order(shards)?;
-    let (mut cells, mut sweeps, mut coverage) = (Vec::new(), Vec::new(), Coverage::new());
+    let (mut cells, mut sweeps, mut debates, mut coverage) =
+        (Vec::new(), Vec::new(), Vec::new(), Coverage::new());
     for shard in shards {
         let name = &shard.name;
         let unreadable = |what: &str, error: serde_json::Error| format!("{name}: unreadable {what}: {error}");
@@ -105,7 +109,10 @@ pub fn merge_matrix(shards: &[ShardReport]) -> Result<(Vec<Cell>, Vec<SweepRow>,
         let sweep: Vec<SweepShare> =
             serde_json::from_value(shard.report["sweep"].clone()).map_err(|e| unreadable("sweep", e))?;
         sweeps.push(sweep);
+        let debate: Vec<DebateRow> =
+            serde_json::from_value(shard.report["debate"].clone()).map_err(|e| unreadable("debate", e))?;
+        debates.push(debate);
         coverage.absorb(&shard.report["coverage"]).map_err(|error| format!("{name}: {error}"))?;
     }
-    Ok((cells, sweep_rows(&sweeps)?, coverage))
+    Ok(MatrixFound { cells, sweep: sweep_rows(&sweeps)?, debate: debate_rows(&debates)?, coverage })
 }

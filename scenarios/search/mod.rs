@@ -3,6 +3,7 @@
 //! exhaustive small scope, the false-alarm runs of the mechanisms that promise safety,
 //! and the property suite over small worlds.
 
+pub mod debate;
 pub mod exhaustive;
 pub mod explore;
 pub mod false_alarms;

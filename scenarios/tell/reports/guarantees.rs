@@ -2,11 +2,11 @@
 //! with the first failing seed of each broken invariant and its command, the TTL sweep,
 //! what the measurement finds, and the matrix's coverage.
 
-use crate::check::coverage::Coverage;
 use crate::check::INVARIANTS;
-use crate::search::matrix::{shrunk_file, Cell, ShrunkFailure, SweepRow};
+use crate::search::debate::{replay_command, DebateRow, Setting, DEBATE_MECHANISMS};
+use crate::search::matrix::{shrunk_file, Cell, MatrixFound, ShrunkFailure, SweepRow};
 use fencesim_model::Mechanism;
-use fencesim_sim::GatewayMode;
+use fencesim_sim::{FaultName, GatewayMode};
 use std::fmt::Write as _;
 
 pub const GUARANTEES_REPORT: &str = "reports/guarantees.md";
@@ -128,6 +128,60 @@ fn sweep_table(out: &mut String, sweep: &[SweepRow]) {
     }
 }
 
+fn kinds(kinds: &[FaultName]) -> String {
+    kinds.iter().map(|kind| format!("`{}`", kind.name())).collect::<Vec<_>>().join(", ")
+}
+
+fn debate_table(out: &mut String, debate: &[DebateRow]) {
+    out.push_str("\n## The argument over majority leases, measured\n\n");
+    let _ = writeln!(
+        out,
+        "Redlock as its algorithm asks to be used (`redlock`: validity checked before every write, extended on a \
+         majority) and the same with a token from the database sequence that the store checks (`redlock-fenced`), \
+         over the same {} seeds of the random scenario with an idempotent gateway, in four settings. The stalls \
+         are {}; the clock shifts {}; every other kind is on in all four. One side of the argument holds that with \
+         the validity checked the lease is safe while clocks drift within bounds, the other that a stall after the \
+         check, or an instance's clock running ahead, lets two clients hold a majority at once, and that only a \
+         token the store checks can tell the older one. *Seed* is the first that broke an invariant, or seed 1 \
+         where none did; its trace hash is what the run gives today.\n",
+        debate.first().map_or(0, |row| row.seeds),
+        // what (c) switches off is the stalls, what (b) switches off the clock shifts
+        kinds(&Setting::ClockShifts.switched_off()),
+        kinds(&Setting::Stalls.switched_off()),
+    );
+    out.push_str(
+        "| setting | mechanism | seeds broken | invariants broken | seed | trace hash | command |\n",
+    );
+    out.push_str("|---|---|---:|---|---:|---|---|\n");
+    for row in debate {
+        let invariants: Vec<String> =
+            row.invariants.iter().map(|(name, count)| format!("{name} ({count})")).collect();
+        let (seed, hash) = row.first.unwrap_or((1, row.seed_one_hash.unwrap_or(0)));
+        let command = match row.first {
+            Some((seed, _)) => format!("`{}`", replay_command(row, seed)),
+            None => "-".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} {} | {} | {} ({}) | {} | {seed} | {hash:016x} | {command} |",
+            row.setting.letter(),
+            row.setting.describe(),
+            row.mechanism,
+            row.broken,
+            pct(row.broken, row.seeds),
+            if invariants.is_empty() { "-".to_owned() } else { invariants.join(", ") },
+        );
+    }
+    for mechanism in DEBATE_MECHANISMS {
+        let counts: Vec<String> = debate
+            .iter()
+            .filter(|row| row.mechanism == mechanism)
+            .map(|row| format!("{} {}", row.broken, row.setting.letter()))
+            .collect();
+        let _ = writeln!(out, "\n`{mechanism}` broke an invariant in {} of the seeds.", counts.join(", "));
+    }
+}
+
 fn findings(out: &mut String, cells: &[Cell], sweep: &[SweepRow], seeds: u64) {
     out.push_str("\n## What the measurement finds\n\n");
     let rate = |mechanism: Mechanism, gateway: GatewayMode, invariant: &str| {
@@ -171,18 +225,15 @@ fn findings(out: &mut String, cells: &[Cell], sweep: &[SweepRow], seeds: u64) {
 }
 
 /// The report's text.
-pub fn guarantees_report(
-    cells: &[Cell],
-    shrunk: &[ShrunkFailure],
-    sweep: &[SweepRow],
-    coverage: &Coverage,
-) -> String {
+pub fn guarantees_report(found: &MatrixFound, shrunk: &[ShrunkFailure]) -> String {
+    let MatrixFound { cells, sweep, debate, coverage } = found;
     let mut out = String::new();
     let seeds = cells.first().map_or(0, |cell| cell.seeds);
     matrix_table(&mut out, cells, seeds);
     first_failing_seeds(&mut out, cells);
     shrunk_failures(&mut out, shrunk);
     sweep_table(&mut out, sweep);
+    debate_table(&mut out, debate);
     findings(&mut out, cells, sweep, seeds);
     let _ = writeln!(out, "\n## Coverage of the matrix\n\n```text\n{}```", coverage.render());
     out
@@ -227,4 +278,40 @@ pub fn parse_first_failures(report: &str) -> Vec<FirstFailure> {
         rows.extend(row);
     }
     rows
+}
+
+/// One row of the debate's table, as a test reads it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DebateLine {
+    pub setting: Setting,
+    pub mechanism: Mechanism,
+    pub broken: u64,
+    /// The first seed that broke an invariant, or seed 1 where none did.
+    pub seed: u64,
+    pub trace_hash: String,
+}
+
+/// The debate's rows of a report.
+pub fn parse_debate(report: &str) -> Vec<DebateLine> {
+    let section = report.split("\n## The argument over majority leases, measured").nth(1).unwrap_or_default();
+    let mut lines = Vec::new();
+    for line in section.lines().take_while(|line| !line.starts_with("## ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(setting) =
+            cells.get(1).and_then(|cell| Setting::all().find(|s| cell.starts_with(s.letter())))
+        else {
+            continue;
+        };
+        let row = (|| {
+            Some(DebateLine {
+                setting,
+                mechanism: cells.get(2)?.parse().ok()?,
+                broken: cells.get(3)?.split(' ').next()?.parse().ok()?,
+                seed: cells.get(5)?.parse().ok()?,
+                trace_hash: (*cells.get(6)?).to_owned(),
+            })
+        })();
+        lines.extend(row);
+    }
+    lines
 }

@@ -6,5 +6,5 @@ mod engine;
 mod plan;
 mod state;
 
-pub use plan::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Trigger};
+pub use plan::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Timing, Trigger};
 pub(crate) use state::{CallCounter, Counted, FaultState, RefundCall};

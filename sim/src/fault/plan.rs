@@ -99,6 +99,21 @@ pub enum Size {
     OneOf(usize),
 }
 
+/// What a fault kind does to a lease holder's hold on time: the two things the argument
+/// over majority leases turns on. A stall keeps the holder from acting while its lease runs
+/// out; a clock shift ends the lease on a Redis instance before the holder's own clock says
+/// it should.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// The holder, or a request or answer of its, is held up for a while.
+    Stall,
+    /// An instance's clock jumps, or its lease key expires, early.
+    ClockShift,
+    /// Neither: the kind acts on something else (a process's life, the queue, the
+    /// gateway's answers, what a restart keeps).
+    Neither,
+}
+
 impl FaultName {
     /// The sizes the generators draw a fault of this kind from, for a lease of `ttl_ms`:
     /// durations are scaled to the TTL, where races live.
@@ -120,6 +135,27 @@ impl FaultName {
             | FaultName::Redeliver
             | FaultName::DuplicateDelivery
             | FaultName::LostResponse => Size::None,
+        }
+    }
+
+    /// What this kind does to a lease holder's hold on time.
+    pub fn timing(self) -> Timing {
+        match self {
+            FaultName::Pause
+            | FaultName::DbDelay
+            | FaultName::RedisDelay
+            | FaultName::GatewayLatency
+            | FaultName::RedisReplyDelay
+            | FaultName::DbReplyDelay => Timing::Stall,
+            FaultName::RedisClockJump | FaultName::ExpireLease => Timing::ClockShift,
+            FaultName::Crash
+            | FaultName::RedisRestart
+            | FaultName::Redeliver
+            | FaultName::DuplicateDelivery
+            | FaultName::LostResponse
+            | FaultName::GatewayConflicts
+            | FaultName::GatewayTimeout
+            | FaultName::GatewayOutage => Timing::Neither,
         }
     }
 
