@@ -3,7 +3,9 @@
 use fencesim::runner::{run, DEFAULT_SEED};
 use fencesim::scenario::worked_example;
 use fencesim::tell::diagram::sequence_diagram;
-use fencesim::tell::reports::worked_example::{worked_example_report, WORKED_EXAMPLE_REPORT};
+use fencesim::tell::reports::worked_example::{
+    worked_example_page, worked_example_report, WORKED_EXAMPLE_PAGE, WORKED_EXAMPLE_REPORT,
+};
 use fencesim::tell::story::{render_story, story};
 
 #[test]
@@ -15,6 +17,20 @@ fn the_worked_example_report_is_fresh() {
         committed == fresh,
         "{WORKED_EXAMPLE_REPORT} is stale: regenerate it with `cargo run --release -- report` and commit it"
     );
+}
+
+/// The page is checked byte for byte, its compressed data too: the same runs, the same
+/// script and the same compressor give the same bytes.
+#[test]
+fn the_worked_example_page_is_fresh_and_small() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(WORKED_EXAMPLE_PAGE);
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let fresh = worked_example_page().unwrap();
+    assert!(
+        committed == fresh,
+        "{WORKED_EXAMPLE_PAGE} is stale: regenerate it with `cargo run --release -- report` and commit it"
+    );
+    assert!(fresh.len() < 400 * 1024, "the page is {} KB, over its 400 KB", fresh.len() / 1024);
 }
 
 #[test]

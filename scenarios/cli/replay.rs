@@ -1,11 +1,14 @@
 //! `fencesim replay FILE`: the file's own fault plan run again, its hash compared with the
 //! file's, the failure told as a story; with `--check-determinism`, run twice.
 
+use crate::cli::args::parse_mechanism;
 use crate::cli::{bad_input, verdict};
+use fencesim::model::Mechanism;
 use fencesim::runner::{run_with, Outcome};
 use fencesim::scenario::Scenario;
 use fencesim::tell::failure::{first_difference, tell_failure};
 use fencesim::tell::replay_file::ReplayFile;
+use fencesim::tell::timeline::write_run_page;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -15,6 +18,12 @@ pub struct ReplayArgs {
     /// Run it twice in fresh runtimes and name the first event that differs
     #[arg(long)]
     check_determinism: bool,
+    /// Write the run's timeline page (one HTML file that opens from disk) to this file
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// On the page, the same fault plan under this mechanism too
+    #[arg(long, value_parser = parse_mechanism, requires = "html")]
+    beside: Option<Mechanism>,
 }
 
 fn compare_hash(outcome: &Outcome, replay: &ReplayFile) {
@@ -76,6 +85,14 @@ pub fn run_command(args: ReplayArgs) -> ExitCode {
     };
     compare_hash(&outcome, &replay);
     print!("{}", tell_failure(&outcome, 25));
+    if let Some(path) = &args.html {
+        if let Err(error) =
+            write_run_page(path, &outcome, args.beside, &format!("fencesim replay {}", args.file.display()))
+        {
+            return bad_input(error);
+        }
+        println!("wrote {}", path.display());
+    }
     if args.check_determinism {
         match check_determinism(&outcome, scenario, replay.seed) {
             Ok(true) => {}

@@ -10,6 +10,7 @@ use fencesim::scenario::{self, FaultMask};
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::story::{render_story, story};
+use fencesim::tell::timeline::write_run_page;
 use fencesim::tell::write::write_whole;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +39,12 @@ pub struct RunArgs {
     /// Save the run as a replay file (into this directory), failing or not
     #[arg(long)]
     save_replay: Option<PathBuf>,
+    /// Write the run's timeline page (one HTML file that opens from disk) to this file
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// On the page, the same fault plan under this mechanism too
+    #[arg(long, value_parser = parse_mechanism, requires = "html")]
+    beside: Option<Mechanism>,
     /// Plant this bug of the mutant catalogue (`fencesim mutants` lists them) in the workers
     #[arg(long)]
     mutant: Option<Mutant>,
@@ -82,6 +89,15 @@ pub fn run_command(args: RunArgs) -> ExitCode {
     };
     if let Err(error) = keep(&outcome, args.trace, args.save_replay) {
         return bad_input(error);
+    }
+    if let Some(path) = &args.html {
+        let ttl = args.ttl_ms.map(|ttl| format!(" --ttl-ms {ttl}")).unwrap_or_default();
+        if let Err(error) =
+            write_run_page(path, &outcome, args.beside, &format!("{}{ttl}", outcome.replay_command()))
+        {
+            return bad_input(error);
+        }
+        eprintln!("wrote {}", path.display());
     }
     if args.json {
         println!("{}", outcome.to_json());

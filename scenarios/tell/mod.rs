@@ -8,4 +8,5 @@ pub mod failure;
 pub mod replay_file;
 pub mod reports;
 pub mod story;
+pub mod timeline;
 pub mod write;

@@ -1,4 +1,5 @@
 //! What the tests against real components share.
 
+pub mod chromium;
 pub mod faketime;
 pub mod redis_server;

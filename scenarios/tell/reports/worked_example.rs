@@ -6,6 +6,7 @@ use crate::runner::{run, Outcome, DEFAULT_SEED};
 use crate::scenario::worked_example;
 use crate::tell::diagram::sequence_diagram;
 use crate::tell::story::{render_story, story};
+use crate::tell::timeline::{run_view, timeline_page};
 use crate::tell::write::write_report;
 use fencesim_model::{group_thousands, Cents, Mechanism};
 use fencesim_sim::GatewayMode;
@@ -13,6 +14,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 pub const WORKED_EXAMPLE_REPORT: &str = "reports/worked-example.md";
+/// The same runs as a timeline page.
+pub const WORKED_EXAMPLE_PAGE: &str = "reports/worked-example.html";
 
 /// The four runs of the comparison: the fence and the TTL alone, with each gateway mode.
 pub fn comparison(seed: u64) -> Result<Vec<Outcome>, String> {
@@ -90,8 +93,19 @@ pub fn worked_example_report() -> Result<String, String> {
     Ok(out)
 }
 
-/// Writes the report under `root`; returns the paths written.
+/// The worked example's timeline page: the fence, and the TTL alone, under the same faults.
+pub fn worked_example_page() -> Result<String, String> {
+    let outcomes = comparison(DEFAULT_SEED)?;
+    let runs = [
+        run_view(&outcomes[0], "With the fence (fenced, idempotent gateway)"),
+        run_view(&outcomes[3], "The same faults, the TTL lease alone (ttl-only, non-idempotent gateway)"),
+    ];
+    Ok(timeline_page("The worked example: A freezes at 10:00:26 holding r_815", &runs))
+}
+
+/// Writes the report and its page under `root`; returns the paths written.
 pub fn write_reports(root: &Path) -> Result<Vec<String>, String> {
     write_report(root, WORKED_EXAMPLE_REPORT, &worked_example_report()?)?;
-    Ok(vec![WORKED_EXAMPLE_REPORT.to_owned()])
+    write_report(root, WORKED_EXAMPLE_PAGE, &worked_example_page()?)?;
+    Ok(vec![WORKED_EXAMPLE_REPORT.to_owned(), WORKED_EXAMPLE_PAGE.to_owned()])
 }

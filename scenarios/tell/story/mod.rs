@@ -12,6 +12,7 @@ mod store;
 mod worker;
 
 pub use narrator::Line;
+pub(crate) use rhythm::plain_rows;
 
 use crate::runner::Outcome;
 use fencesim_sim::{Event, EventKind};

@@ -17,7 +17,7 @@ enum Rhythm {
 /// The rows whose whole history is one claim from `pending`, one payment and one confirm
 /// by the same lease: routine, told as a folded run. A skip by a worker without a token
 /// does not count against a row; any other event on it does.
-pub(super) fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
+pub(crate) fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
     let mut rhythm: BTreeMap<RefundId, Rhythm> = BTreeMap::new();
     for event in events {
         let (refund, next) = match &event.kind {

@@ -1,0 +1,253 @@
+//! What the timeline draws, derived from a run's history: what each worker believed, what
+//! Redis really granted, pauses and crashes, each write and gateway call as a mark, the
+//! routine stretches folded, and the rows whose history was not routine.
+
+use super::{Bar, Fold, Mark, RowView};
+use crate::runner::Outcome;
+use crate::tell::story::plain_rows;
+use fencesim_model::{group_thousands, RefundId, Step, WorkerId};
+use fencesim_sim::{CallOutcome, Event, EventKind, FaultKind, FaultName};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Everything `lanes` derives.
+#[derive(Default)]
+pub(super) struct Lanes {
+    pub believed: Vec<Bar>,
+    pub leases: Vec<Bar>,
+    pub bands: Vec<Bar>,
+    pub folds: Vec<Fold>,
+    pub marks: Vec<Mark>,
+    pub rows: Vec<RowView>,
+}
+
+fn lane(worker: WorkerId) -> usize {
+    worker.0 as usize
+}
+
+/// What each worker believed: from each lease it acquired (its token, once taken) until
+/// its batch completed or was abandoned, it released, or it crashed.
+fn believed(events: &[Event], end: u64) -> Vec<Bar> {
+    let mut open: BTreeMap<WorkerId, Bar> = BTreeMap::new();
+    let mut bars = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        let (worker, closes) = match &event.kind {
+            EventKind::Step { worker, step: Step::LeaseAcquired { merchant, .. } } => {
+                let label = format!("believes it holds the lease of {merchant}");
+                let bar = Bar { worker: lane(*worker), from: event.at_ms, to: end, label, event: index };
+                if let Some(mut earlier) = open.insert(*worker, bar) {
+                    earlier.to = event.at_ms;
+                    bars.push(earlier);
+                }
+                continue;
+            }
+            EventKind::Step { worker, step: Step::TokenTaken { token } } => {
+                if let Some(bar) = open.get_mut(worker) {
+                    bar.label = format!("believes it holds the lease, token {token}");
+                }
+                continue;
+            }
+            EventKind::Step {
+                worker,
+                step: Step::BatchCompleted { .. } | Step::BatchAbandoned { .. } | Step::Released { .. },
+            } => (*worker, true),
+            EventKind::FaultFired { fault: FaultKind::Crash { worker, .. }, .. } => (*worker, true),
+            _ => continue,
+        };
+        if let Some(mut bar) = open.remove(&worker).filter(|_| closes) {
+            bar.to = event.at_ms;
+            bars.push(bar);
+        }
+    }
+    bars.extend(open.into_values());
+    bars.sort_by_key(|bar| (bar.from, bar.worker));
+    bars
+}
+
+/// What Redis really granted: each epoch from its grant until it expired, or until its
+/// holder's value was released or deleted, or the run's end.
+fn leases(outcome: &Outcome) -> Vec<Bar> {
+    let events = &outcome.record.events;
+    let end = outcome.record.ended_at_ms;
+    let mut bars = Vec::new();
+    for epoch in &outcome.record.epochs {
+        let start = events.partition_point(|event| event.at_ms < epoch.granted_at_ms);
+        let removed = events[start..].iter().find_map(|event| match &event.kind {
+            EventKind::LeaseReleased { value, deleted: true, .. } if *value == epoch.value => {
+                Some(event.at_ms)
+            }
+            EventKind::LeaseDeleted { holder: Some(value), .. } if *value == epoch.value => Some(event.at_ms),
+            _ => None,
+        });
+        let to = match (epoch.expired_at_ms, removed) {
+            (Some(expired), Some(removed)) => expired.min(removed),
+            (Some(at), None) | (None, Some(at)) => at,
+            (None, None) => end,
+        };
+        let granted = events[start..].iter().position(|event| {
+            matches!(&event.kind, EventKind::LeaseGranted { epoch: Some(number), .. } if *number == epoch.number)
+        });
+        bars.push(Bar {
+            worker: lane(epoch.worker),
+            from: epoch.granted_at_ms,
+            to,
+            label: format!("Redis: epoch {} ({})", epoch.number, epoch.value),
+            event: start + granted.unwrap_or(0),
+        });
+    }
+    bars
+}
+
+/// Pauses and crashes, as bands over the worker's lane.
+fn bands(events: &[Event]) -> Vec<Bar> {
+    let mut bars = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        let EventKind::FaultFired { fault, .. } = &event.kind else { continue };
+        let (worker, longest, what) = match *fault {
+            FaultKind::Pause { worker, duration_ms } => (worker, duration_ms, "frozen"),
+            FaultKind::Crash { worker, restart_after_ms } => (worker, restart_after_ms, "crashed"),
+            _ => continue,
+        };
+        let back = events[index..].iter().find_map(|later| match later.kind {
+            EventKind::Resumed { worker: resumed } if resumed == worker => Some(later.at_ms),
+            EventKind::Restarted { worker: restarted, .. } if restarted == worker => Some(later.at_ms),
+            _ => None,
+        });
+        let to = back.unwrap_or(event.at_ms + longest);
+        let label = format!("{worker} {what} for {} ms", group_thousands(to - event.at_ms));
+        bars.push(Bar { worker: lane(worker), from: event.at_ms, to, label, event: index });
+    }
+    bars
+}
+
+/// A mark for an event the page draws one of, with the row it concerns; `paid` counts the
+/// payments of each row so far.
+fn mark_of(
+    index: usize,
+    event: &Event,
+    paid: &mut BTreeMap<RefundId, u32>,
+) -> Option<(Mark, Option<RefundId>)> {
+    let mark = |lane, worker: WorkerId, kind, label| Mark {
+        at: event.at_ms,
+        lane,
+        worker: worker.0 as usize,
+        kind,
+        label,
+        event: index,
+        fold: None,
+    };
+    let (made, refund) = match &event.kind {
+        EventKind::Write { worker, write, refund, token, rows, .. } => {
+            let kind = match (rows, token) {
+                (0, Some(_)) => "rejected",
+                (0, None) => "none",
+                _ => "ok",
+            };
+            let with = token.map_or("without a token".to_owned(), |token| format!("with token {token}"));
+            (
+                mark("write", *worker, kind, format!("{worker}: {write} {refund} {with}: {rows} row(s)")),
+                *refund,
+            )
+        }
+        EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, .. } => {
+            let kind = match outcome {
+                CallOutcome::Created => match paid.entry(*refund).and_modify(|n| *n += 1).or_insert(1) {
+                    1 => "paid",
+                    _ => "paid-again",
+                },
+                CallOutcome::Replayed => "replayed",
+                CallOutcome::Conflict => "none",
+            };
+            let what = match outcome {
+                CallOutcome::Created => format!("{amount} leaves as gateway refund #{gateway_ref}"),
+                CallOutcome::Replayed => {
+                    format!("answered from the idempotency record: #{gateway_ref}, no money")
+                }
+                CallOutcome::Conflict => "refused: the key is in flight".to_owned(),
+            };
+            (mark("money", *worker, kind, format!("{worker} pays {refund}: {what}")), *refund)
+        }
+        EventKind::Lookup { worker, refund, found } => {
+            let (kind, what) = match found {
+                Some(number) => ("found", format!("finds gateway refund #{number}")),
+                None => ("none", "finds none".to_owned()),
+            };
+            (mark("money", *worker, kind, format!("{worker} looks up {refund}: {what}")), *refund)
+        }
+        EventKind::FaultFired { fault, .. } => {
+            let name: &'static str = FaultName::from(fault).name();
+            return Some((mark("fault", WorkerId(0), "fault", format!("fault: {name}")), None));
+        }
+        _ => return None,
+    };
+    Some((made, Some(refund)))
+}
+
+/// Folds each worker's unbroken stretch of marks on routine rows (three rows or more) into
+/// one band.
+fn fold_routine(marks: &mut [Mark], routine: &[Option<RefundId>], folds: &mut Vec<Fold>) {
+    let workers = marks.iter().map(|mark| mark.worker + 1).max().unwrap_or(0);
+    for worker in 0..workers {
+        let mine: Vec<usize> =
+            (0..marks.len()).filter(|&i| marks[i].worker == worker && marks[i].lane != "fault").collect();
+        let mut start = 0;
+        while start < mine.len() {
+            let mut end = start;
+            while end < mine.len() && routine[mine[end]].is_some() {
+                end += 1;
+            }
+            let stretch = &mine[start..end];
+            let rows: BTreeSet<RefundId> = stretch.iter().filter_map(|&i| routine[i]).collect();
+            if let (true, Some(first), Some(last)) = (rows.len() >= 3, rows.first(), rows.last()) {
+                let (from, to) = (marks[stretch[0]].at, marks[stretch[stretch.len() - 1]].at);
+                let label =
+                    format!("{first} .. {last}: {} routine rows, claimed, paid and confirmed", rows.len());
+                let event = marks[stretch[0]].event;
+                for &i in stretch {
+                    marks[i].fold = Some(folds.len());
+                }
+                folds.push(Fold { worker, from, to, label, event });
+            }
+            start = end.max(start + 1);
+        }
+    }
+    folds.sort_by_key(|fold| (fold.from, fold.worker));
+}
+
+/// The rows whose history was not routine: their state and fence after each accepted write.
+fn rows(events: &[Event], plain: &BTreeSet<RefundId>) -> Vec<RowView> {
+    let mut rows: BTreeMap<RefundId, RowView> = BTreeMap::new();
+    for (index, event) in events.iter().enumerate() {
+        let EventKind::Write { refund, after: Some(image), rows: 1.., .. } = &event.kind else { continue };
+        if plain.contains(refund) {
+            continue;
+        }
+        let row =
+            rows.entry(*refund).or_insert_with(|| RowView { refund: refund.to_string(), changes: vec![] });
+        row.changes.push((event.at_ms, image.state.as_sql(), image.fence, index));
+    }
+    let mut rows: Vec<RowView> = rows.into_values().collect();
+    rows.sort_by_key(|row| row.changes[0].0);
+    rows
+}
+
+pub(super) fn lanes(outcome: &Outcome) -> Lanes {
+    let events = &outcome.record.events;
+    let plain = plain_rows(events);
+    let (mut marks, mut routine, mut paid) = (Vec::new(), Vec::new(), BTreeMap::new());
+    for (index, event) in events.iter().enumerate() {
+        if let Some((mark, refund)) = mark_of(index, event, &mut paid) {
+            routine.push(refund.filter(|refund| plain.contains(refund)));
+            marks.push(mark);
+        }
+    }
+    let mut folds = Vec::new();
+    fold_routine(&mut marks, &routine, &mut folds);
+    Lanes {
+        believed: believed(events, outcome.record.ended_at_ms),
+        leases: leases(outcome),
+        bands: bands(events),
+        folds,
+        marks,
+        rows: rows(events, &plain),
+    }
+}
