@@ -130,6 +130,11 @@ fn bad_arguments_exit_2_with_a_message_that_names_the_problem() {
         (&["run", "--mechanism", "fenced", "--ttl-ms", "soon"], "whole number of milliseconds, got 'soon'"),
         (&["run"], "--mechanism"),
         (&["explode"], "unrecognized subcommand 'explode'"),
+        (&["run", "--mechanism", "fenced", "--beside", "ttl-only"], "--html"),
+        (
+            &["run", "--mechanism", "fenced", "--html", "/tmp/p.html", "--beside", "fencing"],
+            "unknown mechanism 'fencing'",
+        ),
     ];
     for (args, needle) in cases {
         let output = fencesim(args);
@@ -146,6 +151,17 @@ fn an_unwritable_trace_path_exits_2_and_says_where() {
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).contains("cannot write the trace to /nonexistent-dir/trace.jsonl"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn an_unwritable_page_path_exits_2_and_says_where() {
+    let output = fencesim(&["run", "--mechanism", "fenced", "--html", "/nonexistent-dir/page.html"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("cannot write the page to /nonexistent-dir/page.html"),
         "{}",
         stderr(&output)
     );
