@@ -78,7 +78,14 @@ pub struct GatewayCore {
 
 impl GatewayCore {
     pub fn new(mode: GatewayMode) -> GatewayCore {
-        GatewayCore { mode, ledger: Vec::new(), keys: HashMap::default() }
+        GatewayCore::for_refunds(mode, 0)
+    }
+
+    /// A gateway sized for about `refunds` calls: its ledger and key table grow no further
+    /// while the run stays near that, so no call copies a large table.
+    pub fn for_refunds(mode: GatewayMode, refunds: usize) -> GatewayCore {
+        let keys = HashMap::with_capacity_and_hasher(refunds, BuildHasherDefault::default());
+        GatewayCore { mode, ledger: Vec::with_capacity(refunds), keys }
     }
 
     pub fn mode(&self) -> GatewayMode {

@@ -57,7 +57,7 @@ impl State {
             events: Vec::with_capacity(config.rows.len() * 8 + 64),
             ledger: EpochLedger::new(redis.len(), workers),
             redis,
-            gateway: GatewayCore::new(config.gateway_mode),
+            gateway: GatewayCore::for_refunds(config.gateway_mode, config.rows.len()),
             queue: QueueCore::new(workers, config.visibility_timeout_ms),
             faults: FaultState::new(config),
             scratch_expired: Vec::new(),
