@@ -262,7 +262,7 @@ fn a_timed_out_refund_that_landed_is_found_by_its_lookup_and_not_paid_again() {
     for gateway in GatewayMode::ALL {
         let outcome = timed_out(10, gateway);
         assert_eq!(failed_steps(&outcome), [(30, GatewayCall::Refund, GatewayError::Timeout, 1)]);
-        assert_eq!(lookups(&outcome), [Some(1)], "the lookup finds refund #1");
+        assert_eq!(lookups(&outcome), [Some(1)], "the lookup finds gw#1");
         assert_eq!(outcome.tally().gateway_refunds, 3, "{gateway}");
         assert!(outcome.passed(), "{gateway}: {}", outcome.breach_lines("", false));
     }

@@ -2,6 +2,7 @@
 //! again, replay an earlier refund or meet a conflict.
 
 use crate::tell::story::narrator::{Narrator, RunKind};
+use fencesim_model::GatewayRef;
 use fencesim_sim::{Actor, CallOutcome, EventKind};
 
 impl Narrator<'_> {
@@ -9,7 +10,7 @@ impl Narrator<'_> {
         match kind {
             EventKind::Lookup { worker, refund, found } => {
                 let answer = match found {
-                    Some(number) => format!("refund #{number} exists"),
+                    Some(number) => format!("{} exists", GatewayRef(*number)),
                     None => "none".to_owned(),
                 };
                 self.push(
@@ -50,17 +51,18 @@ impl Narrator<'_> {
             self.fold(at, *worker, RunKind::Settled, *refund, false);
             return;
         }
+        let gateway_ref = GatewayRef(*gateway_ref);
         let times_paid = self.paid.entry(*refund).or_default();
         if *outcome == CallOutcome::Created {
             *times_paid += 1;
         }
         let text = match (outcome, *times_paid) {
-            (CallOutcome::Created, 1) => format!("{worker} pays {refund}: {amount} leaves (refund #{gateway_ref})"),
+            (CallOutcome::Created, 1) => format!("{worker} pays {refund}: {amount} leaves ({gateway_ref})"),
             (CallOutcome::Created, _) => {
-                format!("{worker} pays {refund} again: a second {amount} leaves (refund #{gateway_ref})")
+                format!("{worker} pays {refund} again: a second {amount} leaves ({gateway_ref})")
             }
             (CallOutcome::Replayed, _) => format!(
-                "{worker} pays {refund} with idempotency key {refund}: the gateway returns refund #{gateway_ref} and moves no money"
+                "{worker} pays {refund} with idempotency key {refund}: the gateway returns {gateway_ref} and moves no money"
             ),
             (CallOutcome::Conflict, _) => {
                 format!("{worker} pays {refund}: conflict, a call with that key is still in flight")
@@ -69,8 +71,8 @@ impl Narrator<'_> {
         let text = if *response_lost { format!("{text}; the answer is lost on the way back") } else { text };
         let reply = match (outcome, response_lost) {
             (_, true) => "(lost)".to_owned(),
-            (CallOutcome::Created, _) => format!("refund #{gateway_ref}, {amount}"),
-            (CallOutcome::Replayed, _) => format!("existing refund #{gateway_ref}"),
+            (CallOutcome::Created, _) => format!("{gateway_ref}, {amount}"),
+            (CallOutcome::Replayed, _) => format!("existing {gateway_ref}"),
             (CallOutcome::Conflict, _) => "conflict".to_owned(),
         };
         self.push(
