@@ -2,24 +2,13 @@
 //! again, replay an earlier refund or meet a conflict.
 
 use crate::tell::story::narrator::{Narrator, RunKind};
-use fencesim_model::GatewayRef;
+use fencesim_model::{GatewayRef, RefundId, WorkerId};
 use fencesim_sim::{Actor, CallOutcome, EventKind};
 
 impl Narrator<'_> {
     pub(super) fn gateway_event(&mut self, at: u64, kind: &EventKind) {
         match kind {
-            EventKind::Lookup { worker, refund, found } => {
-                let answer = match found {
-                    Some(number) => format!("{} exists", GatewayRef(*number)),
-                    None => "none".to_owned(),
-                };
-                self.push(
-                    at,
-                    Actor::Gateway,
-                    format!("{worker} asks for a refund with reference {refund}: {answer}"),
-                    vec![format!("{worker}->>G: find {refund}"), format!("G-->>{worker}: {answer}")],
-                )
-            }
+            EventKind::Lookup { worker, refund, found } => self.lookup(at, *worker, *refund, *found),
             EventKind::RefundCalled { .. } => self.refund_called(at, kind),
             EventKind::GatewayRefused { worker, refund, call } => self.push(
                 at,
@@ -39,6 +28,30 @@ impl Narrator<'_> {
             // the other components' events are told by their own narrators
             _ => {}
         }
+    }
+
+    /// A lookup by reference: before the claim of a row found in `sending`, or after a
+    /// refund call that timed out (the row is then this worker's last claim).
+    fn lookup(&mut self, at: u64, worker: WorkerId, refund: RefundId, found: Option<u32>) {
+        let after_timeout = self.claimed.get(&worker) == Some(&refund);
+        let answer = match found {
+            Some(number) => format!("{} exists", GatewayRef(number)),
+            None => "none".to_owned(),
+        };
+        let then = match (found, after_timeout) {
+            (Some(_), false) => format!("so {worker} goes on to claim the row and confirm it without paying"),
+            (None, false) => format!("so {worker} goes on to claim the row and pay it"),
+            (Some(_), true) => {
+                format!("so {worker} takes it as its receipt and confirms without paying again")
+            }
+            (None, true) => format!("so {worker} calls again with the same idempotency key"),
+        };
+        self.push(
+            at,
+            Actor::Gateway,
+            format!("{worker} asks the gateway for a refund with reference {refund}: {answer}, {then}"),
+            vec![format!("{worker}->>G: find {refund}"), format!("G-->>{worker}: {answer}")],
+        )
     }
 
     fn refund_called(&mut self, at: u64, kind: &EventKind) {
