@@ -3,6 +3,7 @@
 
 use crate::check::Check;
 use crate::runner::{Outcome, DEFAULT_SEED};
+use crate::tell::outcomes::explain;
 use crate::tell::reports::worked_example::{comparison, outcome_table};
 use crate::tell::story::{render_story, story, Line};
 use fencesim_model::{group_thousands, Cents, RefundId, Statements, Step, WorkerId, WriteKind};
@@ -281,6 +282,8 @@ pub fn render(seed: u64) -> Result<String, String> {
     without_the_fence(&mut out, &outcomes[3]);
     let _ = writeln!(out, "\n3. Outcomes, seed {seed}\n");
     out.push_str(&outcome_table(&outcomes));
+    out.push('\n');
+    out.push_str(&explain(&outcomes));
     out.push('\n');
     out.push_str(MORAL);
     let _ = writeln!(out, "\nSee it on one time axis: {TIMELINE_PAGE} (written by `fencesim report`)");
