@@ -220,6 +220,25 @@ fn a_database_answer_held_up_on_its_way_back_lands_before_the_worker_hears_it() 
     assert!(outcome.passed(), "{}", outcome.breach_lines("", false));
 }
 
+/// A frozen after its first payment and before its confirm: B, taking over, finds the
+/// row in `sending`, asks the gateway, finds A's refund, and confirms without paying; the
+/// story tells the lookup's answer and what B does with it.
+#[test]
+fn a_lookup_that_finds_the_refund_confirms_without_paying_and_the_story_says_so() {
+    let armed = Trigger::Step { worker: A, step: StepKind::AfterGatewayCall, nth: 1 };
+    let scenario = small("found").fault(FaultKind::Pause { worker: A, duration_ms: 8_000 }, armed).build();
+    let outcome = run(&scenario.with_mechanism(Mechanism::Fenced, GatewayMode::Idempotent), 3).unwrap();
+    assert_eq!(lookups(&outcome), [Some(1)], "B finds A's gw#1");
+    assert_eq!(outcome.tally().gateway_refunds, 20, "r_001 is paid once");
+    let told = fencesim::tell::story::story(&outcome);
+    assert!(
+        told.iter().any(|line| line.text
+            == "B asks the gateway for a refund with reference r_001: gw#1 exists, so B goes on to claim the row and confirm it without paying"),
+        "{told:#?}"
+    );
+    assert!(outcome.passed(), "{}", outcome.breach_lines("", false));
+}
+
 /// One worker, three refunds, its first refund call held up `late_ms` on the way.
 fn timed_out(late_ms: u64, gateway: GatewayMode) -> fencesim::runner::Outcome {
     let scenario = Scenario::named("timeout")
@@ -262,7 +281,16 @@ fn a_timed_out_refund_that_landed_is_found_by_its_lookup_and_not_paid_again() {
     for gateway in GatewayMode::ALL {
         let outcome = timed_out(10, gateway);
         assert_eq!(failed_steps(&outcome), [(30, GatewayCall::Refund, GatewayError::Timeout, 1)]);
-        assert_eq!(lookups(&outcome), [Some(1)], "the lookup finds refund #1");
+        assert_eq!(lookups(&outcome), [Some(1)], "the lookup finds gw#1");
+        let told = fencesim::tell::story::story(&outcome);
+        assert!(
+            told.iter().any(|line| {
+                line.text.ends_with(
+                "reference r_001: gw#1 exists, so A takes it as its receipt and confirms without paying again"
+            )
+            }),
+            "{gateway}: the story tells what the lookup found: {told:#?}"
+        );
         assert_eq!(outcome.tally().gateway_refunds, 3, "{gateway}");
         assert!(outcome.passed(), "{gateway}: {}", outcome.breach_lines("", false));
     }

@@ -92,6 +92,17 @@ impl fmt::Display for JobId {
     }
 }
 
+/// The gateway's own number for one movement of money, displayed `gw#908`: never `#908`
+/// or `r_908`, which a reader would take for the refund row of that number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GatewayRef(pub u32);
+
+impl fmt::Display for GatewayRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "gw#{}", self.0)
+    }
+}
+
 impl FromStr for WorkerId {
     type Err = String;
 
@@ -165,6 +176,7 @@ mod tests {
         assert_eq!(RefundId(815).to_string(), "r_815");
         assert_eq!(RefundId(1200).to_string(), "r_1200");
         assert_eq!(MerchantId(4471).to_string(), "m_4471");
+        assert_eq!(GatewayRef(908).to_string(), "gw#908");
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod store;
 pub mod worker;
 
 pub use deploy::{CounterAdmin, SequenceAdmin};
-pub use ids::{group_thousands, Cents, JobId, MerchantId, RefundId, Token, WorkerId};
+pub use ids::{group_thousands, Cents, GatewayRef, JobId, MerchantId, RefundId, Token, WorkerId};
 pub use job::{Delivery, Job};
 pub use lease::{counter_key, LeaseClient, TokenClient};
 pub use mechanism::{Mechanism, Safety};

@@ -2,7 +2,7 @@
 //! rest agrees with the rows to the cent.
 
 use crate::check::facts::{Breach, Facts, PerRow};
-use fencesim_model::{Cents, RefundState, WorkerId};
+use fencesim_model::{Cents, GatewayRef, RefundState, WorkerId};
 use fencesim_sim::{CallOutcome, EventKind};
 
 /// no-double-refund: the gateway ledger moves money at most once per refund id, for that
@@ -43,8 +43,10 @@ pub fn no_double_refund(facts: &Facts<'_>) -> Vec<Breach> {
             Some((first_ref, first_worker, first_at)) => breaches.push(Breach {
                 at_ms: event.at_ms,
                 detail: format!(
-                    "{refund} was refunded twice: {amount} again, as refund #{gateway_ref}, by {}; {first_worker}'s refund #{first_ref} had paid it at {}",
+                    "{refund} was refunded twice: {amount} again, as {}, by {}; {first_worker}'s {} had paid it at {}",
+                    GatewayRef(*gateway_ref),
                     facts.who(*worker, *epoch),
+                    GatewayRef(first_ref),
                     facts.at(first_at)
                 ),
             }),

@@ -1,10 +1,14 @@
 //! The teaching demo: the worked example told second by second under the fence, then the
 //! same faults under the TTL lease alone, with what each really did.
 
+use crate::check::Check;
 use crate::runner::{Outcome, DEFAULT_SEED};
+use crate::tell::outcomes::explain;
 use crate::tell::reports::worked_example::{comparison, outcome_table};
-use crate::tell::story::{render_story, story};
-use fencesim_model::{group_thousands, Cents};
+use crate::tell::story::{render_story, story, Line};
+use fencesim_model::{group_thousands, Cents, RefundId, Statements, Step, WorkerId, WriteKind};
+use fencesim_sim::{EventKind, FaultKind};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 const INTRO: &str = "\
@@ -14,6 +18,13 @@ work; the key has a TTL of 30 seconds so that a crashed worker cannot block the 
 for ever. Under the fence, the holder also takes a token from INCR fence:settle:m_4471 and
 every write to a refund row carries it: a claim needs a token above the row's fence, a
 confirm needs the very token that claimed.
+";
+
+const EPOCHS: &str = "
+The story numbers the leases Redis really grants, in the order it grants them, and calls
+each an epoch: epoch 1 is the first lease granted, epoch 2 the next, whichever worker holds
+it and whatever token it carries. Every write counts against the epoch of its writer's own
+lease, whatever the writer believes; the checkers judge by the epochs.
 
 At 10:00:26 worker A stalls right after claiming r_815, before it calls the gateway: a
 stop-the-world pause of 8 seconds. Nothing else is scripted; every time below comes out
@@ -29,6 +40,122 @@ The fence decides who owns a row; the idempotency key on the gateway decides wha
 outside world does about the one call the fence cannot see.
 ";
 
+/// The page that draws the worked example on one time axis.
+const TIMELINE_PAGE: &str = "reports/worked-example.html";
+
+/// How many lines of the race part 2 shows once the frozen worker is back.
+const RACE_LINES: usize = 30;
+
+/// The two statements the fence rests on, as the store executes them.
+fn fence_sql() -> String {
+    let mut out = String::from(
+        "\nThe fence is these two statements, as the store runs them (?1 is the token, ?2 the refund id);\n\
+         a write that matches no row changes nothing, and the worker hears 0 rows:\n\n",
+    );
+    for (name, sql) in
+        [("claim", Statements::SQLITE.claim_fenced), ("confirm", Statements::SQLITE.confirm_fenced)]
+    {
+        for (at, line) in sql.lines().enumerate() {
+            let label = if at == 0 { format!("{name}:") } else { String::new() };
+            let indent = if at == 0 { "" } else { "  " };
+            let _ = writeln!(out, "   {label:<9}{indent}{}", line.trim());
+        }
+    }
+    out
+}
+
+/// `once`, `twice` or `3 times`.
+fn times(count: usize) -> String {
+    match count {
+        1 => "once".to_owned(),
+        2 => "twice".to_owned(),
+        _ => format!("{} times", group_thousands(count as u64)),
+    }
+}
+
+/// The invariants a run broke, or that every one held.
+fn invariant_lines(outcome: &Outcome) -> String {
+    let broken: Vec<&Check> = outcome.checks.iter().filter(|check| check.is_violation()).collect();
+    if broken.is_empty() {
+        return "   Invariants: every invariant held.\n".to_owned();
+    }
+    let names: Vec<&str> = broken.iter().map(|check| check.invariant).collect();
+    let mut out = format!("   Invariants: broke {}.\n", names.join(", "));
+    for check in broken {
+        out.push_str(&breach_line(outcome, check));
+    }
+    out
+}
+
+/// `   - name (3 times), first at 10:00:34.000: what happened`.
+fn breach_line(outcome: &Outcome, check: &Check) -> String {
+    let breach = &check.breaches[0];
+    format!(
+        "   - {} ({}), first at {}: {}\n",
+        check.invariant,
+        times(check.breaches.len()),
+        outcome.scenario.base.plus(breach.at_ms),
+        breach.detail
+    )
+}
+
+/// Every diagnostic, broken or not, set apart from the invariants.
+fn diagnostic_lines(outcome: &Outcome) -> String {
+    let mut out = String::from(
+        "   Diagnostics (these do not fail a run: they show what a pause did, which a fence can make harmless):\n",
+    );
+    for check in outcome.checks.iter().filter(|check| !check.kind.fails_runs()) {
+        if check.holds() {
+            let _ = writeln!(out, "   - {}: held", check.invariant);
+        } else {
+            out.push_str(&breach_line(outcome, check));
+        }
+    }
+    out
+}
+
+/// Who the store turned away, and how often.
+fn rejections(outcome: &Outcome) -> String {
+    let workers: BTreeSet<WorkerId> = outcome
+        .record
+        .events
+        .iter()
+        .filter_map(|event| match event.kind {
+            EventKind::Step { worker, step: Step::FenceViolation { .. } } => Some(worker),
+            _ => None,
+        })
+        .collect();
+    let count = outcome.tally().fence_rejections;
+    if count == 0 {
+        return "the store turned no write away".to_owned();
+    }
+    let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
+    format!("the store turned {} away {}", names.join(" and "), times(count))
+}
+
+/// What a lookup that finds a refund does, when this run's lookups all found none.
+fn lookup_note(outcome: &Outcome) -> Option<String> {
+    let lookups: Vec<(u64, WorkerId, RefundId, Option<u32>)> = outcome
+        .record
+        .events
+        .iter()
+        .filter_map(|event| match event.kind {
+            EventKind::Lookup { worker, refund, found } => Some((event.at_ms, worker, refund, found)),
+            _ => None,
+        })
+        .collect();
+    let (at, worker, refund, _) = *lookups.first()?;
+    if lookups.iter().any(|lookup| lookup.3.is_some()) {
+        return None;
+    }
+    Some(format!(
+        "   {worker} asked the gateway about {refund} at {} because it found the row in sending: a call for\n   \
+         it may already have gone out. Had the gateway named a refund, {worker} would have claimed the row and\n   \
+         confirmed it without paying again; no lookup in this run found one.\n",
+        outcome.scenario.base.plus(at),
+    ))
+}
+
 /// Part 1: the fenced run, whole, and what it added up to.
 fn with_the_fence(out: &mut String, fenced: &Outcome) {
     let _ = writeln!(out, "\n1. With the fence (mechanism fenced, idempotent gateway)\n");
@@ -36,24 +163,111 @@ fn with_the_fence(out: &mut String, fenced: &Outcome) {
     let tally = fenced.tally();
     let _ = writeln!(
         out,
-        "\n   {} refunds sent, {} gateway refunds, {} moved; the store turned A away {} time(s); no invariant broken: {}.",
+        "\n   {} refunds sent, {} gateway refunds, {} moved; {}.",
         group_thousands(tally.refunds_sent as u64),
         group_thousands(tally.gateway_refunds as u64),
         Cents(tally.refunded_cents),
-        tally.fence_rejections,
-        if fenced.passed() { "yes" } else { "NO" },
+        rejections(fenced),
     );
+    out.push_str(&invariant_lines(fenced));
+    out.push_str(&diagnostic_lines(fenced));
+    if let Some(note) = lookup_note(fenced) {
+        out.push('\n');
+        out.push_str(&note);
+    }
 }
 
-/// Part 2: the TTL alone, from A's wake-up, and what the checkers found.
+/// The frozen worker, when it froze and for how long, and when it resumed.
+struct Freeze {
+    worker: WorkerId,
+    at_ms: u64,
+    duration_ms: u64,
+    resumed_ms: u64,
+}
+
+fn freeze(outcome: &Outcome) -> Option<Freeze> {
+    let events = &outcome.record.events;
+    let (worker, at_ms, duration_ms) = events.iter().find_map(|event| match event.kind {
+        EventKind::FaultFired { fault: FaultKind::Pause { worker, duration_ms }, .. } => {
+            Some((worker, event.at_ms, duration_ms))
+        }
+        _ => None,
+    })?;
+    let resumed_ms = events.iter().find_map(|event| match event.kind {
+        EventKind::Resumed { worker: resumed } if resumed == worker => Some(event.at_ms),
+        _ => None,
+    })?;
+    Some(Freeze { worker, at_ms, duration_ms, resumed_ms })
+}
+
+/// What the frozen worker did before it froze, in one sentence.
+fn before_the_freeze(outcome: &Outcome, freeze: &Freeze) -> String {
+    let worker = freeze.worker;
+    let mut confirmed = Vec::new();
+    let mut claimed = None;
+    for event in outcome.record.events.iter().filter(|event| event.at_ms <= freeze.at_ms) {
+        if let EventKind::Write { worker: writer, write, refund, rows, .. } = &event.kind {
+            match write {
+                _ if *writer != worker || *rows == 0 => {}
+                WriteKind::Claim => claimed = Some(*refund),
+                WriteKind::Confirm => confirmed.push(*refund),
+            }
+        }
+    }
+    let settled = match (confirmed.first(), confirmed.last()) {
+        (Some(first), Some(last)) => {
+            format!(
+                "{worker} settling {first} .. {last} ({} refunds)",
+                group_thousands(confirmed.len() as u64)
+            )
+        }
+        _ => format!("{worker} settling nothing"),
+    };
+    let claim =
+        claimed.filter(|refund| !confirmed.contains(refund)).map(|refund| format!(" and claiming {refund}"));
+    format!(
+        "   Same fault plan, same start, but no token: up to {} this run goes as part 1 did,\n   \
+         {settled}{}, then freezing for {} ms. From there:\n\n",
+        outcome.scenario.base.plus(freeze.at_ms),
+        claim.unwrap_or_default(),
+        group_thousands(freeze.duration_ms),
+    )
+}
+
+/// The story from the freeze to a stretch of the race after the frozen worker is back.
+fn race_excerpt(outcome: &Outcome, lines: &[Line], freeze: &Freeze) -> String {
+    let faults = fencesim_sim::Actor::Faults.to_string();
+    let at = |ms: u64| lines.iter().position(|line| line.actor == faults && line.at_ms == ms);
+    let from = at(freeze.at_ms).map_or(0, |index| index + 1);
+    let until = at(freeze.resumed_ms).map_or(lines.len(), |index| index + RACE_LINES).min(lines.len());
+    let mut out = render_story(outcome, &lines[from..until], usize::MAX);
+    if let Some(last) = lines.last().filter(|_| until < lines.len()) {
+        let _ = writeln!(
+            out,
+            "... and {} more lines, until {}: `{}` tells them all",
+            group_thousands((lines.len() - until) as u64),
+            outcome.scenario.base.plus(last.at_ms),
+            outcome.replay_command()
+        );
+    }
+    out
+}
+
+/// Part 2: the TTL alone, from the freeze on, and what the checkers found.
 fn without_the_fence(out: &mut String, ttl_only: &Outcome) {
     let _ =
         writeln!(out, "\n2. The same faults, TTL lease alone (mechanism ttl-only, non-idempotent gateway)\n");
     let lines = story(ttl_only);
-    let wake = lines.iter().position(|line| line.text.contains("resumes")).unwrap_or(0);
-    out.push_str(&render_story(ttl_only, &lines[wake..], 14));
-    let _ = writeln!(out, "\n   What the checkers found:");
-    out.push_str(&ttl_only.breach_lines("   - ", true));
+    match freeze(ttl_only) {
+        Some(freeze) => {
+            out.push_str(&before_the_freeze(ttl_only, &freeze));
+            out.push_str(&race_excerpt(ttl_only, &lines, &freeze));
+        }
+        None => out.push_str(&render_story(ttl_only, &lines, usize::MAX)),
+    }
+    out.push('\n');
+    out.push_str(&invariant_lines(ttl_only));
+    out.push_str(&diagnostic_lines(ttl_only));
 }
 
 /// The whole demo, as text.
@@ -62,12 +276,17 @@ pub fn render(seed: u64) -> Result<String, String> {
     let mut out = String::new();
     let _ = writeln!(out, "fencesim demo: a lock with a TTL, with and without a fencing token\n");
     out.push_str(INTRO);
+    out.push_str(&fence_sql());
+    out.push_str(EPOCHS);
     with_the_fence(&mut out, &outcomes[0]);
     without_the_fence(&mut out, &outcomes[3]);
     let _ = writeln!(out, "\n3. Outcomes, seed {seed}\n");
     out.push_str(&outcome_table(&outcomes));
     out.push('\n');
+    out.push_str(&explain(&outcomes));
+    out.push('\n');
     out.push_str(MORAL);
+    let _ = writeln!(out, "\nSee it on one time axis: {TIMELINE_PAGE} (written by `fencesim report`)");
     Ok(out)
 }
 

@@ -5,6 +5,7 @@
 pub mod demo;
 pub mod diagram;
 pub mod failure;
+pub mod outcomes;
 pub mod replay_file;
 pub mod reports;
 pub mod story;

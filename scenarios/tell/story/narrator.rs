@@ -31,6 +31,8 @@ struct Fold {
     rows: usize,
     from_ms: u64,
     to_ms: u64,
+    /// Who had confirmed the rows of a skipped run.
+    sent_by: BTreeSet<WorkerId>,
 }
 
 pub(super) struct Narrator<'a> {
@@ -41,6 +43,12 @@ pub(super) struct Narrator<'a> {
     pub(super) plain: BTreeSet<RefundId>,
     /// How many times each refund was paid so far.
     pub(super) paid: BTreeMap<RefundId, u32>,
+    /// Who confirmed each row sent, so far.
+    pub(super) sent_by: BTreeMap<RefundId, WorkerId>,
+    /// When each worker last selected its open rows.
+    pub(super) selected_at: BTreeMap<WorkerId, u64>,
+    /// The row each worker last claimed in its current batch.
+    pub(super) claimed: BTreeMap<WorkerId, RefundId>,
 }
 
 pub(super) fn rows_word(count: u64) -> &'static str {
@@ -53,7 +61,16 @@ pub(super) fn rows_word(count: u64) -> &'static str {
 
 impl<'a> Narrator<'a> {
     pub(super) fn new(outcome: &'a Outcome, plain: BTreeSet<RefundId>) -> Narrator<'a> {
-        Narrator { outcome, lines: Vec::new(), fold: None, plain, paid: BTreeMap::new() }
+        Narrator {
+            outcome,
+            lines: Vec::new(),
+            fold: None,
+            plain,
+            paid: BTreeMap::new(),
+            sent_by: BTreeMap::new(),
+            selected_at: BTreeMap::new(),
+            claimed: BTreeMap::new(),
+        }
     }
 
     pub(super) fn wall(&self, ms: u64) -> WallMs {
@@ -87,10 +104,6 @@ impl<'a> Narrator<'a> {
 
     pub(super) fn close_fold(&mut self) {
         let Some(fold) = self.fold.take() else { return };
-        let what = match fold.kind {
-            RunKind::Settled => "claims, pays and confirms",
-            RunKind::Skipped => "finds already settled and skips",
-        };
         let range =
             if fold.rows == 1 { fold.first.to_string() } else { format!("{} .. {}", fold.first, fold.last) };
         let count = if fold.rows == 1 {
@@ -98,13 +111,33 @@ impl<'a> Narrator<'a> {
         } else {
             format!(" ({} refunds, until {})", fold.rows, self.wall(fold.to_ms))
         };
-        let diagram = vec![format!("Note over {}: {what} {}", fold.worker, range.replace(" .. ", ".."))];
-        self.lines.push(Line {
-            at_ms: fold.from_ms,
-            actor: fold.worker.to_string(),
-            text: format!("{what} {range}{count}"),
-            diagram,
-        });
+        let (text, note) = match fold.kind {
+            RunKind::Settled => (
+                format!("claims, pays and confirms {range}{count}"),
+                format!("claims, pays and confirms {range}"),
+            ),
+            RunKind::Skipped => (self.skipped(&fold, &range, &count), format!("skips {range}, already sent")),
+        };
+        let diagram = vec![format!("Note over {}: {}", fold.worker, note.replace(" .. ", ".."))];
+        self.lines.push(Line { at_ms: fold.from_ms, actor: fold.worker.to_string(), text, diagram });
+    }
+
+    /// A run of claims without a token that changed nothing: the rows were already sent.
+    fn skipped(&self, fold: &Fold, range: &str, count: &str) -> String {
+        let by = sent_by_words(&fold.sent_by);
+        let selected = match self.selected_at.get(&fold.worker) {
+            Some(at) => format!("the rows it selected at {}", self.wall(*at)),
+            None => "its rows".to_owned(),
+        };
+        if fold.rows == 1 {
+            format!(
+                "its claim of {range} finds the row already sent{by} and changes nothing: it skips the row"
+            )
+        } else {
+            format!(
+                "goes on down {selected}: its claims of {range}{count} find each row already sent{by} and change nothing, so it skips them"
+            )
+        }
     }
 
     /// Folds a routine row event into the worker's current run, or starts a new run.
@@ -116,6 +149,7 @@ impl<'a> Narrator<'a> {
         refund: RefundId,
         new_row: bool,
     ) {
+        let sender = if kind == RunKind::Skipped { self.sent_by.get(&refund).copied() } else { None };
         if let Some(fold) = &mut self.fold {
             if fold.worker == worker && fold.kind == kind {
                 fold.to_ms = at_ms;
@@ -123,6 +157,7 @@ impl<'a> Narrator<'a> {
                     fold.last = refund;
                     fold.rows += 1;
                 }
+                fold.sent_by.extend(sender);
                 return;
             }
         }
@@ -131,7 +166,25 @@ impl<'a> Narrator<'a> {
             return;
         }
         self.close_fold();
-        self.fold =
-            Some(Fold { worker, kind, first: refund, last: refund, rows: 1, from_ms: at_ms, to_ms: at_ms });
+        self.fold = Some(Fold {
+            worker,
+            kind,
+            first: refund,
+            last: refund,
+            rows: 1,
+            from_ms: at_ms,
+            to_ms: at_ms,
+            sent_by: sender.into_iter().collect(),
+        });
+    }
+}
+
+/// ` by B`, ` by B and C`, or nothing when the story does not know who sent the rows.
+pub(super) fn sent_by_words(workers: &BTreeSet<WorkerId>) -> String {
+    let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => format!(" by {last}"),
+        Some((last, rest)) => format!(" by {} and {last}", rest.join(", ")),
     }
 }

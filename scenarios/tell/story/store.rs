@@ -1,15 +1,24 @@
 //! The refund store's events, in words: claims and confirms, accepted or turned away.
 //! Routine rows fold into one line per stretch.
 
-use crate::tell::story::narrator::{rows_word, Narrator, RunKind};
-use fencesim_model::WriteKind;
+use crate::tell::story::narrator::{rows_word, sent_by_words, Narrator, RunKind};
+use fencesim_model::{RefundId, RefundState, WorkerId, WriteKind};
 use fencesim_sim::{Actor, EventKind};
 
 impl Narrator<'_> {
     pub(super) fn store_event(&mut self, at: u64, kind: &EventKind) {
         let EventKind::Write { worker, write, refund, token, rows, after, .. } = kind else { return };
+        if after.is_some_and(|image| image.state == RefundState::Sent) {
+            self.sent_by.insert(*refund, *worker);
+        }
+        if *write == WriteKind::Claim && *rows > 0 {
+            self.claimed.insert(*worker, *refund);
+        }
         if *rows == 0 && token.is_none() {
-            self.fold(at, *worker, RunKind::Skipped, *refund, true);
+            match write {
+                WriteKind::Claim => self.fold(at, *worker, RunKind::Skipped, *refund, true),
+                WriteKind::Confirm => self.confirm_skipped(at, *worker, *refund),
+            }
             return;
         }
         if self.plain.contains(refund) {
@@ -33,6 +42,21 @@ impl Narrator<'_> {
                 format!("{worker}->>D: {write} {refund}{fence}"),
                 format!("D-->>{worker}: {rows} {}", rows_word(*rows)),
             ],
+        )
+    }
+
+    /// A confirm without a token that changed nothing: the row was no longer in `sending`,
+    /// which after this worker's own accepted claim means someone had confirmed it.
+    fn confirm_skipped(&mut self, at: u64, worker: WorkerId, refund: RefundId) {
+        let why = match self.sent_by.get(&refund) {
+            Some(sender) => format!("the row is already sent{}", sent_by_words(&[*sender].into())),
+            None => "the row is no longer in sending".to_owned(),
+        };
+        self.push(
+            at,
+            Actor::Store,
+            format!("{worker} confirms {refund} without a token: 0 rows, {why}; {worker} moves on"),
+            vec![format!("{worker}->>D: confirm {refund}"), format!("D-->>{worker}: 0 rows")],
         )
     }
 }

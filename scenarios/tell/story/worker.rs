@@ -6,6 +6,10 @@ use fencesim_model::{Step, WorkerId};
 
 impl Narrator<'_> {
     pub(super) fn step(&mut self, at: u64, worker: WorkerId, step: &Step) {
+        if let Step::RowsSelected { .. } = step {
+            self.selected_at.insert(worker, at);
+            self.claimed.remove(&worker);
+        }
         let (text, diagram) = match step {
             Step::RowsSelected { open, sending } => (
                 format!("selects {} open refunds, {sending} of them in sending", fmt_ms(u64::from(*open))),
