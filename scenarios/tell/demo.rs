@@ -4,7 +4,7 @@
 use crate::check::Check;
 use crate::runner::{Outcome, DEFAULT_SEED};
 use crate::tell::outcomes::explain;
-use crate::tell::reports::worked_example::{comparison, outcome_table};
+use crate::tell::reports::worked_example::{comparison, outcome_table, WORKED_EXAMPLE_PAGE};
 use crate::tell::story::{render_story, story, Line};
 use fencesim_model::{group_thousands, Cents, RefundId, Statements, Step, WorkerId, WriteKind};
 use fencesim_sim::{EventKind, FaultKind};
@@ -39,9 +39,6 @@ the TTL, or a crash that blocks the merchant for the whole TTL, is always possib
 The fence decides who owns a row; the idempotency key on the gateway decides what the
 outside world does about the one call the fence cannot see.
 ";
-
-/// The page that draws the worked example on one time axis.
-const TIMELINE_PAGE: &str = "reports/worked-example.html";
 
 /// How many lines of the race part 2 shows once the frozen worker is back.
 const RACE_LINES: usize = 30;
@@ -286,7 +283,7 @@ pub fn render(seed: u64) -> Result<String, String> {
     out.push_str(&explain(&outcomes));
     out.push('\n');
     out.push_str(MORAL);
-    let _ = writeln!(out, "\nSee it on one time axis: {TIMELINE_PAGE} (written by `fencesim report`)");
+    let _ = writeln!(out, "\nSee it on one time axis: {WORKED_EXAMPLE_PAGE} (written by `fencesim report`)");
     Ok(out)
 }
 

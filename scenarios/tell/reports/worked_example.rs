@@ -5,6 +5,7 @@
 use crate::runner::{run, Outcome, DEFAULT_SEED};
 use crate::scenario::worked_example;
 use crate::tell::diagram::sequence_diagram;
+use crate::tell::outcomes::explain;
 use crate::tell::story::{render_story, story};
 use crate::tell::timeline::{run_view, timeline_page};
 use crate::tell::write::write_report;
@@ -85,11 +86,8 @@ pub fn worked_example_report() -> Result<String, String> {
     out.push_str("```\n\n");
     out.push_str("## Outcomes: the same fault plan under each mechanism and gateway\n\n");
     out.push_str(&outcome_table(&outcomes));
-    out.push_str(
-        "\nA double refund is money that left twice for one refund id. A stale confirm is a row marked sent by a \
-         lease other than the one that made its last accepted claim. Under `fenced` the single fence rejection is \
-         A's confirm of r_815 at 10:00:34.000.\n",
-    );
+    out.push('\n');
+    out.push_str(&explain(&outcomes));
     Ok(out)
 }
 

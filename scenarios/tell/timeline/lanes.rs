@@ -5,7 +5,7 @@
 use super::{Bar, Fold, Mark, RowView};
 use crate::runner::Outcome;
 use crate::tell::story::plain_rows;
-use fencesim_model::{group_thousands, RefundId, Step, WorkerId};
+use fencesim_model::{group_thousands, GatewayRef, RefundId, Step, WorkerId};
 use fencesim_sim::{CallOutcome, Event, EventKind, FaultKind, FaultName};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -158,7 +158,7 @@ fn mark_of(
                 CallOutcome::Conflict => "none",
             };
             let what = match outcome {
-                CallOutcome::Created => format!("{amount} leaves as gateway refund #{gateway_ref}"),
+                CallOutcome::Created => format!("{amount} leaves as {}", GatewayRef(*gateway_ref)),
                 CallOutcome::Replayed => {
                     format!("answered from the idempotency record: #{gateway_ref}, no money")
                 }
@@ -168,7 +168,7 @@ fn mark_of(
         }
         EventKind::Lookup { worker, refund, found } => {
             let (kind, what) = match found {
-                Some(number) => ("found", format!("finds gateway refund #{number}")),
+                Some(number) => ("found", format!("finds {}", GatewayRef(*number))),
                 None => ("none", "finds none".to_owned()),
             };
             (mark("money", *worker, kind, format!("{worker} looks up {refund}: {what}")), *refund)
