@@ -91,6 +91,31 @@ fn the_sweep_chart_is_drawn_from_the_committed_guarantees_report() {
     );
 }
 
+/// The detection chart is drawn from the mutant table's seeds to detect, as the sweep's is.
+#[test]
+fn the_detection_chart_is_drawn_from_the_committed_detection_report() {
+    use fencesim::mutant::Mutant;
+    use fencesim::tell::reports::detection::{
+        detection_chart, parse_seeds_to_detect, DETECTION_CHART, DETECTION_REPORT,
+    };
+    let report = committed(DETECTION_REPORT);
+    let rows = parse_seeds_to_detect(&report);
+    assert_eq!(
+        rows.len(),
+        Mutant::ALL.len(),
+        "{DETECTION_REPORT}: every mutant's seeds to detect, read back"
+    );
+    assert!(report.contains("](detection.svg)\n"), "{DETECTION_REPORT} links the chart");
+    let chart = detection_chart(&report);
+    for row in &rows {
+        assert!(chart.contains(&format!(">{}</text>", row.mutant)), "{} has a bar", row.mutant);
+    }
+    assert!(
+        committed(DETECTION_CHART) == chart,
+        "{DETECTION_CHART} is stale: regenerate it with `cargo run --release -- mutants` and commit it"
+    );
+}
+
 #[test]
 fn the_timeline_of_the_worked_example() {
     let outcome = run(&worked_example(), DEFAULT_SEED).unwrap();

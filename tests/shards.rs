@@ -244,7 +244,8 @@ fn four_mutant_shards_merged_write_the_report_one_run_writes() {
         .expect("fencesim merge runs");
     assert_eq!(merged.status.code(), one.status.code(), "{}", String::from_utf8_lossy(&merged.stderr));
     let of = |root: &str| {
-        without_wall_time(written(&dir.join(root), &["reports/detection.md"], "reports/mutants"))
+        let reports = ["reports/detection.md", "reports/detection.svg"];
+        without_wall_time(written(&dir.join(root), &reports, "reports/mutants"))
     };
     let (one, merged) = (of("one"), of("merged"));
     assert!(one.len() > 10, "most mutants are caught and shrunk even so: {}", one.len());
