@@ -10,7 +10,7 @@ use fencesim::search::matrix::{sweep_scenario, SWEEP_TTLS_MS};
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::{
-    parse_debate, parse_first_failures, DebateLine, FirstFailure, GUARANTEES_REPORT,
+    parse_debate, parse_first_failures, sweep_chart, DebateLine, FirstFailure, GUARANTEES_REPORT, SWEEP_CHART,
 };
 use std::path::PathBuf;
 use std::process::Command;
@@ -465,6 +465,8 @@ fn matrix_writes_the_guarantees_report_under_its_root() {
     assert!(text.contains("over the same 3 seeds"));
     assert!(text.contains("| fenced-db-sequence | idempotent |"));
     assert!(text.contains("## A longer TTL turns a race into an outage"));
+    let chart = std::fs::read_to_string(root.join(SWEEP_CHART)).unwrap();
+    assert_eq!(chart, sweep_chart(&text), "the sweep's chart, drawn from the report written beside it");
     assert_eq!(parse_debate(&text).len(), 8, "the debate's four settings, two mechanisms each");
     assert!(text.contains("over the same 2 seeds of the random scenario with an idempotent gateway"));
     let runs = Mechanism::ALL.len() * GatewayMode::ALL.len() * 3;

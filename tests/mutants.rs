@@ -5,7 +5,9 @@ use fencesim::mutant::Mutant;
 use fencesim::runner::{run, run_with};
 use fencesim::search::mutants::{catches, scenario_for, MUTANT_FILES};
 use fencesim::tell::replay_file::ReplayFile;
-use fencesim::tell::reports::detection::{parse_detections, Detection, DETECTION_REPORT};
+use fencesim::tell::reports::detection::{
+    detection_chart, parse_detections, Detection, DETECTION_CHART, DETECTION_REPORT,
+};
 use std::process::Command;
 
 /// The mutant rows of the committed report.
@@ -86,7 +88,11 @@ fn the_mutants_command_reports_json_and_names_bad_input() {
         .map(|mutant| mutant["name"].as_str().unwrap())
         .collect();
     assert_eq!(output.status.code(), Some(if escaped.is_empty() { 0 } else { 1 }), "{escaped:?}");
-    assert!(root.join(DETECTION_REPORT).exists());
+    let report = std::fs::read_to_string(root.join(DETECTION_REPORT)).unwrap();
+    let chart = std::fs::read_to_string(root.join(DETECTION_CHART)).unwrap();
+    assert_eq!(chart, detection_chart(&report), "the chart, drawn from the report written beside it");
+    // a mutant that escaped is drawn as such
+    assert_eq!(chart.matches(">not caught</text>").count(), escaped.len(), "{escaped:?}");
     std::fs::remove_dir_all(&root).unwrap();
 
     let bad =

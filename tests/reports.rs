@@ -81,6 +81,57 @@ fn the_scale_report_shows_every_metric_at_every_size() {
     );
 }
 
+/// A committed file of the project, or nothing when it is missing.
+fn committed(relative: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(relative))
+        .unwrap_or_default()
+}
+
+/// The sweep's chart is drawn from the sweep's table: drawn again from the committed report
+/// it is the committed chart, byte for byte. The report's own test keeps the table fresh,
+/// so this keeps the chart fresh.
+#[test]
+fn the_sweep_chart_is_drawn_from_the_committed_guarantees_report() {
+    use fencesim::search::matrix::SWEEP_TTLS_MS;
+    use fencesim::tell::reports::guarantees::{parse_sweep, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
+    let report = committed(GUARANTEES_REPORT);
+    let lines = parse_sweep(&report);
+    assert_eq!(lines.len(), 2 * SWEEP_TTLS_MS.len(), "{GUARANTEES_REPORT}: the sweep's table, read back");
+    assert!(report.contains("](sweep.svg)\n"), "{GUARANTEES_REPORT} links the chart");
+    let chart = sweep_chart(&report);
+    // one marker per row of the table, each with its hover text
+    assert_eq!(chart.matches("</circle>").count() + chart.matches("</rect>").count(), 2 * lines.len());
+    assert!(
+        committed(SWEEP_CHART) == chart,
+        "{SWEEP_CHART} is stale: regenerate it with `cargo run --release -- matrix` and commit it"
+    );
+}
+
+/// The detection chart is drawn from the mutant table's seeds to detect, as the sweep's is.
+#[test]
+fn the_detection_chart_is_drawn_from_the_committed_detection_report() {
+    use fencesim::mutant::Mutant;
+    use fencesim::tell::reports::detection::{
+        detection_chart, parse_seeds_to_detect, DETECTION_CHART, DETECTION_REPORT,
+    };
+    let report = committed(DETECTION_REPORT);
+    let rows = parse_seeds_to_detect(&report);
+    assert_eq!(
+        rows.len(),
+        Mutant::ALL.len(),
+        "{DETECTION_REPORT}: every mutant's seeds to detect, read back"
+    );
+    assert!(report.contains("](detection.svg)\n"), "{DETECTION_REPORT} links the chart");
+    let chart = detection_chart(&report);
+    for row in &rows {
+        assert!(chart.contains(&format!(">{}</text>", row.mutant)), "{} has a bar", row.mutant);
+    }
+    assert!(
+        committed(DETECTION_CHART) == chart,
+        "{DETECTION_CHART} is stale: regenerate it with `cargo run --release -- mutants` and commit it"
+    );
+}
+
 #[test]
 fn the_timeline_of_the_worked_example() {
     let outcome = run(&worked_example(), DEFAULT_SEED).unwrap();

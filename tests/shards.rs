@@ -130,10 +130,10 @@ fn a_shard_runs_its_whole_share_or_is_refused() {
     }
 }
 
-/// The files a matrix or a mutant run writes under its root: the report and the shrunk
-/// runs, by name.
-fn written(root: &Path, report: &str, shrunk: &str) -> Vec<(String, String)> {
-    let mut files = vec![root.join(report)];
+/// The files a matrix or a mutant run writes under its root: the report, its chart and the
+/// shrunk runs, by name.
+fn written(root: &Path, reports: &[&str], shrunk: &str) -> Vec<(String, String)> {
+    let mut files: Vec<PathBuf> = reports.iter().map(|report| root.join(report)).collect();
     let shrunk = std::fs::read_dir(root.join(shrunk)).expect("the shrunk runs");
     let mut shrunk: Vec<PathBuf> = shrunk.map(|entry| entry.expect("an entry").path()).collect();
     shrunk.sort();
@@ -164,7 +164,9 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
         .output()
         .expect("fencesim merge runs");
     assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
-    let of = |root: &str| written(&dir.join(root), "reports/guarantees.md", "reports/shrunk");
+    let of = |root: &str| {
+        written(&dir.join(root), &["reports/guarantees.md", "reports/sweep.svg"], "reports/shrunk")
+    };
     let (one, merged) = (of("one"), of("merged"));
     assert!(one.len() > 1, "the small matrix has failures to shrink: {one:?}");
     assert_eq!(merged, one, "the merged report and shrunk failures are one run's");
@@ -241,8 +243,10 @@ fn four_mutant_shards_merged_write_the_report_one_run_writes() {
         .output()
         .expect("fencesim merge runs");
     assert_eq!(merged.status.code(), one.status.code(), "{}", String::from_utf8_lossy(&merged.stderr));
-    let of =
-        |root: &str| without_wall_time(written(&dir.join(root), "reports/detection.md", "reports/mutants"));
+    let of = |root: &str| {
+        let reports = ["reports/detection.md", "reports/detection.svg"];
+        without_wall_time(written(&dir.join(root), &reports, "reports/mutants"))
+    };
     let (one, merged) = (of("one"), of("merged"));
     assert!(one.len() > 10, "most mutants are caught and shrunk even so: {}", one.len());
     assert_eq!(merged, one, "the merged report and shrunk runs are one run's");

@@ -1,5 +1,6 @@
 //! `fencesim matrix`: every mechanism with both gateway modes over the same seeds, the TTL
-//! sweep, and the debate over majority leases; writes `reports/guarantees.md`.
+//! sweep, and the debate over majority leases; writes `reports/guarantees.md` and the
+//! sweep's chart, `reports/sweep.svg`.
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
@@ -11,7 +12,7 @@ use fencesim::search::matrix::{
 use fencesim::search::matrix_shards::matrix_shard;
 use fencesim::search::seeds::Shard;
 use fencesim::tell::replay_file::ReplayFile;
-use fencesim::tell::reports::guarantees::{guarantees_report, GUARANTEES_REPORT};
+use fencesim::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
 use fencesim::tell::write::write_report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,9 +45,9 @@ pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<
     write_report_of(root, &run_matrix(sizes, jobs)?, jobs)
 }
 
-/// Shrinks each cell's first failure and writes the report and the shrunk replay files
-/// under `root` (the files of an earlier run go): the end of a matrix run, or of a merge
-/// of its shards.
+/// Shrinks each cell's first failure and writes the report, the sweep's chart (drawn from
+/// the report's table) and the shrunk replay files under `root` (the files of an earlier
+/// run go): the end of a matrix run, or of a merge of its shards.
 pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
     let text = guarantees_report(found, &shrunk);
@@ -60,6 +61,7 @@ pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<
         ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
     }
     write_report(root, GUARANTEES_REPORT, &text)?;
+    write_report(root, SWEEP_CHART, &sweep_chart(&text))?;
     Ok(text)
 }
 
@@ -78,7 +80,7 @@ pub fn run(args: MatrixArgs) -> ExitCode {
     match write_guarantees(&args.root, sizes, args.jobs) {
         Ok(text) => {
             print!("{text}");
-            println!("\nwrote {GUARANTEES_REPORT}");
+            println!("\nwrote {GUARANTEES_REPORT} and {SWEEP_CHART}");
             ExitCode::SUCCESS
         }
         Err(error) => bad_input(error),

@@ -12,7 +12,7 @@ use crate::cli::{bad_input, verdict};
 use fencesim::search::matrix_shards::merge_matrix;
 use fencesim::search::merge::{merge, ShardReport};
 use fencesim::search::mutant_shards::merge_mutants;
-use fencesim::tell::reports::guarantees::GUARANTEES_REPORT;
+use fencesim::tell::reports::guarantees::{GUARANTEES_REPORT, SWEEP_CHART};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -42,7 +42,7 @@ fn merge_matrix_shards(shards: &[ShardReport], args: &MergeArgs) -> ExitCode {
     match written {
         Ok(text) => {
             print!("{text}");
-            println!("\nwrote {GUARANTEES_REPORT}");
+            println!("\nwrote {GUARANTEES_REPORT} and {SWEEP_CHART}");
             ExitCode::SUCCESS
         }
         Err(error) => bad_input(error),

@@ -1,5 +1,5 @@
 //! `fencesim mutants`: every planted bug searched for, shrunk and timed, then the
-//! exhaustive small scope; writes `reports/detection.md`.
+//! exhaustive small scope; writes `reports/detection.md` and its chart, `reports/detection.svg`.
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
@@ -10,7 +10,8 @@ use fencesim::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
 use fencesim::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
 use fencesim::search::seeds::Shard;
 use fencesim::tell::reports::detection::{
-    detection_report, exhaustive_section, false_alarm_section, mutant_table, DETECTION_REPORT,
+    detection_chart, detection_report, exhaustive_section, false_alarm_section, mutant_table,
+    DETECTION_CHART, DETECTION_REPORT,
 };
 use fencesim::tell::write::write_report;
 use std::path::{Path, PathBuf};
@@ -76,14 +77,17 @@ fn keep_shrunk(root: &Path, reports: &[MutantReport]) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes the detection report and each mutant's shrunk run under `root`: the end of a
-/// mutant run, or of a merge of its shards. The report's text.
+/// Writes the detection report, its chart (drawn from the report's table) and each mutant's
+/// shrunk run under `root`: the end of a mutant run, or of a merge of its shards. The
+/// report's text.
 pub fn write_detection(root: &Path, measured: &MutantsMerged) -> Result<String, String> {
     let MutantsMerged { run, reports, scope, false_alarms } = measured;
     let text = detection_report(reports, run.starts, run.budget)
         + &scope.as_ref().map(exhaustive_section).unwrap_or_default()
         + &false_alarm_section(false_alarms);
-    keep_shrunk(root, reports).and_then(|()| write_report(root, DETECTION_REPORT, &text))?;
+    keep_shrunk(root, reports)?;
+    write_report(root, DETECTION_REPORT, &text)?;
+    write_report(root, DETECTION_CHART, &detection_chart(&text))?;
     Ok(text)
 }
 

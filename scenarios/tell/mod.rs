@@ -1,7 +1,8 @@
 //! Telling what happened: a run as a story (one narrator per component), the sequence
-//! diagram, the demo, the reports, the replay file format and the failure story. Every
-//! file is written whole.
+//! diagram, the demo, the reports and their charts, the replay file format and the failure
+//! story. Every file is written whole.
 
+pub mod chart;
 pub mod demo;
 pub mod diagram;
 pub mod failure;

@@ -1,14 +1,23 @@
-//! `reports/detection.md`: how fast the suite catches each planted bug, and the exhaustive
-//! small scope: how many placements of up to two faults each mechanism fails.
+//! `reports/detection.md`: how fast the suite catches each planted bug (and its chart,
+//! `reports/detection.svg`), and the exhaustive small scope: how many placements of up to
+//! two faults each mechanism fails.
 
 use crate::mutant::Mutant;
 use crate::search::exhaustive::{SmallScope, ROWS, TTL_MS};
 use crate::search::false_alarms::FalseAlarmRun;
 use crate::search::mutants::{MutantReport, START_STRIDE};
+use crate::tell::chart::{self, Axis, Bar, BarChart, Mark};
+use crate::tell::reports::beside;
 use fencesim_sim::Trigger;
 use std::fmt::Write as _;
 
 pub const DETECTION_REPORT: &str = "reports/detection.md";
+/// The seeds to detect each mutant, drawn from the report's table.
+pub const DETECTION_CHART: &str = "reports/detection.svg";
+/// The target: at most this many seeds to the first detection, the median of the searches.
+pub const TARGET_MEDIAN_SEEDS: u64 = 50;
+/// What the table says of a mutant that no search caught.
+const NOT_CAUGHT: &str = "NOT CAUGHT";
 
 /// The mutants' section.
 pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> String {
@@ -27,6 +36,12 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
          `reports/mutants/NAME.json`, which `fencesim replay` runs with the mutant planted. Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
     );
     out.push_str(&mutant_table(reports));
+    let _ = writeln!(
+        out,
+        "\n![Seeds to detect each mutant, as a chart: the median of its searches, and the fastest and slowest \
+         search]({})",
+        beside(DETECTION_CHART)
+    );
     let caught = reports.iter().filter(|report| report.caught).count();
     let _ = writeln!(out, "\n{caught} of {} mutants caught.", reports.len());
     out.push_str(&targets_section(reports));
@@ -34,12 +49,13 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
     out
 }
 
-/// The targets: at most 50 seeds to the first detection (median), and a shrunk catching run
-/// of at most 3 faults, 3 workers and 5 rows. Every mutant that misses one is named.
+/// The targets: at most `TARGET_MEDIAN_SEEDS` seeds to the first detection (median), and a
+/// shrunk catching run of at most 3 faults, 3 workers and 5 rows. Every mutant that misses one
+/// is named.
 fn targets_section(reports: &[MutantReport]) -> String {
     let slow: Vec<String> = reports
         .iter()
-        .filter(|report| report.seeds_to_detect_median > 50)
+        .filter(|report| report.seeds_to_detect_median > TARGET_MEDIAN_SEEDS)
         .map(|report| format!("`{}` ({})", report.name, report.seeds_to_detect_median))
         .collect();
     let big: Vec<String> = reports
@@ -53,8 +69,8 @@ fn targets_section(reports: &[MutantReport]) -> String {
         .collect();
     let list = |names: &[String]| if names.is_empty() { "none".to_owned() } else { names.join(", ") };
     format!(
-        "\nTargets: a median of at most 50 seeds to the first detection, missed by {}; a shrunk catching run of at \
-         most 3 faults, 3 workers and 5 rows, missed by {}.\n",
+        "\nTargets: a median of at most {TARGET_MEDIAN_SEEDS} seeds to the first detection, missed by {}; a shrunk \
+         catching run of at most 3 faults, 3 workers and 5 rows, missed by {}.\n",
         list(&slow),
         list(&big)
     )
@@ -75,7 +91,7 @@ pub fn mutant_table(reports: &[MutantReport]) -> String {
             report.name,
             report.baseline,
             report.gateway,
-            report.invariant.unwrap_or("NOT CAUGHT"),
+            report.invariant.unwrap_or(NOT_CAUGHT),
             report.seeds_to_detect_median,
             per.join(", "),
             match (report.shrunk_faults, report.shrunk_workers, report.shrunk_rows) {
@@ -206,4 +222,156 @@ pub fn parse_detections(report: &str) -> Vec<Detection> {
         rows.extend(row);
     }
     rows
+}
+
+/// One mutant's seeds to detect, as the detection chart reads them back from the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedsToDetect {
+    pub mutant: String,
+    pub planted_in: String,
+    /// The invariant that caught it, or none when no search did.
+    pub caught_by: Option<String>,
+    pub median: u64,
+    pub per_search: Vec<u64>,
+}
+
+/// The mutants' seeds to detect, from the mutant table of a detection report.
+pub fn parse_seeds_to_detect(report: &str) -> Vec<SeedsToDetect> {
+    let mut lines = report.lines().skip_while(|line| !line.starts_with("| mutant |"));
+    let header: Vec<&str> = lines.next().unwrap_or_default().split('|').map(str::trim).collect();
+    let mut rows = Vec::new();
+    for line in lines.take_while(|line| line.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let column =
+            |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
+        let row = (|| {
+            let caught_by = column("caught by")?;
+            Some(SeedsToDetect {
+                mutant: column("mutant")?.to_owned(),
+                planted_in: column("planted in")?.to_owned(),
+                caught_by: (caught_by != NOT_CAUGHT).then(|| caught_by.to_owned()),
+                median: column("seeds to detect, median")?.parse().ok()?,
+                per_search: column("per search")?
+                    .split(", ")
+                    .map(|n| n.parse().ok())
+                    .collect::<Option<_>>()?,
+            })
+        })();
+        rows.extend(row);
+    }
+    rows
+}
+
+/// A mutant's bar: the median, the fastest and slowest search, and what hovering tells.
+fn detection_bar(row: &SeedsToDetect) -> Bar {
+    let low = row.per_search.iter().copied().min().unwrap_or(row.median);
+    let high = row.per_search.iter().copied().max().unwrap_or(row.median);
+    let searches = row.per_search.len();
+    let (note, title) = match &row.caught_by {
+        Some(invariant) => (
+            row.median.to_string(),
+            format!(
+                "{} (planted in {}): caught by {invariant}; a median of {} seeds over {searches} \
+                 searches, {low} to {high}",
+                row.mutant, row.planted_in, row.median
+            ),
+        ),
+        None => (
+            "not caught".to_owned(),
+            format!(
+                "{} (planted in {}): not caught in {searches} searches of {high} seeds",
+                row.mutant, row.planted_in
+            ),
+        ),
+    };
+    Bar {
+        label: row.mutant.clone(),
+        value: row.median as f64,
+        range: Some((low as f64, high as f64)),
+        missed: row.caught_by.is_none(),
+        note,
+        title,
+    }
+}
+
+/// The detection chart, drawn from the mutant table of `report`: one bar per mutant, the
+/// quickest caught first and any mutant never caught last.
+pub fn detection_chart(report: &str) -> String {
+    let mut rows = parse_seeds_to_detect(report);
+    rows.sort_by_key(|row| (row.caught_by.is_none(), row.median));
+    let seeds: Vec<f64> =
+        rows.iter().flat_map(|row| row.per_search.iter().chain([&row.median])).map(|n| *n as f64).collect();
+    let target = format!("target: median at most {TARGET_MEDIAN_SEEDS}");
+    let chart = BarChart {
+        title: "Seeds to detect each mutant".to_owned(),
+        axis: Axis::log_decades("seeds run until the bug broke an invariant (log scale)", &seeds, ""),
+        bars: rows.iter().map(detection_bar).collect(),
+        note_heading: "median".to_owned(),
+        legend: vec![
+            (Mark::Bar, "median of the searches".to_owned()),
+            (Mark::Range, "fastest to slowest".to_owned()),
+            (Mark::Missed, "never caught".to_owned()),
+            (Mark::Reference, target.clone()),
+        ],
+        reference: Some((TARGET_MEDIAN_SEEDS as f64, target)),
+    };
+    chart::bar_chart(&chart, 760.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(
+        name: &'static str,
+        invariant: Option<&'static str>,
+        seeds_to_detect: Vec<u64>,
+    ) -> MutantReport {
+        let mut sorted = seeds_to_detect.clone();
+        sorted.sort_unstable();
+        MutantReport {
+            name,
+            baseline: "fenced",
+            gateway: "idempotent",
+            source: None,
+            caught: invariant.is_some(),
+            invariant,
+            seeds_to_detect_median: sorted[sorted.len() / 2],
+            seeds_to_detect,
+            shrunk_faults: invariant.map(|_| 1),
+            shrunk_workers: invariant.map(|_| 2),
+            shrunk_rows: invariant.map(|_| 1),
+            shrunk_file: None,
+            first_seed: invariant.map(|_| 7),
+            trace_hash: invariant.map(|_| "00000000000000ff".to_owned()),
+            wall_ms: 1_500,
+        }
+    }
+
+    #[test]
+    fn the_seeds_to_detect_read_back_and_a_mutant_never_caught_is_drawn_as_such() {
+        let reports = [
+            measured("slow-one", Some("token-order"), vec![300, 40, 120]),
+            measured("quick-one", Some("progress"), vec![1, 2, 1]),
+            measured("escaped-one", None, vec![30, 30, 30]),
+        ];
+        let report = detection_report(&reports, 3, 30) + &false_alarm_section(&[]);
+        let rows = parse_seeds_to_detect(&report);
+        let names: Vec<&str> = rows.iter().map(|row| row.mutant.as_str()).collect();
+        assert_eq!(names, ["slow-one", "quick-one", "escaped-one"]);
+        assert_eq!((rows[0].median, rows[0].per_search.as_slice()), (120, &[300, 40, 120][..]));
+        assert_eq!(rows[2].caught_by, None);
+        assert_eq!(rows[1].caught_by.as_deref(), Some("progress"));
+        let chart = detection_chart(&report);
+        // the quickest first, the escaped last, drawn apart from the caught
+        let at = |text: &str| chart.find(text).unwrap_or_else(|| panic!("{text} in\n{chart}"));
+        assert!(at(">quick-one</text>") < at(">slow-one</text>"));
+        assert!(at(">slow-one</text>") < at(">escaped-one</text>"));
+        assert_eq!(chart.matches(">not caught</text>").count(), 1);
+        assert!(
+            chart.contains("escaped-one (planted in fenced): not caught in 3 searches of 30 seeds</title>")
+        );
+        assert!(chart.contains("a median of 120 seeds over 3 searches, 40 to 300</title>"));
+        assert!(chart.contains(&format!("target: median at most {TARGET_MEDIAN_SEEDS}")));
+    }
 }

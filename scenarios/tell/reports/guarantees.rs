@@ -1,15 +1,20 @@
 //! `reports/guarantees.md`: what each mechanism really guarantees, measured by the matrix,
-//! with the first failing seed of each broken invariant and its command, the TTL sweep,
-//! what the measurement finds, and the matrix's coverage.
+//! with the first failing seed of each broken invariant and its command, the TTL sweep and
+//! its chart (`reports/sweep.svg`), what the measurement finds, and the matrix's coverage.
 
 use crate::check::INVARIANTS;
 use crate::search::debate::{replay_command, DebateRow, Setting, DEBATE_MECHANISMS};
 use crate::search::matrix::{shrunk_file, Cell, MatrixFound, ShrunkFailure, SweepRow};
+use crate::tell::chart::{self, Axis, Mark, Panel, Point, Series};
+use crate::tell::reports::beside;
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode};
 use std::fmt::Write as _;
 
 pub const GUARANTEES_REPORT: &str = "reports/guarantees.md";
+/// The sweep's chart, drawn from the sweep's table.
+pub const SWEEP_CHART: &str = "reports/sweep.svg";
+const SWEEP_HEADING: &str = "## A longer TTL turns a race into an outage";
 
 fn pct(count: u64, of: u64) -> String {
     format!("{:.1}%", 100.0 * count as f64 / of.max(1) as f64)
@@ -105,7 +110,7 @@ fn shrunk_failures(out: &mut String, shrunk: &[ShrunkFailure]) {
 }
 
 fn sweep_table(out: &mut String, sweep: &[SweepRow]) {
-    out.push_str("\n## A longer TTL turns a race into an outage\n\n");
+    let _ = writeln!(out, "\n{SWEEP_HEADING}\n");
     let _ = writeln!(
         out,
         "{} seeds per TTL. Worker A crashes right after its first claim; another worker is frozen once, for 100 ms to \
@@ -126,6 +131,12 @@ fn sweep_table(out: &mut String, sweep: &[SweepRow]) {
             row.sample_hash
         );
     }
+    let _ = writeln!(
+        out,
+        "\n![The sweep as a chart: the share of violating seeds and the time blocked after a crash, \
+         against the TTL]({})",
+        beside(SWEEP_CHART)
+    );
 }
 
 fn kinds(kinds: &[FaultName]) -> String {
@@ -314,4 +325,146 @@ pub fn parse_debate(report: &str) -> Vec<DebateLine> {
         lines.extend(row);
     }
     lines
+}
+
+/// One row of the TTL sweep's table, as its chart reads it back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepLine {
+    pub mechanism: Mechanism,
+    pub ttl_s: f64,
+    pub violating_pct: f64,
+    pub blocked_median_s: f64,
+    pub blocked_max_s: f64,
+}
+
+/// The sweep's rows of a report, read by their column headers.
+pub fn parse_sweep(report: &str) -> Vec<SweepLine> {
+    let section = report.split(SWEEP_HEADING).nth(1).unwrap_or_default();
+    let mut header: Vec<&str> = Vec::new();
+    let mut lines = Vec::new();
+    for line in section.lines().take_while(|line| !line.starts_with("## ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if line.starts_with("| mechanism | TTL |") {
+            header = cells;
+            continue;
+        }
+        let column =
+            |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
+        let seconds = |name: &str| column(name)?.strip_suffix(" s")?.parse().ok();
+        let row = (|| {
+            Some(SweepLine {
+                mechanism: column("mechanism")?.parse().ok()?,
+                ttl_s: seconds("TTL")?,
+                violating_pct: column("violating seeds")?.strip_suffix('%')?.parse().ok()?,
+                blocked_median_s: seconds("blocked after a crash, median")?,
+                blocked_max_s: seconds("blocked, max")?,
+            })
+        })();
+        lines.extend(row);
+    }
+    lines
+}
+
+/// One series per mechanism of the sweep, in the table's order, each point made by `point`.
+fn sweep_series(lines: &[SweepLine], point: impl Fn(&SweepLine) -> Point) -> Vec<Series> {
+    let mut mechanisms: Vec<Mechanism> = Vec::new();
+    for line in lines {
+        if !mechanisms.contains(&line.mechanism) {
+            mechanisms.push(line.mechanism);
+        }
+    }
+    let of = |mechanism: Mechanism| lines.iter().filter(move |line| line.mechanism == mechanism);
+    mechanisms
+        .into_iter()
+        .map(|mechanism| Series { name: mechanism.to_string(), points: of(mechanism).map(&point).collect() })
+        .collect()
+}
+
+/// The sweep's chart, drawn from the sweep's table in `report`: it shows what the table
+/// says, and a test draws it again from the committed report.
+pub fn sweep_chart(report: &str) -> String {
+    let lines = parse_sweep(report);
+    let ttls: Vec<f64> = lines.iter().map(|line| line.ttl_s).collect();
+    let ttl_axis = Axis::log_at("TTL (log scale)", &ttls, " s");
+    let rates: Vec<f64> = lines.iter().map(|line| line.violating_pct).collect();
+    let violating = Panel {
+        title: "Seeds that broke an invariant".to_owned(),
+        x: ttl_axis.clone(),
+        y: Axis::linear("violating seeds", &rates, "%"),
+        series: sweep_series(&lines, |line| Point {
+            x: line.ttl_s,
+            y: line.violating_pct,
+            upper: None,
+            title: format!(
+                "{}, TTL {:.1} s: {:.1}% of seeds broke an invariant",
+                line.mechanism, line.ttl_s, line.violating_pct
+            ),
+        }),
+    };
+    let waits: Vec<f64> = lines.iter().flat_map(|line| [line.blocked_median_s, line.blocked_max_s]).collect();
+    let blocked = Panel {
+        title: "Merchant blocked after a crash".to_owned(),
+        x: ttl_axis,
+        y: Axis::log_decades("blocked, median (log scale)", &waits, " s"),
+        series: sweep_series(&lines, |line| Point {
+            x: line.ttl_s,
+            y: line.blocked_median_s,
+            upper: Some(line.blocked_max_s),
+            title: format!(
+                "{}, TTL {:.1} s: blocked {:.1} s (median), {:.1} s at most",
+                line.mechanism, line.ttl_s, line.blocked_median_s, line.blocked_max_s
+            ),
+        }),
+    };
+    let whisker = [(Mark::Range, "whisker up to the longest wait".to_owned())];
+    chart::point_panels("The TTL sweep: violations and outage", 760.0, 380.0, &[violating, blocked], &whisker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(mechanism: Mechanism, ttl_ms: u64, violating: u64, blocked_ms: (u64, u64)) -> SweepRow {
+        let (blocked_median_ms, blocked_max_ms) = blocked_ms;
+        SweepRow {
+            mechanism,
+            ttl_ms,
+            seeds: 60,
+            violating,
+            blocked_median_ms,
+            blocked_max_ms,
+            sample_hash: 7,
+        }
+    }
+
+    #[test]
+    fn the_sweep_table_reads_back_as_the_numbers_it_shows_and_the_chart_draws_them() {
+        let rows = [
+            row(Mechanism::TtlOnly, 1_000, 27, (2_000, 2_500)),
+            row(Mechanism::TtlOnly, 300_000, 0, (301_000, 301_000)),
+            row(Mechanism::Fenced, 1_000, 0, (2_000, 2_500)),
+        ];
+        let mut report = String::new();
+        sweep_table(&mut report, &rows);
+        report.push_str(
+            "\n## Next\n\n| mechanism | TTL | violating seeds |\n|---|---|---|\n| fenced | 9.0 s | 1.0% |\n",
+        );
+        let lines = parse_sweep(&report);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        let first = SweepLine {
+            mechanism: Mechanism::TtlOnly,
+            ttl_s: 1.0,
+            violating_pct: 45.0,
+            blocked_median_s: 2.0,
+            blocked_max_s: 2.5,
+        };
+        assert_eq!(lines[0], first);
+        let chart = sweep_chart(&report);
+        assert!(chart.contains("<title>ttl-only, TTL 1.0 s: 45.0% of seeds broke an invariant</title>"));
+        assert!(chart.contains("<title>fenced, TTL 1.0 s: blocked 2.0 s (median), 2.5 s at most</title>"));
+        for tick in [">1 s</text>", ">300 s</text>", ">50%</text>", ">1000 s</text>"] {
+            assert!(chart.contains(tick), "{tick}");
+        }
+        assert!(!chart.contains(">9 s</text>"), "only the sweep's section is read");
+    }
 }
