@@ -2,20 +2,25 @@
 //! Redis really granted, pauses and crashes, each write and gateway call as a mark, the
 //! routine stretches folded, and the rows whose history was not routine.
 
-use super::{Bar, Fold, Mark, RowView};
+use super::{Bar, Mark, RowView};
 use crate::runner::Outcome;
 use crate::tell::story::plain_rows;
 use fencesim_model::{group_thousands, GatewayRef, RefundId, Step, WorkerId};
 use fencesim_sim::{CallOutcome, Event, EventKind, FaultKind, FaultName};
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Everything `lanes` derives.
-#[derive(Default)]
-pub(super) struct Lanes {
+/// What the page draws on the lanes of a run, derived from its history.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Lanes {
+    /// What each worker believed: from the lease it acquired until its batch ended.
     pub believed: Vec<Bar>,
+    /// What Redis really granted: each epoch from its grant until it expired or was released.
     pub leases: Vec<Bar>,
+    /// Pauses and crashes.
     pub bands: Vec<Bar>,
-    pub folds: Vec<Fold>,
+    /// Each worker's unbroken stretches of routine rows, one band each.
+    pub folds: Vec<Bar>,
     pub marks: Vec<Mark>,
     pub rows: Vec<RowView>,
 }
@@ -184,7 +189,7 @@ fn mark_of(
 
 /// Folds each worker's unbroken stretch of marks on routine rows (three rows or more) into
 /// one band.
-fn fold_routine(marks: &mut [Mark], routine: &[Option<RefundId>], folds: &mut Vec<Fold>) {
+fn fold_routine(marks: &mut [Mark], routine: &[Option<RefundId>], folds: &mut Vec<Bar>) {
     let workers = marks.iter().map(|mark| mark.worker + 1).max().unwrap_or(0);
     for worker in 0..workers {
         let mine: Vec<usize> =
@@ -205,7 +210,7 @@ fn fold_routine(marks: &mut [Mark], routine: &[Option<RefundId>], folds: &mut Ve
                 for &i in stretch {
                     marks[i].fold = Some(folds.len());
                 }
-                folds.push(Fold { worker, from, to, label, event });
+                folds.push(Bar { worker, from, to, label, event });
             }
             start = end.max(start + 1);
         }

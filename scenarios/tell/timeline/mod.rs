@@ -6,6 +6,7 @@
 mod lanes;
 mod page;
 
+pub use lanes::Lanes;
 pub use page::timeline_page;
 
 use crate::runner::{run_with, Outcome};
@@ -15,7 +16,8 @@ use fencesim_model::Mechanism;
 use serde::Serialize;
 use std::path::Path;
 
-/// A span of time on one worker's lane.
+/// A span of time on one worker's lane: a belief, a lease, a pause or crash, or a
+/// folded stretch of routine rows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Bar {
     pub worker: usize,
@@ -30,7 +32,7 @@ pub struct Bar {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mark {
     pub at: u64,
-    /// `write`, `call`, `lookup` (on a worker's lane); `money` (the gateway's lane).
+    /// `write` (on its worker's lane), `money` (the gateway's lane) or `fault` (the faults' lane).
     pub lane: &'static str,
     pub worker: usize,
     /// How it is drawn: `ok`, `rejected`, `paid`, `paid-again`, `replayed`, `found`, `none`.
@@ -39,16 +41,6 @@ pub struct Mark {
     pub event: usize,
     /// The folded stretch it belongs to, if any: drawn only when that fold is open.
     pub fold: Option<usize>,
-}
-
-/// A stretch of routine rows one worker settled (or skipped), drawn as one band.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Fold {
-    pub worker: usize,
-    pub from: u64,
-    pub to: u64,
-    pub label: String,
-    pub event: usize,
 }
 
 /// A row whose history was not routine: its state and fence after each accepted write.
@@ -96,15 +88,8 @@ pub struct RunView {
     pub base: u64,
     pub end: u64,
     pub workers: Vec<String>,
-    /// What each worker believed: from the lease it acquired until its batch ended.
-    pub believed: Vec<Bar>,
-    /// What Redis really granted: each epoch from its grant until it expired or was released.
-    pub leases: Vec<Bar>,
-    /// Pauses and crashes.
-    pub bands: Vec<Bar>,
-    pub folds: Vec<Fold>,
-    pub marks: Vec<Mark>,
-    pub rows: Vec<RowView>,
+    #[serde(flatten)]
+    pub lanes: Lanes,
     pub breaches: Vec<BreachView>,
     pub story: Vec<StoryLine>,
     /// Every event, as a line of the trace (`fencesim run --trace`).
@@ -166,12 +151,7 @@ pub fn run_view(outcome: &Outcome, title: &str) -> RunView {
         base: outcome.scenario.base.0,
         end: outcome.record.ended_at_ms,
         workers: (0..world.workers).map(|worker| fencesim_model::WorkerId(worker).to_string()).collect(),
-        believed: lanes.believed,
-        leases: lanes.leases,
-        bands: lanes.bands,
-        folds: lanes.folds,
-        marks: lanes.marks,
-        rows: lanes.rows,
+        lanes,
         breaches: breaches(outcome, &story),
         story,
         events: events.lines().map(str::to_owned).collect(),
@@ -223,20 +203,21 @@ mod tests {
     fn the_worked_example_is_drawn_as_the_article_tells_it() {
         let scenario = worked_example().with_mechanism(Mechanism::Fenced, GatewayMode::Idempotent);
         let view = run_view(&run(&scenario, DEFAULT_SEED).unwrap(), "fenced");
-        let a = &view.believed[0];
+        let a = &view.lanes.believed[0];
         assert_eq!((a.worker, a.from, a.to), (0, 0, 34_000));
         assert!(a.label.ends_with("token 33"), "{}", a.label);
         let epochs: Vec<(usize, u64, u64)> =
-            view.leases.iter().map(|bar| (bar.worker, bar.from, bar.to)).collect();
+            view.lanes.leases.iter().map(|bar| (bar.worker, bar.from, bar.to)).collect();
         assert_eq!(epochs[0], (0, 0, 30_000));
         assert_eq!((epochs[1].0, epochs[1].1), (1, 31_000));
         let pause: Vec<(usize, u64, u64)> =
-            view.bands.iter().map(|bar| (bar.worker, bar.from, bar.to)).collect();
+            view.lanes.bands.iter().map(|bar| (bar.worker, bar.from, bar.to)).collect();
         assert_eq!(pause, [(0, 26_000, 34_000)]);
-        assert_eq!(view.rows[0].refund, "r_815");
-        let changes: Vec<(u64, &str, i64)> = view.rows[0].changes.iter().map(|c| (c.0, c.1, c.2)).collect();
+        assert_eq!(view.lanes.rows[0].refund, "r_815");
+        let changes: Vec<(u64, &str, i64)> =
+            view.lanes.rows[0].changes.iter().map(|c| (c.0, c.1, c.2)).collect();
         assert_eq!(changes, [(26_000, "sending", 33), (31_005, "sending", 34), (31_030, "sent", 34)]);
-        let rejected: Vec<&Mark> = view.marks.iter().filter(|mark| mark.kind == "rejected").collect();
+        let rejected: Vec<&Mark> = view.lanes.marks.iter().filter(|mark| mark.kind == "rejected").collect();
         assert_eq!(rejected.len(), 1);
         assert_eq!((rejected[0].at, rejected[0].worker, rejected[0].fold), (34_000, 0, None));
         assert!(
@@ -244,10 +225,10 @@ mod tests {
             "the mark's event is the rejected write"
         );
         // A's 814 routine rows are one folded band, and every mark in it belongs to it
-        let fold = &view.folds[0];
+        let fold = &view.lanes.folds[0];
         assert_eq!((fold.worker, fold.from), (0, 0));
         assert!(fold.label.starts_with("r_001 .. r_814: 814 routine rows"), "{}", fold.label);
-        assert!(view.marks.iter().filter(|mark| mark.fold == Some(0)).all(|mark| mark.at <= fold.to));
+        assert!(view.lanes.marks.iter().filter(|mark| mark.fold == Some(0)).all(|mark| mark.at <= fold.to));
         // each story line points at an event of its own moment
         for line in &view.story {
             let at = format!("\"at\":\"{}\"", fencesim_sim::WallMs(view.base).plus(line.at));
