@@ -171,25 +171,15 @@ fn bad_arguments_exit_2_with_a_message_that_names_the_problem() {
 }
 
 #[test]
-fn an_unwritable_trace_path_exits_2_and_says_where() {
-    let output = fencesim(&["run", "--mechanism", "fenced", "--trace", "/nonexistent-dir/trace.jsonl"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        stderr(&output).contains("cannot write the trace to /nonexistent-dir/trace.jsonl"),
-        "{}",
-        stderr(&output)
-    );
-}
-
-#[test]
-fn an_unwritable_page_path_exits_2_and_says_where() {
-    let output = fencesim(&["run", "--mechanism", "fenced", "--html", "/nonexistent-dir/page.html"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        stderr(&output).contains("cannot write the page to /nonexistent-dir/page.html"),
-        "{}",
-        stderr(&output)
-    );
+fn an_unwritable_trace_or_page_path_exits_2_and_says_where() {
+    for (flag, path, said) in [
+        ("--trace", "/nonexistent-dir/trace.jsonl", "cannot write the trace to /nonexistent-dir/trace.jsonl"),
+        ("--html", "/nonexistent-dir/page.html", "cannot write the page to /nonexistent-dir/page.html"),
+    ] {
+        let output = fencesim(&["run", "--mechanism", "fenced", flag, path]);
+        assert_eq!(output.status.code(), Some(2), "{flag}");
+        assert!(stderr(&output).contains(said), "{}", stderr(&output));
+    }
 }
 
 #[test]

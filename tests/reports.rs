@@ -8,28 +8,27 @@ use fencesim::tell::reports::worked_example::{
 };
 use fencesim::tell::story::{render_story, story};
 
-#[test]
-fn the_worked_example_report_is_fresh() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(WORKED_EXAMPLE_REPORT);
+/// Fails unless the committed file at `relative` is `fresh`, byte for byte.
+fn assert_fresh(relative: &str, fresh: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    let fresh = worked_example_report().unwrap();
     assert!(
         committed == fresh,
-        "{WORKED_EXAMPLE_REPORT} is stale: regenerate it with `cargo run --release -- report` and commit it"
+        "{relative} is stale: regenerate it with `cargo run --release -- report` and commit it"
     );
+}
+
+#[test]
+fn the_worked_example_report_is_fresh() {
+    assert_fresh(WORKED_EXAMPLE_REPORT, &worked_example_report().unwrap());
 }
 
 /// The page is checked byte for byte, its compressed data too: the same runs, the same
 /// script and the same compressor give the same bytes.
 #[test]
 fn the_worked_example_page_is_fresh_and_small() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(WORKED_EXAMPLE_PAGE);
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
     let fresh = worked_example_page().unwrap();
-    assert!(
-        committed == fresh,
-        "{WORKED_EXAMPLE_PAGE} is stale: regenerate it with `cargo run --release -- report` and commit it"
-    );
+    assert_fresh(WORKED_EXAMPLE_PAGE, &fresh);
     assert!(fresh.len() < 400 * 1024, "the page is {} KB, over its 400 KB", fresh.len() / 1024);
 }
 

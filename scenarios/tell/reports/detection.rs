@@ -7,7 +7,7 @@ use crate::search::exhaustive::{SmallScope, ROWS, TTL_MS};
 use crate::search::false_alarms::FalseAlarmRun;
 use crate::search::mutants::{MutantReport, START_STRIDE};
 use crate::tell::chart::{self, Axis, Bar, BarChart, Mark};
-use crate::tell::reports::beside;
+use crate::tell::reports::{beside, table_rows, TableRow};
 use fencesim_sim::Trigger;
 use std::fmt::Write as _;
 
@@ -200,28 +200,16 @@ pub struct Detection {
 
 /// The mutant rows of a detection report, read by their column headers.
 pub fn parse_detections(report: &str) -> Vec<Detection> {
-    let mut header: Vec<&str> = Vec::new();
-    let mut rows = Vec::new();
-    for line in report.lines() {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if line.starts_with("| mutant |") {
-            header = cells;
-            continue;
-        }
-        let column =
-            |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
-        let row = (|| {
-            Some(Detection {
-                mutant: column("mutant")?.parse().ok()?,
-                invariant: column("caught by")?.to_owned(),
-                first_seed: column("first seed")?.parse().ok()?,
-                trace_hash: column("trace hash")?.to_owned(),
-                shrunk: column("shrunk: faults, workers, rows")?.to_owned(),
-            })
-        })();
-        rows.extend(row);
-    }
-    rows
+    let read = |row: &TableRow| {
+        Some(Detection {
+            mutant: row.get("mutant")?.parse().ok()?,
+            invariant: row.get("caught by")?.to_owned(),
+            first_seed: row.get("first seed")?.parse().ok()?,
+            trace_hash: row.get("trace hash")?.to_owned(),
+            shrunk: row.get("shrunk: faults, workers, rows")?.to_owned(),
+        })
+    };
+    table_rows(report, "| mutant |").iter().filter_map(read).collect()
 }
 
 /// One mutant's seeds to detect, as the detection chart reads them back from the table.
@@ -237,29 +225,20 @@ pub struct SeedsToDetect {
 
 /// The mutants' seeds to detect, from the mutant table of a detection report.
 pub fn parse_seeds_to_detect(report: &str) -> Vec<SeedsToDetect> {
-    let mut lines = report.lines().skip_while(|line| !line.starts_with("| mutant |"));
-    let header: Vec<&str> = lines.next().unwrap_or_default().split('|').map(str::trim).collect();
-    let mut rows = Vec::new();
-    for line in lines.take_while(|line| line.starts_with('|')) {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let column =
-            |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
-        let row = (|| {
-            let caught_by = column("caught by")?;
-            Some(SeedsToDetect {
-                mutant: column("mutant")?.to_owned(),
-                planted_in: column("planted in")?.to_owned(),
-                caught_by: (caught_by != NOT_CAUGHT).then(|| caught_by.to_owned()),
-                median: column("seeds to detect, median")?.parse().ok()?,
-                per_search: column("per search")?
-                    .split(", ")
-                    .map(|n| n.parse().ok())
-                    .collect::<Option<_>>()?,
-            })
-        })();
-        rows.extend(row);
-    }
-    rows
+    // the first table of mutants only, up to the blank line that ends it
+    let table = &report[report.find("| mutant |").unwrap_or(report.len())..];
+    let table = table.split("\n\n").next().unwrap_or_default();
+    let read = |row: &TableRow| {
+        let caught_by = row.get("caught by")?;
+        Some(SeedsToDetect {
+            mutant: row.get("mutant")?.to_owned(),
+            planted_in: row.get("planted in")?.to_owned(),
+            caught_by: (caught_by != NOT_CAUGHT).then(|| caught_by.to_owned()),
+            median: row.get("seeds to detect, median")?.parse().ok()?,
+            per_search: row.get("per search")?.split(", ").map(|n| n.parse().ok()).collect::<Option<_>>()?,
+        })
+    };
+    table_rows(table, "| mutant |").iter().filter_map(read).collect()
 }
 
 /// A mutant's bar: the median, the fastest and slowest search, and what hovering tells.

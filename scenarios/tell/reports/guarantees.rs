@@ -6,7 +6,7 @@ use crate::check::INVARIANTS;
 use crate::search::debate::{replay_command, DebateRow, Setting, DEBATE_MECHANISMS};
 use crate::search::matrix::{shrunk_file, Cell, MatrixFound, ShrunkFailure, SweepRow};
 use crate::tell::chart::{self, Axis, Mark, Panel, Point, Series};
-use crate::tell::reports::beside;
+use crate::tell::reports::{beside, table_rows, TableRow};
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode};
 use std::fmt::Write as _;
@@ -305,26 +305,18 @@ pub struct DebateLine {
 /// The debate's rows of a report.
 pub fn parse_debate(report: &str) -> Vec<DebateLine> {
     let section = report.split("\n## The argument over majority leases, measured").nth(1).unwrap_or_default();
-    let mut lines = Vec::new();
-    for line in section.lines().take_while(|line| !line.starts_with("## ")) {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let Some(setting) =
-            cells.get(1).and_then(|cell| Setting::all().find(|s| cell.starts_with(s.letter())))
-        else {
-            continue;
-        };
-        let row = (|| {
-            Some(DebateLine {
-                setting,
-                mechanism: cells.get(2)?.parse().ok()?,
-                broken: cells.get(3)?.split(' ').next()?.parse().ok()?,
-                seed: cells.get(5)?.parse().ok()?,
-                trace_hash: (*cells.get(6)?).to_owned(),
-            })
-        })();
-        lines.extend(row);
-    }
-    lines
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let read = |row: &TableRow| {
+        let setting = row.get("setting")?;
+        Some(DebateLine {
+            setting: Setting::all().find(|s| setting.starts_with(s.letter()))?,
+            mechanism: row.get("mechanism")?.parse().ok()?,
+            broken: row.get("seeds broken")?.split(' ').next()?.parse().ok()?,
+            seed: row.get("seed")?.parse().ok()?,
+            trace_hash: row.get("trace hash")?.to_owned(),
+        })
+    };
+    table_rows(section, "| setting | mechanism |").iter().filter_map(read).collect()
 }
 
 /// One row of the TTL sweep's table, as its chart reads it back.
@@ -340,29 +332,18 @@ pub struct SweepLine {
 /// The sweep's rows of a report, read by their column headers.
 pub fn parse_sweep(report: &str) -> Vec<SweepLine> {
     let section = report.split(SWEEP_HEADING).nth(1).unwrap_or_default();
-    let mut header: Vec<&str> = Vec::new();
-    let mut lines = Vec::new();
-    for line in section.lines().take_while(|line| !line.starts_with("## ")) {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if line.starts_with("| mechanism | TTL |") {
-            header = cells;
-            continue;
-        }
-        let column =
-            |name: &str| header.iter().position(|title| *title == name).and_then(|i| cells.get(i).copied());
-        let seconds = |name: &str| column(name)?.strip_suffix(" s")?.parse().ok();
-        let row = (|| {
-            Some(SweepLine {
-                mechanism: column("mechanism")?.parse().ok()?,
-                ttl_s: seconds("TTL")?,
-                violating_pct: column("violating seeds")?.strip_suffix('%')?.parse().ok()?,
-                blocked_median_s: seconds("blocked after a crash, median")?,
-                blocked_max_s: seconds("blocked, max")?,
-            })
-        })();
-        lines.extend(row);
-    }
-    lines
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let read = |row: &TableRow| {
+        let seconds = |name: &str| row.get(name)?.strip_suffix(" s")?.parse().ok();
+        Some(SweepLine {
+            mechanism: row.get("mechanism")?.parse().ok()?,
+            ttl_s: seconds("TTL")?,
+            violating_pct: row.get("violating seeds")?.strip_suffix('%')?.parse().ok()?,
+            blocked_median_s: seconds("blocked after a crash, median")?,
+            blocked_max_s: seconds("blocked, max")?,
+        })
+    };
+    table_rows(section, "| mechanism | TTL |").iter().filter_map(read).collect()
 }
 
 /// One series per mechanism of the sweep, in the table's order, each point made by `point`.

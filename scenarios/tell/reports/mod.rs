@@ -11,3 +11,34 @@ pub mod worked_example;
 pub fn beside(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
+
+/// One row of a Markdown table, its cells found by their column's header.
+pub struct TableRow<'a> {
+    header: Vec<&'a str>,
+    cells: Vec<&'a str>,
+}
+
+impl<'a> TableRow<'a> {
+    /// The cell under the column headed `name`.
+    pub fn get(&self, name: &str) -> Option<&'a str> {
+        self.header.iter().position(|title| *title == name).and_then(|i| self.cells.get(i).copied())
+    }
+}
+
+/// Every line of `text` after a header line (one that starts with `header_starts`), as a
+/// row read by the last such header before it: a report's parsers read their tables by
+/// column name, so that a column added or moved does not misread them. Lines that are not
+/// rows of the table come too; their cells are simply not found.
+pub fn table_rows<'a>(text: &'a str, header_starts: &str) -> Vec<TableRow<'a>> {
+    let mut header: Option<Vec<&str>> = None;
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if line.starts_with(header_starts) {
+            header = Some(cells);
+        } else if let Some(header) = &header {
+            rows.push(TableRow { header: header.clone(), cells });
+        }
+    }
+    rows
+}
