@@ -27,6 +27,7 @@ const AMOUNTS: u64 = 2;
 const FAULTS: u64 = 3;
 const COUNTERS: u64 = 4;
 const RESTART: u64 = 5;
+const TRIGGERS: u64 = 6;
 
 /// The longest a restarting Redis instance is down, in the random worlds: a real server
 /// with a small append-only file answers again within tens of milliseconds (measured in
@@ -216,27 +217,58 @@ fn nth_within(rng: &mut ChaCha8Rng) -> u32 {
     }
 }
 
-/// When a swarm fault fires: at a time, at a protocol step, or right before one of the
-/// worker's requests (a third each). Half the Redis requests chosen are counted inside an
-/// operation: a batch sends only a few Redis commands, each a lease operation, so the
-/// places where one operation takes two round trips are where a fault there matters.
-fn swarm_trigger(rng: &mut ChaCha8Rng, worker: WorkerId, horizon: u64) -> Trigger {
-    match rng.gen_range(0..3) {
-        0 => Trigger::At { at_ms: rng.gen_range(0..=horizon) },
-        1 => {
+/// The ways a swarm fault may be triggered: at a time, at a protocol step, at a worker's
+/// n-th request on a hop, or at its n-th request inside one operation of several round
+/// trips (counted on Redis, where a lease operation split in two lives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TriggerFamily {
+    At,
+    Step,
+    Call,
+    Within,
+}
+
+const TRIGGER_FAMILIES: [TriggerFamily; 4] =
+    [TriggerFamily::At, TriggerFamily::Step, TriggerFamily::Call, TriggerFamily::Within];
+
+/// The trigger families a seed's faults use: each on or off by a coin, as the fault kinds
+/// are (all of them when the coins leave none on). A plan whose faults all land inside
+/// operations, or all at steps, reaches races that a plan spread over every family reaches
+/// a few times more rarely, as each of its faults is in the right family only now and then.
+fn trigger_families(seed: u64) -> Vec<TriggerFamily> {
+    let mut rng = stream(seed, TRIGGERS);
+    let on: Vec<TriggerFamily> = TRIGGER_FAMILIES.into_iter().filter(|_| rng.gen_bool(0.5)).collect();
+    if on.is_empty() {
+        TRIGGER_FAMILIES.to_vec()
+    } else {
+        on
+    }
+}
+
+/// When a swarm fault fires, in one of the seed's trigger families: at a time, at a
+/// protocol step, right before one of the worker's requests on any hop, or right before
+/// one of its Redis requests inside an operation (a batch sends only a few Redis commands,
+/// each a lease operation, so the places where one operation takes two round trips are
+/// where a fault there matters).
+fn swarm_trigger(
+    rng: &mut ChaCha8Rng,
+    families: &[TriggerFamily],
+    worker: WorkerId,
+    horizon: u64,
+) -> Trigger {
+    match families[rng.gen_range(0..families.len())] {
+        TriggerFamily::At => Trigger::At { at_ms: rng.gen_range(0..=horizon) },
+        TriggerFamily::Step => {
             let step = TRIGGER_STEPS[rng.gen_range(0..TRIGGER_STEPS.len())];
             let nth = nth_arrival(step, rng);
             Trigger::Step { worker, step, nth }
         }
-        _ => {
+        TriggerFamily::Call => {
             let hops: Vec<Hop> = Hop::all().collect();
             let hop = hops[rng.gen_range(0..hops.len())];
-            if hop == Hop::Redis && rng.gen_bool(0.5) {
-                Trigger::Within { worker, hop, nth: nth_within(rng) }
-            } else {
-                Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
-            }
+            Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
         }
+        TriggerFamily::Within => Trigger::Within { worker, hop: Hop::Redis, nth: nth_within(rng) },
     }
 }
 
@@ -253,32 +285,63 @@ fn aim_worker(rng: &mut ChaCha8Rng, world: &WorldConfig) -> WorkerId {
     }
 }
 
-/// A swarm fault plan: the seed switches each allowed kind on or off, then draws from 1 to
-/// 6 faults, or to as many as there are kinds on, of the kinds that are on (so that each
-/// kind on has a fair chance to appear however many are). Durations are scaled to the TTL, where races live.
+/// The kinds of those on that a fault fired by `trigger` may be: inside an operation on a
+/// hop, only a kind that acts on that hop, on the worker's process or on the queue (a
+/// gateway outage between two Redis commands is the same fault as one at the next step, so
+/// drawing it there would only spend the trigger).
+fn fitting_kinds(on: &[FaultName], trigger: Trigger) -> Vec<FaultName> {
+    match trigger {
+        Trigger::Within { hop, .. } => {
+            on.iter().copied().filter(|kind| kind.hop().is_none_or(|acts| acts == hop)).collect()
+        }
+        Trigger::At { .. } | Trigger::Step { .. } | Trigger::Call { .. } => on.to_vec(),
+    }
+}
+
+/// What one seed's swarm draws its faults from: the kinds and trigger families it has on.
+struct Swarm<'a> {
+    world: &'a WorldConfig,
+    kinds: Vec<FaultName>,
+    families: Vec<TriggerFamily>,
+    horizon: u64,
+}
+
+impl Swarm<'_> {
+    /// One fault: its targets, its trigger, then its kind among those on that can act
+    /// where the trigger lands (when none can, it fires at the worker's n-th request on
+    /// that hop instead, which any kind can), then its size.
+    fn draw(&self, rng: &mut ChaCha8Rng) -> Fault {
+        let worker = aim_worker(rng, self.world);
+        let merchant = self.world.jobs[rng.gen_range(0..self.world.jobs.len())].merchant;
+        let instance = rng.gen_range(0..5u8) % self.world.redis_instances() as u8;
+        let mut trigger = swarm_trigger(rng, &self.families, worker, self.horizon);
+        let mut fitting = fitting_kinds(&self.kinds, trigger);
+        if fitting.is_empty() {
+            if let Trigger::Within { worker, hop, nth } = trigger {
+                trigger = Trigger::Call { worker, hop, nth };
+            }
+            fitting = self.kinds.clone();
+        }
+        let kind = fitting[rng.gen_range(0..fitting.len())];
+        let size = draw_size(kind, self.world.ttl_ms, rng);
+        Fault { kind: kind.make(Aim { worker, merchant, instance }, size), trigger }
+    }
+}
+
+/// A swarm fault plan: the seed switches each allowed kind and each trigger family on or
+/// off, then draws from 1 to 6 faults, or to as many as there are kinds on, of the kinds
+/// and families that are on (so that each kind on has a fair chance to appear however
+/// many are). Durations are scaled to the TTL, where races live.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
-    let kinds: Vec<FaultName> = FaultName::all().collect();
-    let on: Vec<usize> =
-        (0..FaultName::COUNT).filter(|&kind| allowed.allows(kind) && rng.gen_bool(0.5)).collect();
-    if on.is_empty() {
+    let kinds: Vec<FaultName> =
+        FaultName::all().filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();
+    if kinds.is_empty() {
         return FaultPlan::none();
     }
-    let horizon = horizon_ms(world);
-    let instances = world.redis_instances() as u8;
-    let count = rng.gen_range(1..=on.len().max(6));
-    let mut faults = Vec::with_capacity(count);
-    for _ in 0..count {
-        let worker = aim_worker(&mut rng, world);
-        let merchant = world.jobs[rng.gen_range(0..world.jobs.len())].merchant;
-        let instance = rng.gen_range(0..5u8) % instances;
-        let kind = kinds[on[rng.gen_range(0..on.len())]];
-        let size = draw_size(kind, world.ttl_ms, &mut rng);
-        let kind = kind.make(Aim { worker, merchant, instance }, size);
-        let trigger = swarm_trigger(&mut rng, worker, horizon);
-        faults.push(Fault { kind, trigger });
-    }
-    FaultPlan { faults }
+    let count = rng.gen_range(1..=kinds.len().max(6));
+    let swarm = Swarm { world, kinds, families: trigger_families(seed), horizon: horizon_ms(world) };
+    FaultPlan { faults: (0..count).map(|_| swarm.draw(&mut rng)).collect() }
 }
 
 /// The random scenario for a seed, with its swarm plan.
@@ -343,6 +406,24 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), FaultName::COUNT, "kinds drawn: {seen:?}");
+    }
+
+    #[test]
+    fn a_fault_inside_an_operation_acts_on_its_hop_the_worker_or_the_queue() {
+        let (mut within, mut families_alone) = (0, 0);
+        for seed in 0..400 {
+            let scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+            for fault in &scenario.world.faults.faults {
+                if let Trigger::Within { hop, .. } = fault.trigger {
+                    within += 1;
+                    let acts = fault.kind.kind().hop();
+                    assert!(acts.is_none_or(|acts| acts == hop), "seed {seed}: {fault:?}");
+                }
+            }
+            families_alone += usize::from(trigger_families(seed).len() == 1);
+        }
+        assert!(within > 100, "faults inside an operation are common: {within}");
+        assert!(families_alone > 40, "some seeds use one trigger family alone: {families_alone}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::runner::{run, run_planted, Outcome};
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
-use crate::search::shrink::shrink_scenario;
+use crate::search::shrink::{shrink_scenario, size};
 use crate::tell::replay_file::ReplayFile;
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
@@ -85,7 +85,8 @@ pub struct MutantReport {
     /// counts its whole budget).
     pub seeds_to_detect: Vec<u64>,
     pub seeds_to_detect_median: u64,
-    /// The first search's catching scenario after shrinking: faults, workers and rows left.
+    /// The smallest shrunk catching scenario (of `SHRINK_STARTS` searches' catches): faults,
+    /// workers and rows left.
     pub shrunk_faults: Option<usize>,
     pub shrunk_workers: Option<u32>,
     pub shrunk_rows: Option<usize>,
@@ -98,26 +99,43 @@ pub struct MutantReport {
     pub wall_ms: u64,
 }
 
+/// How many searches' catching scenarios are shrunk, of those that caught the mutant by
+/// the first search's invariant: greedy shrinking stops in a local minimum that depends on
+/// where it starts, and a race reached through a long batch in one seed may be reached
+/// with a few rows in another.
+pub const SHRINK_STARTS: usize = 5;
+
+/// The smallest of the shrunk catching runs of the first `SHRINK_STARTS` catches by the
+/// first catch's invariant (the earliest among equals).
+fn smallest_catch(mutant: Mutant, catches: &[(u64, &'static str, u64)]) -> Result<Option<Outcome>, String> {
+    let Some(&(_, invariant, _)) = catches.first() else { return Ok(None) };
+    let mut smallest: Option<Outcome> = None;
+    for &(seed, _, _) in catches.iter().filter(|catch| catch.1 == invariant).take(SHRINK_STARTS) {
+        let outcome =
+            run_planted(&shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?, seed, mutant)?;
+        if smallest.as_ref().is_none_or(|kept| size(&outcome.scenario) < size(&kept.scenario)) {
+            smallest = Some(outcome);
+        }
+    }
+    Ok(smallest)
+}
+
 pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport, String> {
     let clock = Instant::now();
     let mut seeds_to_detect = Vec::new();
-    let mut first = None;
+    let mut catches = Vec::new();
     for search_number in 0..starts.max(1) {
         let start = 1 + search_number * START_STRIDE;
         match search(mutant, start, budget)? {
-            Some((seed, invariant, hash)) => {
-                seeds_to_detect.push(seed - start + 1);
-                first.get_or_insert((seed, invariant, hash));
+            Some(catch) => {
+                seeds_to_detect.push(catch.0 - start + 1);
+                catches.push(catch);
             }
             None => seeds_to_detect.push(budget),
         }
     }
-    let shrunk = match first {
-        Some((seed, invariant, _)) => {
-            Some(run_planted(&shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?, seed, mutant)?)
-        }
-        None => None,
-    };
+    let first = catches.first().copied();
+    let shrunk = smallest_catch(mutant, &catches)?;
     let shrunk_file = shrunk.as_ref().map(ReplayFile::from_outcome);
     let shrunk = shrunk.as_ref().map(|outcome| &outcome.scenario.world);
     let mut sorted = seeds_to_detect.clone();

@@ -319,7 +319,7 @@ fn shrink_in_order(
 
 /// How big a failing scenario is: its faults, workers and rows together (a story with
 /// one worker more and ten rows fewer is the smaller one to read).
-fn size(scenario: &Scenario) -> usize {
+pub fn size(scenario: &Scenario) -> usize {
     let world = &scenario.world;
     world.faults.faults.len() + world.workers as usize + world.rows.len()
 }

@@ -138,6 +138,27 @@ impl FaultName {
         }
     }
 
+    /// The hop whose far side this kind acts on (its requests, its answers, its server),
+    /// or none for a kind that acts on a worker's process or on the queue: a fault inside
+    /// an operation on one hop can change what that operation sees only if it acts on that
+    /// hop, on the worker, or on who else holds the job.
+    pub fn hop(self) -> Option<Hop> {
+        match self {
+            FaultName::Pause | FaultName::Crash | FaultName::Redeliver | FaultName::DuplicateDelivery => None,
+            FaultName::ExpireLease
+            | FaultName::RedisClockJump
+            | FaultName::RedisRestart
+            | FaultName::RedisDelay
+            | FaultName::RedisReplyDelay => Some(Hop::Redis),
+            FaultName::DbDelay | FaultName::DbReplyDelay => Some(Hop::Database),
+            FaultName::GatewayLatency
+            | FaultName::LostResponse
+            | FaultName::GatewayConflicts
+            | FaultName::GatewayTimeout
+            | FaultName::GatewayOutage => Some(Hop::Gateway),
+        }
+    }
+
     /// What this kind does to a lease holder's hold on time.
     pub fn timing(self) -> Timing {
         match self {
