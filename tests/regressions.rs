@@ -51,3 +51,27 @@ fn a_token_drawn_after_the_lease_expired_is_never_used() {
     });
     assert!(noticed, "worker E's check after its token found its lease gone");
 }
+
+/// Post-mortem. Found by the false-alarm run of `redlock-fenced` (seed 51914 of 100,000)
+/// once the random scenario drew faults inside lease operations. A took a majority
+/// (instances 2, 3 and 4) and froze for a millisecond; instance 3 let A's key expire early
+/// (a clock shift), and B took a majority of its own (1, 3 and 5) and a token, and claimed
+/// r_001. A then drew the next token, larger than B's, and its check after the token
+/// passed: under Redlock that check judged A's validity on A's own clock, which still had
+/// time left. A's claim overtook B's and the row went back to an older lease
+/// (monotonic-fences, token-order). Fix: the check after the token asks the instances
+/// (`LeaseStore::confirm_held`, a majority of `GET`s), whatever the mechanism; the
+/// validity on the worker's clock stays what Redlock checks before each write. The file
+/// stores the plan, not the seed.
+#[test]
+fn a_redlock_token_drawn_after_the_majority_was_lost_is_never_used() {
+    let outcome = replay("redlock-token-drawn-after-the-majority-was-lost.json");
+    assert!(outcome.passed(), "{}", outcome.breach_lines("", true));
+    let noticed = outcome.record.events.iter().any(|event| {
+        matches!(
+            event.kind,
+            EventKind::Step { worker: WorkerId(0), step: Step::LeaseChecked { refund: None, held: false } }
+        )
+    });
+    assert!(noticed, "A's check after its token found its majority gone");
+}

@@ -167,6 +167,10 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
                 validity.is_some_and(|v| v.until_ms.saturating_sub(now) > validity_margin_ms(v.ttl_ms))
             );
         }
+        self.confirm_held(key, value).await
+    }
+
+    async fn confirm_held(&self, key: &str, value: &str) -> Result<bool, BackendError> {
         let mut held = 0;
         for instance in &self.instances {
             if instance.get(key).await.unwrap_or(None).as_deref() == Some(value) {

@@ -79,6 +79,13 @@ pub trait LeaseStore {
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
     /// Is the lease ours right now (`GET` and compare)?
     fn holds(&self, key: &str, value: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// Do the servers still hold the lease as ours, asked now (a `GET` and compare on each
+    /// instance, a majority of them)? The same as `holds` where that asks the servers;
+    /// under Redlock, whose `holds` judges the validity on the worker's own clock, this is
+    /// the question put to the instances themselves, which an instance's early expiry
+    /// answers and the worker's clock cannot.
+    fn confirm_held(&self, key: &str, value: &str)
+        -> impl Future<Output = Result<bool, BackendError>> + Send;
 }
 
 /// Issues fencing tokens for a merchant, in the order they are asked for.

@@ -179,10 +179,12 @@ where
         // holder's lease was live. A holder held up between its lease and its token (a
         // pause, a slow hop) could otherwise draw a token newer than its successor's and
         // fence the live holder out. A lease that is live now was live when the token was
-        // issued: keys do not come back.
+        // issued: keys do not come back. The servers are asked, not the worker's clock: a
+        // Redlock holder whose majority an instance's early expiry broke still has validity
+        // left by its own reckoning while another worker holds a majority and a token.
         let ours = ports
             .lease
-            .holds(held.key, held.value)
+            .confirm_held(held.key, held.value)
             .await
             .map_err(|_| Abandon(AbandonReason::BackendError))?;
         ports.probe.reached(Step::LeaseChecked { refund: None, held: ours }).await;

@@ -222,6 +222,10 @@ impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
         extended
     }
 
+    async fn confirm_held(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        self.inner.confirm_held(key, self.value(value)).await
+    }
+
     async fn holds(&self, key: &str, value: &str) -> Result<bool, BackendError> {
         if self.mutant == Mutant::ExpiryJudgedOnClientClock {
             // the bug: the worker's own reckoning stands in for asking Redis
