@@ -79,23 +79,24 @@ fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_a_write_af
 }
 
 /// Redlock as its algorithm asks to be used (validity checked before every write, the
-/// lease extended on a majority) is what the debate about it says: safe until a pause
-/// lands between the check and the write. The random suite's first Redlock failure (seed
-/// 345 of `matrix`'s seeds) shrinks to exactly that: one stall of A right before its claim
-/// leaves, longer than the validity it had left, while B takes a majority and the row.
+/// lease extended on a majority) is what the debate about it says: with stalls and no clock
+/// shifts, it breaks only when a pause lands between the check and the write. The first
+/// failure of the debate's stalls-only setting (seed 1219 of `matrix`'s seeds, clock shifts
+/// off) shrinks to exactly that: one stall of A right before its claim leaves, longer than
+/// the validity it had left, while B takes a majority and the row.
 #[test]
 fn redlock_as_specified_breaks_only_when_a_stall_lands_between_its_check_and_its_write() {
     use fencesim::model::{StepKind, WorkerId};
     use fencesim::scenario::{self, FaultMask};
     use fencesim::search::shrink::shrink_scenario;
     use fencesim::sim::{Hop, Trigger};
-    let seed = 345;
-    let found =
-        scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+    let seed = 1219;
+    let stalls_only = FaultMask::ALL.without_names("redis-clock-jump,expire-lease").unwrap();
+    let found = scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, stalls_only).unwrap();
     let outcome = run(&found, seed).unwrap();
-    assert!(outcome.check("no-stale-confirm").is_violation(), "{}", outcome.breach_lines("", true));
+    assert!(outcome.check("monotonic-fences").is_violation(), "{}", outcome.breach_lines("", true));
     let breaks = |trial: &fencesim::scenario::Scenario| {
-        run(trial, seed).map(|outcome| outcome.check("no-stale-confirm").is_violation())
+        run(trial, seed).map(|outcome| outcome.check("monotonic-fences").is_violation())
     };
     let shrunk = shrink_scenario(&found, breaks).unwrap();
     let faults = &shrunk.world.faults.faults;
@@ -119,4 +120,30 @@ fn redlock_as_specified_breaks_only_when_a_stall_lands_between_its_check_and_its
         )
     });
     assert!(checked, "A checked its validity and found it held before the stall");
+}
+
+/// The debate's other side: Redlock counts on each instance keeping its key for the TTL.
+/// With every fault on, its first failure (seed 395) needs no stall at all: the key lost on
+/// enough instances (one instance's clock jumping ahead, the key expired on two
+/// more) hands a majority to B while A's validity, measured on A's own clock, still says
+/// held.
+#[test]
+fn redlock_breaks_without_a_stall_when_a_majority_of_instances_lose_the_key() {
+    use fencesim::scenario::{self, FaultMask};
+    use fencesim::search::shrink::shrink_scenario;
+    let seed = 395;
+    let found = scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+    let outcome = run(&found, seed).unwrap();
+    assert!(outcome.check("no-stale-confirm").is_violation(), "{}", outcome.breach_lines("", true));
+    let breaks = |trial: &fencesim::scenario::Scenario| {
+        run(trial, seed).map(|outcome| outcome.check("no-stale-confirm").is_violation())
+    };
+    let shrunk = shrink_scenario(&found, breaks).unwrap();
+    let faults = &shrunk.world.faults.faults;
+    let stall = |kind: &FaultKind| matches!(kind.kind().timing(), fencesim::sim::Timing::Stall);
+    assert!(!faults.iter().any(|fault| stall(&fault.kind)), "{faults:?}");
+    let mut lost: Vec<u8> = faults.iter().filter_map(|fault| fault.kind.instance()).collect();
+    lost.sort_unstable();
+    lost.dedup();
+    assert!(lost.len() >= 3, "a majority of the five instances lost the key: {faults:?}");
 }

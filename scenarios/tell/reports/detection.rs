@@ -5,7 +5,7 @@
 use crate::mutant::Mutant;
 use crate::search::exhaustive::{SmallScope, ROWS, TTL_MS};
 use crate::search::false_alarms::FalseAlarmRun;
-use crate::search::mutants::{MutantReport, START_STRIDE};
+use crate::search::mutants::{MutantReport, SHRINK_STARTS, START_STRIDE};
 use crate::tell::chart::{self, Axis, Bar, BarChart, Mark};
 use crate::tell::reports::{beside, table_rows, TableRow};
 use fencesim_sim::Trigger;
@@ -31,8 +31,9 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
         "Each mutant plants one bug in the mechanism whose code has that line. The suite's search runs the random \
          scenario seed after seed, with and without the bug; the mutant is caught when the bug breaks an invariant \
          that the correct code does not break on the same seed. {starts} searches per mutant, {budget} seeds at most \
-         each, starting {START_STRIDE} seeds apart. The catching scenario of the first search is shrunk: its plan by \
-         delta debugging, then the faults' numbers, then the world (cut down at once to one merchant and a few workers and rows, then workers, merchants, rows, TTL one by one); the shrunk run is kept as \
+         each, starting {START_STRIDE} seeds apart. The catching scenarios of the first {SHRINK_STARTS} searches that caught the \
+         mutant by the first search's invariant are shrunk, each while it still catches it by that invariant: its plan by \
+         delta debugging, then the faults' numbers, then the world (cut down at once to one merchant and a few workers and rows, then workers, merchants, rows, TTL one by one); the smallest shrunk run is kept as \
          `reports/mutants/NAME.json`, which `fencesim replay` runs with the mutant planted. Wall time is for all of a mutant's searches and its shrinking, on this machine.\n"
     );
     out.push_str(&mutant_table(reports));
@@ -113,10 +114,12 @@ pub fn false_alarm_section(runs: &[FalseAlarmRun]) -> String {
     out.push_str(
         "Every mechanism that promises safety, over the random scenario's seeds under the faults it promises to \
          survive: a broken invariant here is a bug in the mechanism or a false alarm of the checkers.\n\n\
-         | mechanism | faults left out | seeds | seeds with a violation | command |\n|---|---|---:|---:|---|\n",
+         | mechanism | faults left out | seeds | seeds that broke each invariant | command |\n|---|---|---:|---|---|\n",
     );
     for run in runs {
-        let broken: u64 = run.violations.values().sum();
+        let broken: Vec<String> =
+            run.violations.iter().map(|(invariant, seeds)| format!("{invariant} {seeds}")).collect();
+        let broken = if broken.is_empty() { "none".to_owned() } else { broken.join(", ") };
         let _ = writeln!(
             out,
             "| {} | {} | {} | {broken} | `{}` |",
