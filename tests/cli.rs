@@ -412,6 +412,8 @@ fn one_scale_size_is_measured_alone_and_a_bad_one_exits_2() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let point = json(&output);
     assert_eq!((point["workers"].as_u64(), point["refunds"].as_u64()), (Some(8), Some(2_400)), "{point}");
+    // a small size runs as often as makes 12,000 refunds a time `--runs` asks
+    assert_eq!(point["runs"].as_u64(), Some(5), "{point}");
     for metric in SCALE_METRICS {
         assert!(point[metric].as_f64().is_some_and(|value| value > 0.0), "{metric} in {point}");
     }

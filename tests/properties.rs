@@ -92,7 +92,8 @@ fn redlock_as_specified_breaks_only_when_a_stall_lands_between_its_check_and_its
     use fencesim::sim::{Hop, Trigger};
     let seed = 1219;
     let stalls_only = FaultMask::ALL.without_names("redis-clock-jump,expire-lease").unwrap();
-    let found = scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, stalls_only).unwrap();
+    let found =
+        scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, stalls_only).unwrap();
     let outcome = run(&found, seed).unwrap();
     assert!(outcome.check("monotonic-fences").is_violation(), "{}", outcome.breach_lines("", true));
     let breaks = |trial: &fencesim::scenario::Scenario| {
@@ -132,7 +133,8 @@ fn redlock_breaks_without_a_stall_when_a_majority_of_instances_lose_the_key() {
     use fencesim::scenario::{self, FaultMask};
     use fencesim::search::shrink::shrink_scenario;
     let seed = 395;
-    let found = scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+    let found =
+        scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
     let outcome = run(&found, seed).unwrap();
     assert!(outcome.check("no-stale-confirm").is_violation(), "{}", outcome.breach_lines("", true));
     let breaks = |trial: &fencesim::scenario::Scenario| {

@@ -67,6 +67,31 @@ pub fn sql_floor(scenario: &Scenario, ops: &[FloorOp]) -> Result<u64, String> {
     Ok(updated)
 }
 
+/// The floor again, holding `held_bytes` more as it goes, spread evenly over the
+/// statements, as a run's history grows by each statement's events: what the same SQL
+/// costs when the cache must also hold what a run remembers. Against the bare floor it
+/// tells how much of a run's cost over the floor is the room its history takes.
+pub fn sql_floor_holding(scenario: &Scenario, ops: &[FloorOp], held_bytes: usize) -> Result<u64, String> {
+    let store = SqliteRefunds::open_in_memory().map_err(|error| error.to_string())?;
+    store.insert(&scenario.world.rows).map_err(|error| error.to_string())?;
+    let per_statement = held_bytes / ops.len().max(1);
+    let mut held: Vec<u8> = Vec::new();
+    let mut updated = 0;
+    for (number, op) in ops.iter().enumerate() {
+        match *op {
+            FloorOp::SelectOpen(merchant) => {
+                std::hint::black_box(store.open_refunds(merchant).map_err(|error| error.to_string())?);
+            }
+            FloorOp::Write(kind, refund, guard) => {
+                updated += store.write(kind, refund, guard).map_err(|error| error.to_string())?.rows_updated;
+            }
+        }
+        held.extend(std::iter::repeat_n(number as u8, per_statement));
+    }
+    std::hint::black_box(&held);
+    Ok(updated)
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchResult {
     pub runs: usize,

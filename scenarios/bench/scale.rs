@@ -10,12 +10,12 @@
 //!   finish their own, take the frozen workers' jobs when they come back and settle the
 //!   rest, and every frozen worker's next write is turned away by its row's fence.
 
-use crate::bench::{peak_rss_mb, resident_mb, sql_floor, statements};
+use crate::bench::{peak_rss_mb, resident_mb, sql_floor, sql_floor_holding, statements};
 use crate::check::{check_all, Facts, INVARIANTS};
 use crate::runner::{run, DEFAULT_SEED};
 use crate::scenario::{Scenario, A, M_4471};
 use fencesim_model::{Cents, Mechanism, MerchantId, StepKind, WorkerId};
-use fencesim_sim::{run_world, trace_hash, GatewayMode, Latency, WallMs};
+use fencesim_sim::{run_world, trace_hash, Event, GatewayMode, Latency, WallMs};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -125,6 +125,9 @@ impl ScaleSize {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ScalePoint {
     pub workers: u32,
+    /// How often the size ran: `--runs`, times as many as make about
+    /// `EQUAL_WORK_REFUNDS` refunds at the small sizes.
+    pub runs: usize,
     pub refunds: usize,
     pub events: usize,
     pub statements: usize,
@@ -136,6 +139,9 @@ pub struct ScalePoint {
     pub checks_ms: f64,
     pub sql_floor_ms: f64,
     pub floor_ratio: f64,
+    /// The median of each run over the floor that also holds as many bytes as the run's
+    /// history, taken right after it (`sql_floor_holding`).
+    pub held_floor_ratio: f64,
     /// The process's peak resident memory while this size ran, per refund: measured in a
     /// process of its own, it includes the process's fixed few MiB.
     pub peak_rss_kb_per_refund: f64,
@@ -188,7 +194,18 @@ pub fn fleet_point(workers: u32, runs: usize) -> Result<ScalePoint, String> {
     measure(&fleet_scenario(workers), workers as usize / 2, runs)
 }
 
-/// Measures one world over `runs` runs, once it has told its story: every invariant
+/// A small size runs more often, so that every size's medians are taken over about as
+/// much work: `--runs` times at least this many refunds (a size of 600 refunds runs 20
+/// times `--runs`), where one run of a few milliseconds moves with every hiccup of the
+/// machine.
+pub const EQUAL_WORK_REFUNDS: usize = 12_000;
+
+/// How often a size of `refunds` runs when `--runs` asks for `runs`.
+pub fn runs_at(refunds: usize, runs: usize) -> usize {
+    runs.max(1) * EQUAL_WORK_REFUNDS.div_ceil(refunds.max(1))
+}
+
+/// Measures one world over `runs` runs (more at a small size: `runs_at`), once it has told its story: every invariant
 /// holds and `rejections` writes were turned away by a fence.
 fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScalePoint, String> {
     let (refunds, workers) = (scenario.world.rows.len(), scenario.world.workers);
@@ -206,9 +223,11 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
     }
     let peak_mb = peak_rss_mb();
     let ops = statements(&reference.record);
-    let (mut run_ms, mut world_ms, mut checks_ms, mut floor_ms) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..runs.max(1) {
+    let history_bytes = reference.record.events.len() * std::mem::size_of::<Event>();
+    let (mut run_ms, mut world_ms, mut checks_ms, mut floor_ms, mut held_ms) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let runs = runs_at(refunds, runs);
+    for _ in 0..runs {
         run_ms.push(timed(|| run(scenario, DEFAULT_SEED))?.1);
         let (record, ms) = timed(|| run_world(&scenario.world, DEFAULT_SEED))?;
         world_ms.push(ms);
@@ -216,15 +235,18 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
         checks_ms
             .push(timed(|| Ok(std::hint::black_box((check_all(&facts), trace_hash(&record.events)))))?.1);
         floor_ms.push(timed(|| sql_floor(scenario, &ops))?.1);
+        held_ms.push(timed(|| sql_floor_holding(scenario, &ops, history_bytes))?.1);
     }
     // Each run against the floor taken right after it: a paired ratio moves less with the
     // machine's load than a ratio of two medians.
-    let ratios: Vec<f64> = run_ms.iter().zip(&floor_ms).map(|(run, floor)| run / floor).collect();
-    let (run_ms, floor_ms, floor_ratio) = (median(run_ms), median(floor_ms), median(ratios));
+    let paired = |floors: &[f64]| median(run_ms.iter().zip(floors).map(|(run, floor)| run / floor).collect());
+    let (floor_ratio, held_floor_ratio) = (paired(&floor_ms), paired(&held_ms));
+    let (run_ms, floor_ms) = (median(run_ms), median(floor_ms));
     let facts = Facts { record: &reference.record, world: &scenario.world, base: scenario.base };
     let (hash_ms, slowest_invariant) = where_checks_go(&facts)?;
     Ok(ScalePoint {
         workers,
+        runs,
         refunds,
         events: reference.record.events.len(),
         statements: ops.len(),
@@ -234,6 +256,7 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
         checks_ms: median(checks_ms),
         sql_floor_ms: floor_ms,
         floor_ratio,
+        held_floor_ratio,
         peak_rss_kb_per_refund: peak_mb * 1024.0 / refunds as f64,
         added_kb_per_refund: (peak_mb - before_mb).max(0.0) * 1024.0 / refunds as f64,
         hash_ms,

@@ -28,7 +28,7 @@ pub struct BenchArgs {
     record: Option<PathBuf>,
     /// Instead: the worked example's shape at 1,200, 12,000 and 120,000 refunds, and a fleet
     /// of 2 to 128 workers over as many merchants, the cost per refund at each size against
-    /// its SQL floor (`--runs` runs each; 3 is plenty)
+    /// its SQL floor (`--runs` times as many runs as make 12,000 refunds at each size)
     #[arg(long)]
     scale: bool,
     /// One size alone (`batch:1200`, `fleet:32`), its figures as JSON: `--scale` measures
@@ -40,7 +40,8 @@ pub struct BenchArgs {
 fn print_point(point: &ScalePoint) {
     println!(
         "{:>4} workers, {:>6} refunds: {:.1} us a refund ({:.0} ms: world {:.0} ms, checkers and hash {:.0} ms, \
-         of which hash {:.0} ms and {} {:.0} ms), SQL floor {:.0} ms, ratio {:.2}, peak memory {:.1} KiB a refund \
+         of which hash {:.0} ms and {} {:.0} ms), SQL floor {:.0} ms, ratio {:.2} ({:.2} to the floor holding \
+         as much as the history), peak memory {:.1} KiB a refund \
          ({:.1} KiB over the process's own)",
         point.workers,
         point.refunds,
@@ -53,6 +54,7 @@ fn print_point(point: &ScalePoint) {
         point.slowest_invariant.1,
         point.sql_floor_ms,
         point.floor_ratio,
+        point.held_floor_ratio,
         point.peak_rss_kb_per_refund,
         point.added_kb_per_refund
     );

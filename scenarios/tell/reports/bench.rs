@@ -1,8 +1,9 @@
 //! `reports/bench.md`: the bench's figures, with the date and the machine they were
 //! taken on.
 
-use crate::bench::scale::{ScalePoint, FLEET_BATCH};
+use crate::bench::scale::{ScalePoint, EQUAL_WORK_REFUNDS, FLEET_BATCH};
 use crate::bench::{BenchResult, ExploreBench};
+use fencesim_model::group_thousands;
 
 pub const BENCH_REPORT: &str = "reports/bench.md";
 
@@ -95,9 +96,10 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
 pub const SCALE_REPORT: &str = "reports/scale.md";
 
 /// The metrics a scale report must show for every size, by the names `--json` gives them.
-pub const SCALE_METRICS: [&str; 6] = [
+pub const SCALE_METRICS: [&str; 7] = [
     "run_us_per_refund",
     "floor_ratio",
+    "held_floor_ratio",
     "world_ms",
     "checks_ms",
     "peak_rss_kb_per_refund",
@@ -107,17 +109,20 @@ pub const SCALE_METRICS: [&str; 6] = [
 /// A shape's table: one row a size.
 fn scale_table(points: &[ScalePoint]) -> String {
     let mut table = String::from(
-        "| workers | refunds | events | run_us_per_refund | floor_ratio | world_ms | checks_ms | sql_floor_ms | \
-         peak_rss_kb_per_refund | added_kb_per_refund |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| workers | refunds | runs | events | run_us_per_refund | floor_ratio | held_floor_ratio | world_ms | checks_ms | \
+         sql_floor_ms | peak_rss_kb_per_refund | added_kb_per_refund |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for p in points {
         table.push_str(&format!(
-            "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} |\n",
+            "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} |\n",
             p.workers,
             p.refunds,
+            p.runs,
             p.events,
             p.run_us_per_refund,
             p.floor_ratio,
+            p.held_floor_ratio,
             p.world_ms,
             p.checks_ms,
             p.sql_floor_ms,
@@ -146,12 +151,16 @@ fn scale_verdict(points: &[ScalePoint]) -> String {
             format!("{:.2}", (added_kb(&pair[1]) - added_kb(&pair[0])) / more)
         })
         .collect();
+    let held: Vec<String> =
+        points.iter().map(|p| format!("{:+.2}", p.floor_ratio - p.held_floor_ratio)).collect();
     format!(
         "Time per refund at the largest size against the smallest: {growth:.2} (target at most 1.2). \
          Worst floor ratio: {worst_ratio:.2} (target at most 1.25). What the simulation adds to the SQL, in us a \
-         refund, size by size: {over}. Memory each size added over the one before, in KiB a refund added: \
+         refund, size by size: {over}. What holding the history's bytes costs the floor, as the ratio it takes \
+         away, size by size: {held}. Memory each size added over the one before, in KiB a refund added: \
          {marginal} (linear when these stay alike).\n",
         over = over_floor.join(", "),
+        held = held.join(", "),
         marginal = marginal.join(", "),
     )
 }
@@ -163,7 +172,12 @@ pub fn scale_report(batch: &[ScalePoint], fleet: &[ScalePoint]) -> String {
         "# Scale\n\n\
          Written by `fencesim bench --scale --record` (release build), measured {date} on {machine}. Medians \
          of the runs; the floor runs each size's own statements on a bare in-memory SQLite, and `floor_ratio` \
-         is the median of each run over the floor taken right after it.\n\n\
+         is the median of each run over the floor taken right after it. `held_floor_ratio` is the same against \
+         the floor made to hold, as it goes, as many bytes as the run's history (its events, at their size in \
+         memory): were the run's cost over the floor the cache room its history takes from SQLite's pages, \
+         the held floor would be slower by that much and `held_floor_ratio` would fall below `floor_ratio` \
+         as the sizes grow. `runs` is how often each size ran: `--runs` times as many runs as make at \
+         least {equal} refunds, so that a small size's medians are taken over as much work as a large one's.\n\n\
          ## The batch\n\n\
          The worked example's shape (one merchant, two workers, A frozen 68% of the way down the batch, B \
          taking over) at each size; its lease, visibility timeout, pause and settle bound grow with the \
@@ -175,6 +189,7 @@ pub fn scale_report(batch: &[ScalePoint], fleet: &[ScalePoint]) -> String {
         date = today_utc(),
         machine = machine(),
         per = FLEET_BATCH,
+        equal = group_thousands(EQUAL_WORK_REFUNDS as u64),
         batch_table = scale_table(batch),
         batch_verdict = scale_verdict(batch),
         fleet_table = scale_table(fleet),
