@@ -72,7 +72,11 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
          | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
          | peak_rss_mb_after_1000 | {m1:.1} |\n\
          | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\
-         Reproduce with `cargo run --release -- bench --memory-seeds {ms}`.\n",
+         Reproduce with `cargo run --release -- bench --runs {runs} --explore-seeds {seeds} --memory-seeds {ms}`.\n\n\
+         ## At scale\n\n\
+         The cost per refund as the world grows (the worked example's shape at 1,200 to 120,000 refunds, a fleet \
+         of 2 to 128 workers), each size against its own SQL floor, is in `{SCALE_REPORT}`, written by \
+         `cargo run --release -- bench --scale --record`.\n",
         date = today_utc(),
         machine = machine(),
         runs = worked.runs,
