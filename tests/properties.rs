@@ -78,6 +78,23 @@ fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_a_write_af
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The random scenario's `seed` under `redlock` with the kinds `mask` lets on, which must
+/// break `invariant`, shrunk while it still does.
+fn shrunk_redlock_failure(
+    seed: u64,
+    mask: fencesim::scenario::FaultMask,
+    invariant: &str,
+) -> fencesim::scenario::Scenario {
+    let found =
+        fencesim::scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, mask).unwrap();
+    let outcome = run(&found, seed).unwrap();
+    assert!(outcome.check(invariant).is_violation(), "{}", outcome.breach_lines("", true));
+    let breaks = |trial: &fencesim::scenario::Scenario| {
+        run(trial, seed).map(|outcome| outcome.check(invariant).is_violation())
+    };
+    fencesim::search::shrink::shrink_scenario(&found, breaks).unwrap()
+}
+
 /// Redlock as its algorithm asks to be used (validity checked before every write, the
 /// lease extended on a majority) is what the debate about it says: with stalls and no clock
 /// shifts, it breaks only when a pause lands between the check and the write. The first
@@ -87,19 +104,11 @@ fn the_ttl_alone_pays_twice_and_shrinks_to_two_workers_a_few_rows_and_a_write_af
 #[test]
 fn redlock_as_specified_breaks_only_when_a_stall_lands_between_its_check_and_its_write() {
     use fencesim::model::{StepKind, WorkerId};
-    use fencesim::scenario::{self, FaultMask};
-    use fencesim::search::shrink::shrink_scenario;
+    use fencesim::scenario::FaultMask;
     use fencesim::sim::{Hop, Trigger};
     let seed = 1219;
     let stalls_only = FaultMask::ALL.without_names("redis-clock-jump,expire-lease").unwrap();
-    let found =
-        scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, stalls_only).unwrap();
-    let outcome = run(&found, seed).unwrap();
-    assert!(outcome.check("monotonic-fences").is_violation(), "{}", outcome.breach_lines("", true));
-    let breaks = |trial: &fencesim::scenario::Scenario| {
-        run(trial, seed).map(|outcome| outcome.check("monotonic-fences").is_violation())
-    };
-    let shrunk = shrink_scenario(&found, breaks).unwrap();
+    let shrunk = shrunk_redlock_failure(seed, stalls_only, "monotonic-fences");
     let faults = &shrunk.world.faults.faults;
     assert_eq!(faults.len(), 1, "{faults:?}");
     assert!(matches!(faults[0].kind, FaultKind::Pause { worker: WorkerId(0), .. }), "{faults:?}");
@@ -130,17 +139,7 @@ fn redlock_as_specified_breaks_only_when_a_stall_lands_between_its_check_and_its
 /// held.
 #[test]
 fn redlock_breaks_without_a_stall_when_a_majority_of_instances_lose_the_key() {
-    use fencesim::scenario::{self, FaultMask};
-    use fencesim::search::shrink::shrink_scenario;
-    let seed = 395;
-    let found =
-        scenario::build("random", seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
-    let outcome = run(&found, seed).unwrap();
-    assert!(outcome.check("no-stale-confirm").is_violation(), "{}", outcome.breach_lines("", true));
-    let breaks = |trial: &fencesim::scenario::Scenario| {
-        run(trial, seed).map(|outcome| outcome.check("no-stale-confirm").is_violation())
-    };
-    let shrunk = shrink_scenario(&found, breaks).unwrap();
+    let shrunk = shrunk_redlock_failure(395, fencesim::scenario::FaultMask::ALL, "no-stale-confirm");
     let faults = &shrunk.world.faults.faults;
     let stall = |kind: &FaultKind| matches!(kind.kind().timing(), fencesim::sim::Timing::Stall);
     assert!(!faults.iter().any(|fault| stall(&fault.kind)), "{faults:?}");
