@@ -346,7 +346,7 @@ fn a_clock_jump_on_the_server_expires_what_the_simulated_jump_expires() {
         seen(real(&command).query::<redis::Value>(&mut con)).expect("a write");
     }
     clock.set_offset_s(30);
-    core.jump_clock(30_000);
+    core.jump_clock(30_000, 1);
     let mut expired = Vec::new();
     core.expire_due(1, &mut expired);
     let gone: Vec<&str> = expired.iter().map(|e| e.key.as_str()).collect();

@@ -97,11 +97,12 @@ impl EpochLedger {
         grant.holders &= !(1 << instance);
         let (holders, number) = (grant.holders.count_ones(), grant.epoch?);
         if holders < majority && !by_owner {
-            // Not asserted: `at_ms` is no earlier than the grant. A key that a Redis clock
-            // jump expires is dated by its deadline on the jumped clock, which can fall
-            // before the grant (a known inaccuracy of the simulated Redis, kept for now so
-            // that traces stay comparable).
-            self.epochs[number as usize - 1].expired_at_ms.get_or_insert(at_ms);
+            let epoch = &mut self.epochs[number as usize - 1];
+            assert!(
+                epoch.granted_at_ms <= at_ms,
+                "a lease ends no earlier than it began: {epoch:?} at {at_ms}"
+            );
+            epoch.expired_at_ms.get_or_insert(at_ms);
         }
         Some(number)
     }

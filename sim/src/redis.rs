@@ -131,6 +131,10 @@ pub struct RedisCore {
     keys: BTreeMap<String, Entry>,
     /// Redis's clock minus the simulation's: a clock jump moves it.
     clock_offset_ms: i64,
+    /// When, on the simulation's clock, Redis's clock last jumped: a key the jump expired
+    /// vanished then, not at its deadline taken back through the jumped clock, which can
+    /// fall before the key was even set.
+    jumped_at_ms: u64,
     /// Writes of the last second, oldest first.
     recent: std::collections::VecDeque<Logged>,
 }
@@ -169,14 +173,15 @@ impl RedisCore {
         due.sort();
         for (at, key) in due {
             let entry = self.keys.remove(&key).expect("due key is present");
-            let at_ms = (at as i64 - self.clock_offset_ms).max(0) as u64;
+            let at_ms = ((at as i64 - self.clock_offset_ms).max(0) as u64).max(self.jumped_at_ms).min(now_ms);
             out.push(Expired { key, value: entry.value, at_ms });
         }
     }
 
-    /// Jumps Redis's clock by `by_ms` (keys expire by the jumped clock from now on).
-    pub fn jump_clock(&mut self, by_ms: i64) {
+    /// Jumps Redis's clock by `by_ms` at `now_ms` (keys expire by the jumped clock from now on).
+    pub fn jump_clock(&mut self, by_ms: i64, now_ms: u64) {
         self.clock_offset_ms += by_ms;
+        self.jumped_at_ms = now_ms;
     }
 
     /// Removes `key` now, as if its deadline had been brought forward to this moment.
@@ -421,10 +426,27 @@ mod tests {
     fn a_clock_jump_brings_expiry_forward() {
         let mut r = RedisCore::new();
         run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 30_000 }, 0);
-        r.jump_clock(20_000);
+        r.jump_clock(20_000, 5);
         assert_eq!(r.next_expiry(), Some(10_000));
         let expired = r.expire_now("k", 11).unwrap();
         assert_eq!(expired.at_ms, 11);
+    }
+
+    /// A jump past a key's deadline expires it at the jump: taken back through the jumped
+    /// clock, its deadline would date the expiry before the key was set.
+    #[test]
+    fn a_key_a_clock_jump_expires_is_dated_at_the_jump() {
+        let mut r = RedisCore::new();
+        run(&mut r, Command::SetNxPx { key: "early", value: "A#1", ttl_ms: 200 }, 1_000);
+        run(&mut r, Command::SetNxPx { key: "late", value: "B#1", ttl_ms: 5_000 }, 1_000);
+        r.jump_clock(1_000, 1_050);
+        let mut expired = Vec::new();
+        r.expire_due(1_050, &mut expired);
+        let dated: Vec<(&str, u64)> = expired.iter().map(|e| (e.key.as_str(), e.at_ms)).collect();
+        assert_eq!(dated, [("early", 1_050)], "dated at the jump, not at 200 ms");
+        // a key the jump did not reach expires at its deadline on the jumped clock
+        r.expire_due(5_000, &mut expired);
+        assert_eq!(expired.last().map(|e| (e.key.as_str(), e.at_ms)), Some(("late", 5_000)));
     }
 
     #[test]

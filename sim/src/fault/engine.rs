@@ -24,7 +24,7 @@ impl World {
                 state.expiring(instance, |core, out| out.extend(core.expire_now(&key, now)));
             }
             FaultKind::RedisClockJump { instance, by_ms } => state.expiring(instance, |core, out| {
-                core.jump_clock(by_ms as i64);
+                core.jump_clock(by_ms as i64, now);
                 core.expire_due(now, out);
             }),
             FaultKind::RedisRestart { instance, persistence } => {
