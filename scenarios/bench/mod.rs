@@ -51,25 +51,12 @@ pub fn statements(record: &RunRecord) -> Vec<FloorOp> {
 
 /// Runs the setup and the statements on a fresh database; returns the rows they updated.
 pub fn sql_floor(scenario: &Scenario, ops: &[FloorOp]) -> Result<u64, String> {
-    let store = SqliteRefunds::open_in_memory().map_err(|error| error.to_string())?;
-    store.insert(&scenario.world.rows).map_err(|error| error.to_string())?;
-    let mut updated = 0;
-    for op in ops {
-        match *op {
-            FloorOp::SelectOpen(merchant) => {
-                std::hint::black_box(store.open_refunds(merchant).map_err(|error| error.to_string())?);
-            }
-            FloorOp::Write(kind, refund, guard) => {
-                updated += store.write(kind, refund, guard).map_err(|error| error.to_string())?.rows_updated;
-            }
-        }
-    }
-    Ok(updated)
+    sql_floor_holding(scenario, ops, 0)
 }
 
-/// The floor again, holding `held_bytes` more as it goes, spread evenly over the
-/// statements, as a run's history grows by each statement's events: what the same SQL
-/// costs when the cache must also hold what a run remembers. Against the bare floor it
+/// The floor, holding `held_bytes` more as it goes, spread evenly over the statements, as
+/// a run's history grows by each statement's events: what the same SQL costs when the
+/// cache must also hold what a run remembers. Against the bare floor (`held_bytes` 0) it
 /// tells how much of a run's cost over the floor is the room its history takes.
 pub fn sql_floor_holding(scenario: &Scenario, ops: &[FloorOp], held_bytes: usize) -> Result<u64, String> {
     let store = SqliteRefunds::open_in_memory().map_err(|error| error.to_string())?;
@@ -86,7 +73,9 @@ pub fn sql_floor_holding(scenario: &Scenario, ops: &[FloorOp], held_bytes: usize
                 updated += store.write(kind, refund, guard).map_err(|error| error.to_string())?.rows_updated;
             }
         }
-        held.extend(std::iter::repeat_n(number as u8, per_statement));
+        if per_statement > 0 {
+            held.extend(std::iter::repeat_n(number as u8, per_statement));
+        }
     }
     std::hint::black_box(&held);
     Ok(updated)

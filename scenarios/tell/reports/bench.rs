@@ -177,8 +177,8 @@ pub fn scale_report(batch: &[ScalePoint], fleet: &[ScalePoint]) -> String {
          Written by `fencesim bench --scale --record` (release build), measured {date} on {machine}. Medians \
          of the runs; the floor runs each size's own statements on a bare in-memory SQLite, and `floor_ratio` \
          is the median of each run over the floor taken right after it. `held_floor_ratio` is the same against \
-         the floor made to hold, as it goes, as many bytes as the run's history (its events, at their size in \
-         memory): were the run's cost over the floor the cache room its history takes from SQLite's pages, \
+         the floor made to hold, as it goes, as many bytes as the run's history (its events at their inline size, not \
+         counting the strings they own): were the run's cost over the floor the cache room its history takes from SQLite's pages, \
          the held floor would be slower by that much and `held_floor_ratio` would fall below `floor_ratio` \
          as the sizes grow. `runs` is how often each size ran: `--runs` times as many runs as make at \
          least {equal} refunds, so that a small size's medians are taken over as much work as a large one's.\n\n\
