@@ -473,3 +473,38 @@ fn matrix_writes_the_guarantees_report_under_its_root() {
     assert!(text.contains(&format!("coverage over {runs} runs")), "every mechanism and mode, 3 seeds each");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn refunds_that_arrive_later_reach_the_store_at_their_time_and_are_settled_by_their_own_job() {
+    use fencesim::sim::EventKind;
+    let (seed, scenario) = (1..200)
+        .map(|seed| {
+            let built =
+                scenario::build("random", seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::NONE);
+            (seed, built.unwrap())
+        })
+        .find(|(_, scenario)| scenario.world.arrivals.len() >= 3)
+        .expect("a seed with arrivals");
+    let outcome = run(&scenario, seed).unwrap();
+    let events = &outcome.record.events;
+    assert!(outcome.record.settled, "seed {seed}");
+    assert!(outcome.checks.iter().all(|check| !check.is_violation()), "seed {seed}: {:?}", outcome.checks);
+    for arrival in &scenario.world.arrivals {
+        let came = events.iter().position(|event| {
+            matches!(event.kind, EventKind::RefundsArrived { job, refunds, .. }
+                if job == arrival.job.id && refunds as usize == arrival.rows.len())
+        });
+        let came = came.unwrap_or_else(|| panic!("seed {seed}: {} never arrived", arrival.job.id));
+        assert_eq!(events[came].at_ms, arrival.at_ms, "it arrives at its time");
+        let touched_before = events[..came].iter().any(
+            |event| matches!(&event.kind, EventKind::Write { refund, .. } if arrival.rows.contains(refund)),
+        );
+        assert!(!touched_before, "seed {seed}: a row of {} was written before it arrived", arrival.job.id);
+        let delivered = events[came..]
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::JobDelivered { job, .. } if job == arrival.job.id));
+        assert!(delivered, "seed {seed}: {} was queued when its refunds arrived", arrival.job.id);
+    }
+    assert!(outcome.record.final_rows.iter().all(|row| row.state == fencesim::model::RefundState::Sent));
+    assert_eq!(outcome.record.final_rows.len(), scenario.world.rows.len(), "every row reached the store");
+}

@@ -20,10 +20,11 @@ pub enum Sometimes {
     RefundTimedOut,
     GatewayErrorRetried,
     RedisRefused,
+    RefundsArrivedWhileLeased,
 }
 
 impl Sometimes {
-    pub const ALL: [Sometimes; 7] = [
+    pub const ALL: [Sometimes; 8] = [
         Sometimes::LeaseExpiredWhileHeld,
         Sometimes::StaleWriteRejected,
         Sometimes::JobDeliveredAgain,
@@ -31,6 +32,7 @@ impl Sometimes {
         Sometimes::RefundTimedOut,
         Sometimes::GatewayErrorRetried,
         Sometimes::RedisRefused,
+        Sometimes::RefundsArrivedWhileLeased,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +44,7 @@ impl Sometimes {
             Sometimes::RefundTimedOut => "a refund call timed out",
             Sometimes::GatewayErrorRetried => "a gateway request was retried",
             Sometimes::RedisRefused => "a Redis command was refused while it restarted",
+            Sometimes::RefundsArrivedWhileLeased => "refunds arrived while their merchant's lease was held",
         }
     }
 }
@@ -107,13 +110,16 @@ impl Touched {
         let mut touched = Touched::default();
         let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
         let mut locks_granted: BTreeSet<&str> = BTreeSet::new();
+        // the lease keys held now, from a grant to the first instance that lets go
+        let mut held: BTreeSet<&str> = BTreeSet::new();
         for event in &record.events {
             match &event.kind {
                 EventKind::FaultFired { fault, trigger } => {
                     touched.fault_kinds.insert(fault.kind() as usize);
                     touched.triggered(trigger);
                 }
-                EventKind::LeaseExpired { epoch: Some(_), .. } => {
+                EventKind::LeaseExpired { key, epoch: Some(_), .. } => {
+                    held.remove(key.as_str());
                     touched.reached(Sometimes::LeaseExpiredWhileHeld)
                 }
                 EventKind::Write { rows: 0, token: Some(_), .. } => {
@@ -132,6 +138,17 @@ impl Touched {
                 EventKind::LeaseGranted { key, epoch: Some(_), .. } => {
                     // the first grant of a key is its first lease; every later one a handoff
                     touched.handoffs += u32::from(!locks_granted.insert(key.as_str()));
+                    held.insert(key.as_str());
+                }
+                EventKind::LeaseReleased { key, deleted: true, .. }
+                | EventKind::LeaseDeleted { key, holder: Some(_), .. }
+                | EventKind::LeaseExpired { key, epoch: None, .. } => {
+                    held.remove(key.as_str());
+                }
+                EventKind::RefundsArrived { merchant, .. }
+                    if held.contains(format!("lock:settle:{merchant}").as_str()) =>
+                {
+                    touched.reached(Sometimes::RefundsArrivedWhileLeased)
                 }
                 EventKind::Step { step: Step::FenceViolation { .. }, .. } => touched.fence_rejections += 1,
                 EventKind::TokenIssued { key, token, .. } => {

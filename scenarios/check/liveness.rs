@@ -39,7 +39,7 @@ pub fn rows_settled(facts: &Facts<'_>) -> Vec<Breach> {
         }
         let acked = facts.record.events.iter().rev().find_map(|event| match &event.kind {
             EventKind::JobAcked { job, worker, accepted: true, .. }
-                if facts.world.jobs.iter().any(|j| j.id == *job && j.merchant == row.merchant) =>
+                if facts.world.all_jobs().any(|j| j.id == *job && j.merchant == row.merchant) =>
             {
                 Some(format!("its job was acked by {worker} at {}", facts.at(event.at_ms)))
             }

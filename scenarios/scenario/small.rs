@@ -50,6 +50,7 @@ impl SmallWorld {
             counters: vec![(merchant, 10)],
             faults: FaultPlan { faults: self.faults.clone() },
             settle_ms: 20 * self.ttl_ms + 20 * self.latency_ms * u64::from(self.rows) + 5_000,
+            arrivals: Vec::new(),
         };
         Scenario { name: "random", base: WallMs::hms(9, 0, 0), world }
     }

@@ -7,11 +7,12 @@
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
 use crate::search::smaller::{
-    condensed, cut_down, fewer_rows, renames_agree, without_merchant, without_worker, Rename,
+    condensed, cut_down, fewer_rows, renames_agree, with_arrivals, without_merchant, without_worker, Rename,
 };
 use crate::tell::replay_file::ReplayFile;
-use fencesim_model::{MerchantId, WorkerId};
+use fencesim_model::{MerchantId, RefundId, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// "Does this smaller candidate still fail the same way?"
@@ -160,10 +161,12 @@ fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Re
     }
     let rows = ddmin(&scenario.world.rows, |rows| {
         let mut trial = scenario.clone();
-        trial.world.rows = rows.to_vec();
+        let kept: BTreeSet<RefundId> = rows.iter().map(|row| row.id).collect();
+        trial.world.retain_rows(|row| kept.contains(&row.id));
         Ok(trial.world.validate().is_ok() && still_fails(&trial)?)
     })?;
-    scenario.world.rows = rows;
+    let kept: BTreeSet<RefundId> = rows.iter().map(|row| row.id).collect();
+    scenario.world.retain_rows(|row| kept.contains(&row.id));
     for merchant in merchants {
         for from_end in [true, false] {
             while keep_if_fails(scenario, fewer_rows(scenario, merchant, 1, from_end), still_fails)? {}
@@ -211,10 +214,28 @@ fn cut_down_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) ->
     Ok(())
 }
 
-/// The world cut down at once, then fewer workers (any the plan does not name), fewer
+/// The world without its arrivals, or else delta debugging over them, each dropped with
+/// its rows.
+fn shrink_arrivals(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    if scenario.world.arrivals.is_empty() {
+        return Ok(());
+    }
+    let before = scenario.clone();
+    if keep_if_fails(scenario, Some(with_arrivals(&before, &[])), still_fails)? {
+        return Ok(());
+    }
+    let kept = ddmin(&before.world.arrivals, |kept| still_fails(&with_arrivals(&before, kept)))?;
+    if kept.len() < before.world.arrivals.len() {
+        *scenario = with_arrivals(&before, &kept);
+    }
+    Ok(())
+}
+
+/// The world cut down at once, then its arrivals, then fewer workers (any the plan does not name), fewer
 /// merchants, then fewer rows per merchant, while the scenario still fails.
 fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
     cut_down_world(scenario, still_fails)?;
+    shrink_arrivals(scenario, still_fails)?;
     let mut worker = scenario.world.workers;
     while worker > 0 {
         worker -= 1;
@@ -317,11 +338,11 @@ fn shrink_in_order(
     Ok(smallest)
 }
 
-/// How big a failing scenario is: its faults, workers and rows together (a story with
-/// one worker more and ten rows fewer is the smaller one to read).
+/// How big a failing scenario is: its faults, workers, rows and arrivals together (a story
+/// with one worker more and ten rows fewer is the smaller one to read).
 pub fn size(scenario: &Scenario) -> usize {
     let world = &scenario.world;
-    world.faults.faults.len() + world.workers as usize + world.rows.len()
+    world.faults.faults.len() + world.workers as usize + world.rows.len() + world.arrivals.len()
 }
 
 /// The smallest scenario found that still fails: the plan, the numbers, the world and its
@@ -344,8 +365,13 @@ impl Shrunk {
     /// What shrinking took away, in one line.
     pub fn removed(&self) -> String {
         let (before, after) = (&self.before.world, &self.after.scenario.world);
+        let arrivals = if before.arrivals.is_empty() {
+            String::new()
+        } else {
+            format!(", arrivals {} -> {}", before.arrivals.len(), after.arrivals.len())
+        };
         format!(
-            "faults {} -> {}, workers {} -> {}, rows {} -> {}",
+            "faults {} -> {}, workers {} -> {}, rows {} -> {}{arrivals}",
             before.faults.faults.len(),
             after.faults.faults.len(),
             before.workers,

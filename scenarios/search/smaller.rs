@@ -5,7 +5,8 @@
 
 use crate::scenario::Scenario;
 use fencesim_model::{MerchantId, RefundId, WorkerId};
-use fencesim_sim::{Fault, Hop, Trigger};
+use fencesim_sim::{Arrival, Fault, Hop, Trigger};
+use std::collections::BTreeSet;
 
 /// The world without `gone`, if no fault names it: each later worker takes the name of the
 /// one before it, in the plan too.
@@ -28,7 +29,7 @@ pub fn without_worker(scenario: &Scenario, gone: WorkerId) -> Option<Scenario> {
     Some(trial)
 }
 
-/// The world without `gone`'s job, rows and counter, if no fault names it and another
+/// The world without `gone`'s jobs, rows, arrivals and counter, if no fault names it and another
 /// merchant is left.
 pub fn without_merchant(scenario: &Scenario, gone: MerchantId) -> Option<Scenario> {
     let world = &scenario.world;
@@ -37,14 +38,13 @@ pub fn without_merchant(scenario: &Scenario, gone: MerchantId) -> Option<Scenari
         return None;
     }
     let mut trial = scenario.clone();
-    trial.world.jobs.retain(|job| job.merchant != gone);
-    trial.world.rows.retain(|row| row.merchant != gone);
+    trial.world.drop_merchant(gone);
     trial.world.counters.retain(|(merchant, _)| *merchant != gone);
     Some(trial)
 }
 
-/// The merchant's rows without `count` of them, from its last rows or its first (none if
-/// it would be left with none).
+/// The merchant's rows without `count` of them, from its last rows (those that arrive
+/// latest among them) or its first (none if it would be left with none).
 pub fn fewer_rows(
     scenario: &Scenario,
     merchant: MerchantId,
@@ -58,11 +58,12 @@ pub fn fewer_rows(
     }
     let dropped = if from_end { &ids[ids.len() - count..] } else { &ids[..count] };
     let mut trial = scenario.clone();
-    trial.world.rows.retain(|row| !dropped.contains(&row.id));
+    trial.world.retain_rows(|row| !dropped.contains(&row.id));
     Some(trial)
 }
 
-/// The merchant's batch condensed into its first `keep` rows, slower at the gateway so that
+/// The merchant's batch (the rows in the store at the start; those that arrive later are
+/// left as they are) condensed into its first `keep` rows, slower at the gateway so that
 /// they take as long there as all its rows did, times `percent` / 100 (a row's own SQL and
 /// lookup time is not scaled, so more than 100 makes up for it): the batch lasts about as long;
 /// a trigger counted per row (a per-row step, a SQL statement, a gateway call) comes as
@@ -70,8 +71,13 @@ pub fn fewer_rows(
 /// the timing that dropping rows one at a time loses.
 pub fn condensed(scenario: &Scenario, merchant: MerchantId, keep: usize, percent: u64) -> Option<Scenario> {
     let world = &scenario.world;
-    let ids: Vec<RefundId> =
-        world.rows.iter().filter(|row| row.merchant == merchant).map(|row| row.id).collect();
+    let arriving = world.arriving_rows();
+    let ids: Vec<RefundId> = world
+        .rows
+        .iter()
+        .filter(|row| row.merchant == merchant && !arriving.contains(&row.id))
+        .map(|row| row.id)
+        .collect();
     if keep == 0 || ids.len() <= keep {
         return None;
     }
@@ -88,7 +94,9 @@ pub fn condensed(scenario: &Scenario, merchant: MerchantId, keep: usize, percent
         let ms = world.refund_latency.of(*id) * total_ms * percent / (100 * kept_ms);
         latency.per_refund_ms[id.0 as usize] = ms.max(1);
     }
-    trial.world.rows.retain(|row| row.merchant != merchant || ids[..keep].contains(&row.id));
+    trial.world.retain_rows(|row| {
+        row.merchant != merchant || !ids.contains(&row.id) || ids[..keep].contains(&row.id)
+    });
     let sooner = |nth: u32| (u64::from(nth) * keep64).div_ceil(all).max(1) as u32;
     for fault in &mut trial.world.faults.faults {
         fault.trigger = match fault.trigger {
@@ -154,8 +162,8 @@ pub fn renames_agree(scenario: &Scenario, workers: u32) -> bool {
     })
 }
 
-/// The world cut down at once to `merchant`'s job alone, `workers` workers and its batch
-/// condensed into `rows` rows (as `condensed` does, at `percent`): the workers the plan
+/// The world cut down at once to `merchant`'s jobs alone, `workers` workers and its batch
+/// condensed into `rows` rows (its arrivals kept as they are) (as `condensed` does, at `percent`): the workers the plan
 /// names are renamed as `rename` says, and a fault aimed at another merchant aims at this
 /// one. Greedy steps of one worker or one row at a time stop in a
 /// local minimum when a race needs the world's pieces to move together; this jumps past it.
@@ -168,13 +176,17 @@ pub fn cut_down(
     rename: Rename,
 ) -> Option<Scenario> {
     let world = &scenario.world;
-    let own_rows = world.rows.iter().filter(|row| row.merchant == merchant).count();
-    if workers == 0 || (world.workers <= workers && world.jobs.len() == 1 && own_rows <= rows) {
+    let arriving = world.arriving_rows();
+    let own_rows =
+        world.rows.iter().filter(|row| row.merchant == merchant && !arriving.contains(&row.id)).count();
+    let alone = world.all_jobs().all(|job| job.merchant == merchant);
+    if workers == 0 || (world.workers <= workers && alone && own_rows <= rows) {
         return None;
     }
     let mut trial = scenario.clone();
-    trial.world.jobs.retain(|job| job.merchant == merchant);
-    trial.world.rows.retain(|row| row.merchant == merchant);
+    for other in world.all_jobs().map(|job| job.merchant).filter(|other| *other != merchant) {
+        trial.world.drop_merchant(other);
+    }
     trial.world.counters.retain(|(owner, _)| *owner == merchant);
     if own_rows > rows {
         trial = condensed(&trial, merchant, rows, percent)?;
@@ -195,6 +207,21 @@ pub fn cut_down(
     Some(trial)
 }
 
+/// The world without the arrivals `kept` leaves out, and without their rows.
+pub fn with_arrivals(scenario: &Scenario, kept: &[Arrival]) -> Scenario {
+    let mut trial = scenario.clone();
+    let gone: BTreeSet<RefundId> = scenario
+        .world
+        .arrivals
+        .iter()
+        .filter(|arrival| !kept.contains(arrival))
+        .flat_map(|arrival| arrival.rows.iter().copied())
+        .collect();
+    trial.world.arrivals = kept.to_vec();
+    trial.world.retain_rows(|row| !gone.contains(&row.id));
+    trial
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,7 +236,10 @@ mod tests {
             .find(|&seed| {
                 let world =
                     random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::NONE).world;
-                world.jobs.len() >= 2 && world.workers >= 4 && world.rows.len() >= 40
+                world.jobs.len() >= 2
+                    && world.workers >= 4
+                    && world.rows.len() >= 40
+                    && world.arrivals.is_empty()
             })
             .expect("a seed with a big world");
         let mut scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::NONE);
@@ -283,5 +313,48 @@ mod tests {
         }
         assert!(world.validate().is_ok(), "{:?}", world.validate());
         assert!(cut_down(&trial, merchant, 2, 3, 100, Rename::Modulo).is_none(), "already that small");
+    }
+
+    /// A random world with arrivals for at least two merchants.
+    fn world_with_arrivals() -> Scenario {
+        (0..200)
+            .map(|seed| random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::NONE))
+            .find(|scenario| {
+                let world = &scenario.world;
+                world.jobs.len() >= 2
+                    && world.arrivals.len() >= 3
+                    && world.arrivals.iter().any(|a| a.rows.len() >= 2)
+            })
+            .expect("a seed with arrivals")
+    }
+
+    #[test]
+    fn smaller_worlds_keep_arrivals_valid_and_leave_them_out_with_their_rows() {
+        let scenario = world_with_arrivals();
+        let world = &scenario.world;
+        let merchant = world.jobs[0].merchant;
+        let arriving = world.arriving_rows();
+        let condensed = condensed(&scenario, merchant, 1, 100).expect("fewer rows");
+        assert_eq!(condensed.world.arrivals, world.arrivals, "a condensed batch leaves arrivals alone");
+        assert!(condensed.world.validate().is_ok(), "{:?}", condensed.world.validate());
+        let cut = cut_down(&scenario, merchant, 2, 1, 100, Rename::InOrder).expect("a smaller world");
+        assert!(cut.world.all_jobs().all(|job| job.merchant == merchant));
+        let own = world.arrivals.iter().filter(|arrival| arrival.job.merchant == merchant).count();
+        assert_eq!(cut.world.arrivals.len(), own, "the merchant keeps its arrivals");
+        assert!(cut.world.validate().is_ok(), "{:?}", cut.world.validate());
+        let last = world.rows.iter().rev().find(|row| row.merchant == merchant).expect("a row").id;
+        assert!(arriving.contains(&last), "the merchant's last row arrives");
+        let fewer = fewer_rows(&scenario, merchant, 1, true).expect("fewer rows");
+        assert!(!fewer.world.arriving_rows().contains(&last));
+        assert!(fewer.world.validate().is_ok(), "{:?}", fewer.world.validate());
+        let first = world.arrivals[..1].to_vec();
+        let kept = with_arrivals(&scenario, &first);
+        assert_eq!(kept.world.arrivals, first);
+        let gone = arriving.len() - first[0].rows.len();
+        assert_eq!(kept.world.rows.len(), world.rows.len() - gone, "left-out arrivals take their rows");
+        assert!(kept.world.validate().is_ok(), "{:?}", kept.world.validate());
+        let gone_merchant = without_merchant(&scenario, merchant).expect("another merchant is left");
+        assert!(gone_merchant.world.arrivals.iter().all(|arrival| arrival.job.merchant != merchant));
+        assert!(gone_merchant.world.validate().is_ok(), "{:?}", gone_merchant.world.validate());
     }
 }

@@ -6,6 +6,7 @@ use crate::fault::{FaultPlan, Trigger};
 use crate::gateway::GatewayMode;
 use fencesim_model::{Job, Mechanism, MerchantId, RefundId, RefundRow};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a world may ask for, whichever door it comes in by (the command line, a replay
 /// file, a scenario): every run within them ends, in time and memory that grow with them.
@@ -49,6 +50,18 @@ impl Latency {
     }
 }
 
+/// Refunds that arrive while the run goes on, and the settlement job their arrival asks
+/// for: the rows (named by id among the world's `rows`) are written to the store at
+/// `at_ms`, and the job is queued at once. A batch selects its rows when it starts, so
+/// rows that arrive during it wait for the next job, which may find the lease busy.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arrival {
+    pub at_ms: u64,
+    pub job: Job,
+    pub rows: Vec<RefundId>,
+}
+
 /// Everything a run needs, as data.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +86,9 @@ pub struct WorldConfig {
     /// that time fails, as a connection refused. 0 (the default) is an instant restart.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub redis_restart_ms: u64,
+    /// Refunds and jobs that arrive later, in no particular order; none by default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrivals: Vec<Arrival>,
 }
 
 fn is_zero(ms: &u64) -> bool {
@@ -99,6 +115,7 @@ impl Default for WorldConfig {
             faults: FaultPlan::none(),
             settle_ms: 120_000,
             redis_restart_ms: 0,
+            arrivals: Vec::new(),
         }
     }
 }
@@ -106,7 +123,38 @@ impl Default for WorldConfig {
 impl WorldConfig {
     /// The events this world may record before it is stopped as churning without end.
     pub fn event_budget(&self) -> usize {
-        Limits::EVENTS + Limits::EVENTS_PER_ITEM * (self.rows.len() + self.jobs.len())
+        Limits::EVENTS + Limits::EVENTS_PER_ITEM * (self.rows.len() + self.jobs.len() + self.arrivals.len())
+    }
+
+    /// Every job of the run: those queued at the start, then those that arrive later.
+    pub fn all_jobs(&self) -> impl Iterator<Item = Job> + '_ {
+        self.jobs.iter().copied().chain(self.arrivals.iter().map(|arrival| arrival.job))
+    }
+
+    /// The rows that are not in the store when the run starts.
+    pub fn arriving_rows(&self) -> BTreeSet<RefundId> {
+        self.arrivals.iter().flat_map(|arrival| arrival.rows.iter().copied()).collect()
+    }
+
+    /// When the last arrival comes, if any does.
+    pub fn last_arrival_ms(&self) -> Option<u64> {
+        self.arrivals.iter().map(|arrival| arrival.at_ms).max()
+    }
+
+    /// Keeps the rows `keep` says yes to, and forgets the arrivals of those it drops.
+    pub fn retain_rows(&mut self, mut keep: impl FnMut(&RefundRow) -> bool) {
+        self.rows.retain(|row| keep(row));
+        let left: BTreeSet<RefundId> = self.rows.iter().map(|row| row.id).collect();
+        for arrival in &mut self.arrivals {
+            arrival.rows.retain(|id| left.contains(id));
+        }
+    }
+
+    /// Drops a merchant's rows, jobs and arrivals.
+    pub fn drop_merchant(&mut self, merchant: MerchantId) {
+        self.jobs.retain(|job| job.merchant != merchant);
+        self.arrivals.retain(|arrival| arrival.job.merchant != merchant);
+        self.retain_rows(|row| row.merchant != merchant);
     }
 
     /// Redis instances the lease lives on: as many as the mechanism asks for.
@@ -120,7 +168,8 @@ impl WorldConfig {
         if self.workers == 0 || self.workers > Limits::WORKERS {
             return Err(format!("workers must be between 1 and {}, got {}", Limits::WORKERS, self.workers));
         }
-        let counts = [("jobs", self.jobs.len(), Limits::JOBS), ("rows", self.rows.len(), Limits::ROWS)];
+        let jobs = self.jobs.len() + self.arrivals.len();
+        let counts = [("jobs", jobs, Limits::JOBS), ("rows", self.rows.len(), Limits::ROWS)];
         let faults = [("faults", self.faults.faults.len(), Limits::FAULTS)];
         for (field, count, most) in counts.into_iter().chain(faults) {
             if count > most {
@@ -134,7 +183,51 @@ impl WorldConfig {
             return Err("the visibility timeout must be a positive number of milliseconds".to_owned());
         }
         self.durations_within_limits()?;
+        self.arrivals_fit()?;
         self.faults.validate(self.workers, self.redis_instances() as u8)
+    }
+
+    /// Each job id once, each arriving row a row of the world of its job's merchant and in
+    /// one arrival only.
+    fn arrivals_fit(&self) -> Result<(), String> {
+        let mut jobs = BTreeSet::new();
+        if let Some(job) = self.all_jobs().find(|job| !jobs.insert(job.id)) {
+            return Err(format!("jobs: {} appears twice", job.id));
+        }
+        let merchants: BTreeMap<RefundId, MerchantId> =
+            self.rows.iter().map(|row| (row.id, row.merchant)).collect();
+        let mut arriving = BTreeSet::new();
+        for arrival in &self.arrivals {
+            if arrival.at_ms > Limits::DURATION_MS {
+                return Err(format!(
+                    "arrivals: {} comes at {} ms, after one day ({} ms)",
+                    arrival.job.id,
+                    arrival.at_ms,
+                    Limits::DURATION_MS
+                ));
+            }
+            for id in &arrival.rows {
+                match merchants.get(id) {
+                    None => {
+                        return Err(format!(
+                            "arrivals: {} brings {id}, which is not among the rows",
+                            arrival.job.id
+                        ))
+                    }
+                    Some(merchant) if *merchant != arrival.job.merchant => {
+                        return Err(format!(
+                            "arrivals: {} is for {} but brings {id} of {merchant}",
+                            arrival.job.id, arrival.job.merchant
+                        ))
+                    }
+                    Some(_) if !arriving.insert(*id) => {
+                        return Err(format!("arrivals: {id} arrives twice"));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every duration at most `Limits::DURATION_MS`.
@@ -164,5 +257,71 @@ impl WorldConfig {
             }
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencesim_model::{Cents, JobId, RefundState};
+
+    fn world_with_an_arrival() -> WorldConfig {
+        let merchant = MerchantId(7);
+        let row = |id| RefundRow {
+            id: RefundId(id),
+            merchant,
+            amount: Cents(100),
+            state: RefundState::Pending,
+            fence: 0,
+        };
+        WorldConfig {
+            rows: vec![row(1), row(2), row(3)],
+            jobs: vec![Job { id: JobId(1), merchant }],
+            arrivals: vec![Arrival {
+                at_ms: 50,
+                job: Job { id: JobId(2), merchant },
+                rows: vec![RefundId(3)],
+            }],
+            ..WorldConfig::default()
+        }
+    }
+
+    #[test]
+    fn an_arrival_must_bring_rows_of_its_own_merchant_once_under_a_job_id_of_its_own() {
+        assert_eq!(world_with_an_arrival().validate(), Ok(()));
+        let broken = |change: fn(&mut WorldConfig)| {
+            let mut world = world_with_an_arrival();
+            change(&mut world);
+            world.validate().unwrap_err()
+        };
+        assert!(broken(|w| w.arrivals[0].job.id = JobId(1)).contains("job#1 appears twice"));
+        assert!(
+            broken(|w| w.arrivals[0].rows.push(RefundId(9))).contains("r_009, which is not among the rows")
+        );
+        assert!(broken(|w| w.arrivals[0].job.merchant = MerchantId(8)).contains("brings r_003 of m_7"));
+        let twice = broken(|w| {
+            let again = Arrival {
+                at_ms: 60,
+                job: Job { id: JobId(3), merchant: MerchantId(7) },
+                rows: vec![RefundId(3)],
+            };
+            w.arrivals.push(again);
+        });
+        assert!(twice.contains("r_003 arrives twice"), "{twice}");
+        assert!(broken(|w| w.arrivals[0].at_ms = Limits::DURATION_MS + 1).contains("after one day"));
+    }
+
+    #[test]
+    fn leaving_out_rows_or_a_merchant_leaves_the_arrivals_valid() {
+        let mut world = world_with_an_arrival();
+        world.retain_rows(|row| row.id != RefundId(3));
+        assert_eq!(world.arrivals[0].rows, Vec::<RefundId>::new());
+        assert_eq!(world.validate(), Ok(()));
+        let mut world = world_with_an_arrival();
+        world.drop_merchant(MerchantId(7));
+        assert!(world.rows.is_empty() && world.jobs.is_empty() && world.arrivals.is_empty());
+        assert_eq!(world.all_jobs().count(), 0);
+        assert_eq!(world_with_an_arrival().all_jobs().count(), 2);
+        assert_eq!(world_with_an_arrival().last_arrival_ms(), Some(50));
     }
 }

@@ -189,6 +189,12 @@ pub enum EventKind {
         worker: WorkerId,
         instance: u8,
     },
+    /// Refunds of a merchant arrived in the store, and `job` is queued to settle them.
+    RefundsArrived {
+        job: JobId,
+        merchant: MerchantId,
+        refunds: u32,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -236,7 +242,7 @@ impl EventKind {
             | CounterSeeded { .. }
             | RedisRestarted { .. }
             | RedisRefused { .. } => Actor::Redis,
-            Write { .. } => Actor::Store,
+            Write { .. } | RefundsArrived { .. } => Actor::Store,
             Lookup { .. } | RefundCalled { .. } | GatewayRefused { .. } | RefundTimedOut { .. } => {
                 Actor::Gateway
             }

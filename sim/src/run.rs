@@ -11,7 +11,7 @@ use crate::record::RunRecord;
 use crate::redis::RedisCore;
 use crate::wiring::{Connections, Plain, Wired, Wiring};
 use crate::world::{State, World};
-use fencesim_model::{Ports, SqliteRefunds, Worker, WorkerConfig, WorkerId};
+use fencesim_model::{Ports, RefundRow, SqliteRefunds, Worker, WorkerConfig, WorkerId};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::JoinHandle;
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,7 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
     let store = SqliteRefunds::open_in_memory()
         .map_err(|e| format!("cannot open the refund store: {e}"))?
         .with_statements(wiring.statements());
-    store.insert(&config.rows).map_err(|e| format!("cannot load the refund rows: {e}"))?;
+    store.insert(&rows_at_start(config)).map_err(|e| format!("cannot load the refund rows: {e}"))?;
     let mut redis = vec![RedisCore::new(); config.redis_instances()];
     config
         .mechanism
@@ -60,6 +60,15 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
         ));
     }
     Ok(record)
+}
+
+/// The rows in the store when the run starts: all but those that arrive later.
+fn rows_at_start(config: &WorldConfig) -> std::borrow::Cow<'_, [RefundRow]> {
+    if config.arrivals.is_empty() {
+        return std::borrow::Cow::Borrowed(&config.rows);
+    }
+    let arriving = config.arriving_rows();
+    config.rows.iter().filter(|row| !arriving.contains(&row.id)).cloned().collect()
 }
 
 /// The first hash map the simulator builds in a process draws the process's hashing seed
@@ -167,8 +176,11 @@ async fn keep_time<W: Wiring>(world: &Arc<World>, wiring: &W, joins: &mut [Optio
         }
         let (deadline, next) = {
             let state = world.lock();
-            let deadline = match state.faults.quiet() {
-                true => state.faults.last_fault_ms.unwrap_or(0) + world.config.settle_ms,
+            let deadline = match state.faults.quiet() && state.arrivals_due.is_empty() {
+                true => {
+                    let last = state.faults.last_fault_ms.unwrap_or(0);
+                    last.max(world.config.last_arrival_ms().unwrap_or(0)) + world.config.settle_ms
+                }
                 false => u64::MAX,
             };
             (deadline, next_deadline(world, &state))
@@ -202,6 +214,7 @@ fn tick(world: &World, now: u64) -> Vec<WorkerId> {
         state.record(at, EventKind::Resumed { worker });
     }
     let restart = FaultState::take_due(&mut state.faults.restarts, now).into_iter().map(|r| r.1).collect();
+    world.arrive(state, now);
     for instance in 0..state.redis.len() as u8 {
         state.expiring(instance, |core, out| core.expire_due(now, out));
     }
@@ -212,13 +225,15 @@ fn tick(world: &World, now: u64) -> Vec<WorkerId> {
 fn next_deadline(world: &World, state: &State) -> Option<u64> {
     let faults = world.next_fault_deadline(state);
     let expiries = state.redis.iter().filter_map(RedisCore::next_expiry);
-    faults.into_iter().chain(expiries).chain(state.queue.next_deadline()).min()
+    let arrival = state.arrivals_due.last().map(|&index| world.config.arrivals[index].at_ms);
+    faults.into_iter().chain(expiries).chain(state.queue.next_deadline()).chain(arrival).min()
 }
 
 fn settled(world: &World) -> bool {
     let state = world.lock();
     let idle = |w: u32| state.queue.is_idle(WorkerId(w)) && !state.queue.has_assigned(WorkerId(w));
     state.queue.all_done()
+        && state.arrivals_due.is_empty()
         && state.faults.resumes.is_empty()
         && state.faults.restarts.is_empty()
         && state.faults.late_calls.is_empty()

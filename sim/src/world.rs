@@ -23,6 +23,8 @@ pub(crate) struct State {
     pub queue: QueueCore,
     pub ledger: EpochLedger,
     pub faults: FaultState,
+    /// The arrivals still to come, as indexes into the world's list, the next one last.
+    pub arrivals_due: Vec<usize>,
     scratch_expired: Vec<Expired>,
     scratch_queue: Vec<QueueEvent>,
 }
@@ -50,6 +52,13 @@ pub(crate) fn value_text(v: &Value) -> String {
     }
 }
 
+/// The arrivals in the order they come (by time, then as listed), the first one last.
+fn arrivals_due(config: &WorldConfig) -> Vec<usize> {
+    let mut due: Vec<usize> = (0..config.arrivals.len()).collect();
+    due.sort_by_key(|&index| std::cmp::Reverse((config.arrivals[index].at_ms, index)));
+    due
+}
+
 impl State {
     pub fn new(config: &WorldConfig, redis: Vec<RedisCore>) -> State {
         let workers = config.workers as usize;
@@ -60,6 +69,7 @@ impl State {
             gateway: GatewayCore::for_refunds(config.gateway_mode, config.rows.len()),
             queue: QueueCore::new(workers, config.visibility_timeout_ms),
             faults: FaultState::new(config),
+            arrivals_due: arrivals_due(config),
             scratch_expired: Vec::new(),
             scratch_queue: Vec::new(),
         }
@@ -143,6 +153,24 @@ impl World {
         f(&mut state.queue, &mut events);
         state.scratch_queue = events;
         self.record_queue(state, now);
+    }
+
+    /// Writes the refunds that arrive by `now` to the store and queues their jobs.
+    pub fn arrive(&self, state: &mut State, now: u64) {
+        while let Some(&index) = state.arrivals_due.last() {
+            let arrival = &self.config.arrivals[index];
+            if arrival.at_ms > now {
+                return;
+            }
+            state.arrivals_due.pop();
+            let rows: Vec<_> =
+                self.config.rows.iter().filter(|row| arrival.rows.contains(&row.id)).cloned().collect();
+            self.store.insert(&rows).expect("arriving rows have ids of their own (the world was validated)");
+            let (job, merchant) = (arrival.job.id, arrival.job.merchant);
+            state.record(now, EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
+            state.record(now, EventKind::JobEnqueued { job, merchant });
+            self.with_queue(state, now, |queue, out| queue.enqueue(arrival.job, out));
+        }
     }
 
     pub fn node_of(&self, worker: WorkerId) -> Option<NodeHandle> {

@@ -42,7 +42,7 @@ impl Narrator<'_> {
             | EventKind::RedisRestarted { .. }
             | EventKind::RedisRefused { .. }
             | EventKind::TokenIssued { .. } => self.redis_event(at, kind),
-            EventKind::Write { .. } => self.store_event(at, kind),
+            EventKind::Write { .. } | EventKind::RefundsArrived { .. } => self.store_event(at, kind),
             EventKind::Lookup { .. }
             | EventKind::RefundCalled { .. }
             | EventKind::GatewayRefused { .. }

@@ -7,6 +7,15 @@ use fencesim_sim::{Actor, EventKind};
 
 impl Narrator<'_> {
     pub(super) fn store_event(&mut self, at: u64, kind: &EventKind) {
+        if let EventKind::RefundsArrived { merchant, refunds, .. } = kind {
+            let text = format!("{refunds} new {} of {merchant} arrive", refunds_word(*refunds));
+            return self.push(
+                at,
+                Actor::Store,
+                text,
+                vec![format!("Note over D: {refunds} new for {merchant}")],
+            );
+        }
         let EventKind::Write { worker, write, refund, token, rows, after, .. } = kind else { return };
         if after.is_some_and(|image| image.state == RefundState::Sent) {
             self.sent_by.insert(*refund, *worker);
@@ -58,5 +67,13 @@ impl Narrator<'_> {
             format!("{worker} confirms {refund} without a token: 0 rows, {why}; {worker} moves on"),
             vec![format!("{worker}->>D: confirm {refund}"), format!("D-->>{worker}: 0 rows")],
         )
+    }
+}
+
+fn refunds_word(count: u32) -> &'static str {
+    if count == 1 {
+        "refund"
+    } else {
+        "refunds"
     }
 }
