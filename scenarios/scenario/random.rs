@@ -7,7 +7,7 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Aim, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Size, Trigger, WallMs, WorldConfig,
+    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Size, Trigger, WallMs, WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -28,6 +28,9 @@ const FAULTS: u64 = 3;
 const COUNTERS: u64 = 4;
 const RESTART: u64 = 5;
 const TRIGGERS: u64 = 6;
+const ARRIVALS: u64 = 7;
+/// The share of seeds whose refunds do not all arrive at the start.
+const ARRIVAL_SHARE: f64 = 0.75;
 
 /// The longest a restarting Redis instance is down, in the random worlds: a real server
 /// with a small append-only file answers again within tens of milliseconds (measured in
@@ -157,6 +160,39 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         faults: FaultPlan::none(),
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
         redis_restart_ms: stream(seed, RESTART).gen_range(0..=RESTART_MS_MOST),
+        arrivals: Vec::new(),
+    }
+}
+
+/// Refunds that arrive while the run goes on, in three seeds of four: each merchant gets
+/// 1 to 5 arrivals of 1 to 20 refunds, each with a job of its own, at any time within
+/// twice the time its first batches take. A batch selects its rows when it starts, so the
+/// next job finds work even after a batch completed, and two jobs of one merchant contend
+/// for its lease: a successor holds the lease long enough for a stale release to hit it,
+/// and one process takes the same merchant's lease again after another has written.
+fn add_arrivals(seed: u64, world: &mut WorldConfig) {
+    let mut rng = stream(seed, ARRIVALS);
+    if !rng.gen_bool(ARRIVAL_SHARE) {
+        return;
+    }
+    let horizon = horizon_ms(world);
+    let base_latency = world.refund_latency.default_ms;
+    let merchants: Vec<MerchantId> = world.jobs.iter().map(|job| job.merchant).collect();
+    for merchant in merchants {
+        for _ in 0..rng.gen_range(1..=5) {
+            let at_ms = rng.gen_range(1..=2 * horizon);
+            let mut rows = Vec::new();
+            for _ in 0..rng.gen_range(1..=20) {
+                let id = RefundId(world.rows.len() as u32 + 1);
+                let amount = Cents(rng.gen_range(100..=20_000));
+                world.rows.push(RefundRow { id, merchant, amount, state: RefundState::Pending, fence: 0 });
+                let latency = rng.gen_range(base_latency / 2 + 1..=base_latency * 3 / 2 + 1);
+                world.refund_latency.per_refund_ms.push(latency);
+                rows.push(id);
+            }
+            let job = Job { id: JobId(world.all_jobs().count() as u32 + 1), merchant };
+            world.arrivals.push(Arrival { at_ms, job, rows });
+        }
     }
 }
 
@@ -277,7 +313,7 @@ fn swarm_trigger(
 /// of them never hold a lease: three faults in four aim at the workers that get the jobs
 /// and the first redelivery, the rest at any worker.
 fn aim_worker(rng: &mut ChaCha8Rng, world: &WorldConfig) -> WorkerId {
-    let busy = world.workers.min(world.jobs.len() as u32 + 1);
+    let busy = world.workers.min(world.all_jobs().count() as u32 + 1);
     if rng.gen_bool(0.75) {
         WorkerId(rng.gen_range(0..busy))
     } else {
@@ -352,6 +388,7 @@ pub fn random_scenario(
     allowed: FaultMask,
 ) -> Scenario {
     let mut world = random_world(seed, mechanism, gateway);
+    add_arrivals(seed, &mut world);
     world.faults = swarm_plan(seed, &world, allowed);
     Scenario { name: "random", base: WallMs::hms(12, 0, 0), world }
 }
@@ -363,20 +400,34 @@ mod tests {
 
     #[test]
     fn the_seed_chooses_within_the_stated_ranges_and_always_the_same() {
+        let mut with_arrivals = 0;
         for seed in 0..200 {
             let scenario = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
             let world = &scenario.world;
             assert!((2..=6).contains(&world.workers));
             assert!((1..=3).contains(&world.jobs.len()));
+            let arriving = world.arriving_rows();
             for job in &world.jobs {
-                let rows = world.rows.iter().filter(|row| row.merchant == job.merchant).count();
+                let rows = world
+                    .rows
+                    .iter()
+                    .filter(|row| row.merchant == job.merchant && !arriving.contains(&row.id))
+                    .count();
                 assert!((5..=80).contains(&rows), "{rows}");
+                let arrivals = world.arrivals.iter().filter(|arrival| arrival.job.merchant == job.merchant);
+                assert!(arrivals.clone().count() <= 5);
+                assert!(arrivals.clone().all(|arrival| (1..=20).contains(&arrival.rows.len())));
+                assert!(arrivals
+                    .clone()
+                    .all(|arrival| arrival.at_ms >= 1 && arrival.at_ms <= 2 * horizon_ms(world)));
             }
+            with_arrivals += usize::from(!world.arrivals.is_empty());
             assert!(world.faults.faults.len() <= FaultName::COUNT.max(6));
             assert!(world.validate().is_ok(), "seed {seed}: {:?}", world.validate());
             let again = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
             assert_eq!(again.world, scenario.world);
         }
+        assert!((120..=180).contains(&with_arrivals), "three seeds in four have arrivals: {with_arrivals}");
     }
 
     #[test]
