@@ -10,7 +10,9 @@
 //!   before its first command; a failed one leaves the old validity running out;
 //! - `holds` asks no instance: it says whether more than `validity_margin_ms` of validity
 //!   is left by the worker's clock (the worker asks before each write);
-//! - the lease is released on every instance, whatever the majority was.
+//! - the lease is released on every instance, whatever the majority was;
+//! - a vote that splits the instances (some granted, no majority) is tried again after a
+//!   delay drawn from the lease's value, at most `SPLIT_VOTE_TRIES` rounds in all.
 
 use crate::ids::{MerchantId, Token};
 use crate::mechanism::{LeaseKind, Mechanism, TokenPolicy};
@@ -85,6 +87,65 @@ impl Validity {
     }
 }
 
+/// How one round of a Redlock acquisition ended.
+enum Vote {
+    /// A majority, with validity left.
+    Won,
+    /// Some instances granted the key, too few or too late: others asked at the same
+    /// time, or an instance failed.
+    Split,
+    /// No instance granted it: another holder is live.
+    Lost,
+}
+
+/// How many rounds a Redlock acquisition takes when its votes split. Contenders that ask
+/// at the same instant (jobs of one merchant handed out together, as a queue does after
+/// their visibility timeouts ran out together) can split every instance between them
+/// and, coming back together, split them again for ever; the algorithm asks each to try
+/// again after a random delay.
+pub const SPLIT_VOTE_TRIES: u32 = 3;
+
+/// The delay before another round after a split vote: up to a fifth of the TTL, drawn
+/// from the lease's value (unique to the worker and its acquisition) and the round, so
+/// that contenders come back apart, the same in every run of a seed.
+pub fn split_vote_delay_ms(value: &str, attempt: u32, ttl_ms: u64) -> u64 {
+    // FNV-1a: a fixed hash, so that the delay does not depend on the build's hasher
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in value.bytes().chain(attempt.to_le_bytes()) {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    1 + hash % (ttl_ms / 5).max(1)
+}
+
+impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseClient<I, C> {
+    /// One round of a Redlock acquisition: `SET NX PX` on every instance in turn; a
+    /// majority with validity left keeps the lease, anything less is given back on every
+    /// instance.
+    async fn vote(&self, key: &str, value: &str, ttl_ms: u64) -> Vote {
+        let start = self.clock.now_ms();
+        let mut granted = 0;
+        for instance in &self.instances {
+            // an instance that fails counts as a refusal
+            if instance.set_nx_px(key, value, ttl_ms).await.unwrap_or(false) {
+                granted += 1;
+            }
+        }
+        let validity = Validity::after(start, self.clock.now_ms() - start, ttl_ms);
+        if granted >= self.majority() && validity.is_some() {
+            self.set_validity(key, value, validity);
+            return Vote::Won;
+        }
+        for instance in &self.instances {
+            let _ = instance.compare_and_delete(key, value).await;
+        }
+        if granted == 0 {
+            Vote::Lost
+        } else {
+            Vote::Split
+        }
+    }
+}
+
 /// Redlock's allowance for clock drift between instances: 1% of the TTL plus 2 ms.
 pub fn drift_ms(ttl_ms: u64) -> u64 {
     ttl_ms / 100 + 2
@@ -102,21 +163,14 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
         match self.kind {
             LeaseKind::Single => self.first().set_nx_px(key, value, ttl_ms).await,
             LeaseKind::Redlock => {
-                let start = self.clock.now_ms();
-                let mut granted = 0;
-                for instance in &self.instances {
-                    // an instance that fails counts as a refusal
-                    if instance.set_nx_px(key, value, ttl_ms).await.unwrap_or(false) {
-                        granted += 1;
+                for attempt in 1..=SPLIT_VOTE_TRIES {
+                    match self.vote(key, value, ttl_ms).await {
+                        Vote::Won => return Ok(true),
+                        Vote::Split if attempt < SPLIT_VOTE_TRIES => {
+                            self.clock.sleep_ms(split_vote_delay_ms(value, attempt, ttl_ms)).await;
+                        }
+                        Vote::Split | Vote::Lost => return Ok(false),
                     }
-                }
-                let validity = Validity::after(start, self.clock.now_ms() - start, ttl_ms);
-                if granted >= self.majority() && validity.is_some() {
-                    self.set_validity(key, value, validity);
-                    return Ok(true);
-                }
-                for instance in &self.instances {
-                    let _ = instance.compare_and_delete(key, value).await;
                 }
                 Ok(false)
             }
@@ -225,5 +279,19 @@ mod tests {
         assert!(Validity::after(1_000, 196, 200).is_none());
         assert!(Validity::after(1_000, 195, 200).is_some());
         assert_eq!(validity_margin_ms(200), 20);
+    }
+
+    #[test]
+    fn a_split_vote_is_tried_again_after_a_delay_that_sets_contenders_apart() {
+        let delays: Vec<u64> =
+            ["A#3", "B#3", "C#1", "D.2#7"].iter().map(|v| split_vote_delay_ms(v, 1, 2_000)).collect();
+        assert!(delays.iter().all(|d| (1..=400).contains(d)), "{delays:?}");
+        let mut apart = delays.clone();
+        apart.sort_unstable();
+        apart.dedup();
+        assert_eq!(apart.len(), delays.len(), "each contender waits its own time: {delays:?}");
+        assert_ne!(split_vote_delay_ms("A#3", 1, 2_000), split_vote_delay_ms("A#3", 2, 2_000));
+        assert_eq!(split_vote_delay_ms("A#3", 1, 2_000), split_vote_delay_ms("A#3", 1, 2_000));
+        assert_eq!(split_vote_delay_ms("A#3", 1, 3), 1, "a TTL too short for a fifth still waits");
     }
 }
