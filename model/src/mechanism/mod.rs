@@ -145,6 +145,17 @@ impl Mechanism {
         }
     }
 
+    /// How long a restarted Redis instance stays out of service: the deployment's own
+    /// restart time, and under Redlock at least the TTL and its drift allowance, as the
+    /// algorithm asks of an instance that may have lost its keys (back sooner, it could
+    /// grant a key to a second majority while the first holder still counts on it).
+    pub fn restart_down_ms(self, restart_ms: u64, ttl_ms: u64) -> u64 {
+        match self.spec().lease {
+            LeaseKind::Single => restart_ms,
+            LeaseKind::Redlock => restart_ms.max(ttl_ms + crate::lease::drift_ms(ttl_ms)),
+        }
+    }
+
     /// The guard this mechanism puts on every write of a holder with `token`.
     pub fn guard(self, token: Option<Token>) -> WriteGuard {
         match (self.spec().tokens, token) {

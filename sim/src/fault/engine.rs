@@ -37,10 +37,12 @@ impl World {
                     }
                 }
                 state.record(now, EventKind::RedisRestarted { instance, lost });
-                if self.config.redis_restart_ms > 0 {
+                let down_ms =
+                    self.config.mechanism.restart_down_ms(self.config.redis_restart_ms, self.config.ttl_ms);
+                if down_ms > 0 {
                     let down = &mut state.faults.redis_down_until_ms;
                     down.retain(|&(other, _)| other != instance);
-                    down.push((instance, now + self.config.redis_restart_ms));
+                    down.push((instance, now + down_ms));
                 }
                 self.redis_started(state, instance, now);
             }
