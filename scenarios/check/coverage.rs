@@ -78,9 +78,9 @@ pub struct Touched {
     pub within_triggers: [u16; Hop::COUNT],
     /// The `Sometimes` situations reached, by their place in `Sometimes::ALL`.
     pub sometimes: Bits,
-    /// What the mechanism cost, counted in the same pass: leases granted for a lock key
-    /// beyond its first (a job changed hands), and writes a fence turned away.
-    pub handoffs: u32,
+    /// What the mechanism cost, counted in the same pass: leases granted (each job needs
+    /// one; every one more is a handoff), and writes a fence turned away.
+    pub leases: u32,
     pub fence_rejections: u32,
 }
 
@@ -109,7 +109,6 @@ impl Touched {
     pub fn of(record: &RunRecord) -> Touched {
         let mut touched = Touched::default();
         let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
-        let mut locks_granted: BTreeSet<&str> = BTreeSet::new();
         // the lease keys held now, from a grant to the first instance that lets go
         let mut held: BTreeSet<&str> = BTreeSet::new();
         for event in &record.events {
@@ -136,8 +135,7 @@ impl Touched {
                     touched.reached(Sometimes::GatewayErrorRetried)
                 }
                 EventKind::LeaseGranted { key, epoch: Some(_), .. } => {
-                    // the first grant of a key is its first lease; every later one a handoff
-                    touched.handoffs += u32::from(!locks_granted.insert(key.as_str()));
+                    touched.leases += 1;
                     held.insert(key.as_str());
                 }
                 EventKind::LeaseReleased { key, deleted: true, .. }

@@ -44,9 +44,10 @@ pub fn run_seed(
     let violations: Vec<&'static str> =
         outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
     let touched = Touched::of(&outcome.record);
-    let jobs = scenario.world.jobs.len() as u64;
-    let costs =
-        Costs { jobs, handoffs: touched.handoffs.into(), fence_rejections: touched.fence_rejections.into() };
+    let jobs = scenario.world.all_jobs().count() as u64;
+    // every job needs one lease; each one more is a handoff (the job changed hands)
+    let handoffs = u64::from(touched.leases).saturating_sub(jobs);
+    let costs = Costs { jobs, handoffs, fence_rejections: touched.fence_rejections.into() };
     let trace_hash = outcome.trace_hash;
     let failure = if violations.is_empty() { None } else { Some(Box::new(outcome)) };
     Ok(SeedResult { seed, violations, trace_hash, touched, costs, failure })

@@ -33,9 +33,10 @@ fn matrix_table(out: &mut String, cells: &[Cell], seeds: u64) {
     let _ = writeln!(
         out,
         "Every mechanism, with an idempotent and a non-idempotent gateway, over the same {seeds} seeds of the random \
-         scenario (2 to 6 workers, 1 to 3 merchants, 5 to 80 refunds each, a swarm fault plan per seed). A cell is \
+         scenario (2 to 6 workers, 1 to 3 merchants, 5 to 80 refunds each, in three seeds of four more refunds \
+         arriving with jobs of their own, a swarm fault plan per seed). A cell is \
          the share of seeds that broke the invariant, and the first such seed. What each costs, per job on average: \
-         `handoffs`, leases granted for a job's lock beyond the first (the job changed hands); `rejections`, writes \
+         `handoffs`, leases granted beyond one per job (a job changed hands); `rejections`, writes \
          a fence turned away (each abandons a batch).\n"
     );
     // a diagnostic is shown in runs, not counted as a guarantee
