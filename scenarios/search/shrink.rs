@@ -7,7 +7,8 @@
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
 use crate::search::smaller::{
-    condensed, cut_down, fewer_rows, renames_agree, with_arrivals, without_merchant, without_worker, Rename,
+    condensed, cut_down, fewer_rows, renames_agree, started_later, with_arrivals, without_merchant,
+    without_worker, Rename,
 };
 use crate::tell::replay_file::ReplayFile;
 use fencesim_model::{MerchantId, RefundId, WorkerId};
@@ -145,8 +146,8 @@ const CONDENSED_PERCENT: [u64; 8] = [100, 50, 150, 75, 200, 25, 300, 500];
 /// Both ways of renaming the workers of a world cut down.
 const RENAMES: [Rename; 2] = [Rename::InOrder, Rename::Modulo];
 
-/// Each merchant's batch condensed into as few slower rows as still fail, then delta
-/// debugging over the rows (any rows, of any merchant), then one merchant's rows at a time
+/// Each merchant's batch condensed into as few slower rows as still fail, then started as
+/// many rows later as still fails, then delta debugging over the rows (any rows, of any merchant), then one merchant's rows at a time
 /// from either end, while the scenario still fails.
 fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
     let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
@@ -159,6 +160,9 @@ fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Re
             }
         }
     }
+    for merchant in &merchants {
+        start_later(scenario, *merchant, still_fails)?;
+    }
     let rows = ddmin(&scenario.world.rows, |rows| {
         let mut trial = scenario.clone();
         let kept: BTreeSet<RefundId> = rows.iter().map(|row| row.id).collect();
@@ -170,6 +174,29 @@ fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Re
     for merchant in merchants {
         for from_end in [true, false] {
             while keep_if_fails(scenario, fewer_rows(scenario, merchant, 1, from_end), still_fails)? {}
+        }
+    }
+    Ok(())
+}
+
+/// How far off the estimate of the rows' time a batch started later may be.
+const START_SLACK_MS: [i64; 7] = [0, -2, 2, -5, 5, -10, 10];
+
+/// The merchant's batch started as many rows later as still fails, the most first: all
+/// but one row, all but two, three, five, then half.
+fn start_later(
+    scenario: &mut Scenario,
+    merchant: MerchantId,
+    still_fails: &mut impl StillFails,
+) -> Result<(), String> {
+    let own = scenario.world.rows.iter().filter(|row| row.merchant == merchant).count();
+    let counts =
+        [own.saturating_sub(1), own.saturating_sub(2), own.saturating_sub(3), own.saturating_sub(5), own / 2];
+    for count in counts {
+        for slack in START_SLACK_MS {
+            if keep_if_fails(scenario, started_later(scenario, merchant, count, slack), still_fails)? {
+                return Ok(());
+            }
         }
     }
     Ok(())

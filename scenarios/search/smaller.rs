@@ -5,7 +5,7 @@
 
 use crate::scenario::Scenario;
 use fencesim_model::{MerchantId, RefundId, WorkerId};
-use fencesim_sim::{Arrival, Fault, Hop, Trigger};
+use fencesim_sim::{Arrival, Fault, Hop, Trigger, WorldConfig};
 use std::collections::BTreeSet;
 
 /// The world without `gone`, if no fault names it: each later worker takes the name of the
@@ -110,6 +110,64 @@ pub fn condensed(scenario: &Scenario, merchant: MerchantId, keep: usize, percent
             | Trigger::Step { .. }
             | Trigger::Call { .. }
             | Trigger::Within { .. }) => trigger,
+        };
+    }
+    Some(trial)
+}
+
+/// How long a row of the world's first batches takes, roughly: its gateway call, its claim
+/// and its confirm, and the lease checks before them where the mechanism asks Redis.
+fn row_ms(world: &WorldConfig, row: RefundId) -> u64 {
+    let spec = world.mechanism.spec();
+    let checks = if spec.check_before_write && world.redis_instances() == 1 { 2 } else { 0 };
+    world.refund_latency.of(row) + 2 * world.db_latency_ms + checks * world.redis_latency_ms
+}
+
+/// The merchant's batch without its first `count` rows (of those in the store at the
+/// start), and the queue's visibility timeout and every timed fault brought as much
+/// sooner as those rows took, give or take `slack_ms`; a trigger counted per row comes as
+/// many rows sooner. What happened after them happens as it did, with fewer rows before
+/// it: a race that needs a batch to be at one exact row when a timeout runs out keeps
+/// that row, where condensing the batch would move it.
+pub fn started_later(
+    scenario: &Scenario,
+    merchant: MerchantId,
+    count: usize,
+    slack_ms: i64,
+) -> Option<Scenario> {
+    let world = &scenario.world;
+    let arriving = world.arriving_rows();
+    let ids: Vec<RefundId> = world
+        .rows
+        .iter()
+        .filter(|row| row.merchant == merchant && !arriving.contains(&row.id))
+        .map(|row| row.id)
+        .collect();
+    if count == 0 || ids.len() <= count {
+        return None;
+    }
+    let taken: u64 = ids[..count].iter().map(|id| row_ms(world, *id)).sum();
+    let shift = taken.saturating_add_signed(slack_ms);
+    if shift >= world.visibility_timeout_ms {
+        return None;
+    }
+    let mut trial = scenario.clone();
+    trial.world.retain_rows(|row| !ids[..count].contains(&row.id));
+    trial.world.visibility_timeout_ms -= shift;
+    let rows = count as u32;
+    for fault in &mut trial.world.faults.faults {
+        fault.trigger = match fault.trigger {
+            Trigger::At { at_ms } => Trigger::At { at_ms: at_ms.saturating_sub(shift) },
+            Trigger::Step { worker, step, nth } if step.per_row() => {
+                Trigger::Step { worker, step, nth: nth.saturating_sub(rows).max(1) }
+            }
+            Trigger::Call { worker, hop: Hop::Database, nth } => {
+                Trigger::Call { worker, hop: Hop::Database, nth: nth.saturating_sub(2 * rows).max(1) }
+            }
+            Trigger::Call { worker, hop: Hop::Gateway, nth } => {
+                Trigger::Call { worker, hop: Hop::Gateway, nth: nth.saturating_sub(rows).max(1) }
+            }
+            trigger @ (Trigger::Step { .. } | Trigger::Call { .. } | Trigger::Within { .. }) => trigger,
         };
     }
     Some(trial)
@@ -356,5 +414,31 @@ mod tests {
         let gone_merchant = without_merchant(&scenario, merchant).expect("another merchant is left");
         assert!(gone_merchant.world.arrivals.iter().all(|arrival| arrival.job.merchant != merchant));
         assert!(gone_merchant.world.validate().is_ok(), "{:?}", gone_merchant.world.validate());
+    }
+
+    #[test]
+    fn a_batch_started_later_brings_the_timeout_and_its_triggers_as_much_sooner() {
+        let (scenario, merchant) = world();
+        let world = &scenario.world;
+        let ids: Vec<RefundId> =
+            world.rows.iter().filter(|row| row.merchant == merchant).map(|row| row.id).collect();
+        let trial = started_later(&scenario, merchant, 3, 0).expect("a later start");
+        let own: Vec<RefundId> =
+            trial.world.rows.iter().filter(|row| row.merchant == merchant).map(|row| row.id).collect();
+        assert_eq!(own, ids[3..].to_vec(), "its first three rows are gone, the rest kept");
+        let taken: u64 =
+            ids[..3].iter().map(|id| world.refund_latency.of(*id) + 2 * world.db_latency_ms).sum();
+        assert_eq!(trial.world.visibility_timeout_ms, world.visibility_timeout_ms - taken);
+        let nth = |s: &Scenario, i: usize| match s.world.faults.faults[i].trigger {
+            Trigger::Step { nth, .. } | Trigger::Call { nth, .. } | Trigger::Within { nth, .. } => nth,
+            Trigger::At { .. } => 0,
+        };
+        assert_eq!(nth(&trial, 0), 17, "a per-row step comes three rows sooner");
+        assert_eq!(nth(&trial, 1), 3, "a Redis command is counted per batch");
+        assert_eq!(nth(&trial, 2), 6, "a SQL statement comes two statements a row sooner");
+        let slower = started_later(&scenario, merchant, 3, 5).expect("with slack");
+        assert_eq!(slower.world.visibility_timeout_ms + 5, trial.world.visibility_timeout_ms);
+        assert!(trial.world.validate().is_ok(), "{:?}", trial.world.validate());
+        assert!(started_later(&scenario, merchant, ids.len(), 0).is_none(), "a row must be left");
     }
 }
