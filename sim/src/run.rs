@@ -49,6 +49,7 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
             changed: Notify::new(),
             worker_wake: (0..config.workers).map(|_| Notify::new()).collect(),
             nodes: Mutex::new(vec![None; config.workers as usize]),
+            arrival_rows: crate::world::arrival_rows(&config),
             config,
         };
         drive(world, Arc::new(wiring), seed).await

@@ -10,7 +10,7 @@ use crate::history::{Event, EventKind};
 use crate::ledger::EpochLedger;
 use crate::queue::{QueueCore, QueueEvent};
 use crate::redis::{Command, Expired, RedisCore, Reply, Value};
-use fencesim_model::{CounterAdmin, SqliteRefunds, WorkerId};
+use fencesim_model::{CounterAdmin, RefundRow, SqliteRefunds, WorkerId};
 use madsim::runtime::NodeHandle;
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -43,6 +43,20 @@ pub(crate) struct World {
     /// Wakes a worker waiting on the queue.
     pub worker_wake: Vec<Notify>,
     pub nodes: Mutex<Vec<Option<NodeHandle>>>,
+    /// Each arrival's rows, in the order the world lists the arrivals.
+    pub arrival_rows: Vec<Vec<RefundRow>>,
+}
+
+/// Each arrival's rows, looked up once by id.
+pub(crate) fn arrival_rows(config: &WorldConfig) -> Vec<Vec<RefundRow>> {
+    if config.arrivals.is_empty() {
+        return Vec::new();
+    }
+    let by_id: std::collections::BTreeMap<_, _> = config.rows.iter().map(|row| (row.id, row)).collect();
+    let rows_of = |ids: &[fencesim_model::RefundId]| {
+        ids.iter().filter_map(|id| by_id.get(id).map(|row| **row)).collect()
+    };
+    config.arrivals.iter().map(|arrival| rows_of(&arrival.rows)).collect()
 }
 
 pub(crate) fn value_text(v: &Value) -> String {
@@ -163,9 +177,8 @@ impl World {
                 return;
             }
             state.arrivals_due.pop();
-            let rows: Vec<_> =
-                self.config.rows.iter().filter(|row| arrival.rows.contains(&row.id)).cloned().collect();
-            self.store.insert(&rows).expect("arriving rows have ids of their own (the world was validated)");
+            let rows = &self.arrival_rows[index];
+            self.store.insert(rows).expect("arriving rows have ids of their own (the world was validated)");
             let (job, merchant) = (arrival.job.id, arrival.job.merchant);
             state.record(now, EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
             state.record(now, EventKind::JobEnqueued { job, merchant });
