@@ -224,6 +224,8 @@ fn the_debate_finds_redlock_safe_only_without_stalls_and_clock_shifts_and_the_to
     }
 }
 
+/// Each mechanism's first failure, shrunk, replays to its hash, still breaks its invariant,
+/// and is as small as the suite's target: at most 3 faults, 3 workers and 5 rows.
 #[test]
 fn each_shrunk_first_failure_in_the_guarantees_report_replays_and_still_breaks_its_invariant() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -244,6 +246,8 @@ fn each_shrunk_first_failure_in_the_guarantees_report_replays_and_still_breaks_i
         let sizes =
             [world.faults.faults.len().to_string(), world.workers.to_string(), world.rows.len().to_string()];
         assert_eq!(cells[5..8], sizes, "{stale} ({file}: faults, workers, rows)");
+        let small = world.faults.faults.len() <= 3 && world.workers <= 3 && world.rows.len() <= 5;
+        assert!(small, "{file} shrank to {sizes:?} (faults, workers, rows): over the target of 3, 3 and 5");
         listed.insert(file.to_owned());
     }
     let kept: std::collections::BTreeSet<String> = std::fs::read_dir(root.join("reports/shrunk"))
