@@ -62,6 +62,13 @@ pub fn fewer_rows(
     Some(trial)
 }
 
+/// The merchant's rows in the store when the run starts, in order: its first batch.
+fn first_batch(world: &WorldConfig, merchant: MerchantId) -> Vec<RefundId> {
+    let arriving = world.arriving_rows();
+    let own = world.rows.iter().filter(|row| row.merchant == merchant && !arriving.contains(&row.id));
+    own.map(|row| row.id).collect()
+}
+
 /// The merchant's batch (the rows in the store at the start; those that arrive later are
 /// left as they are) condensed into its first `keep` rows, slower at the gateway so that
 /// they take as long there as all its rows did, times `percent` / 100 (a row's own SQL and
@@ -71,13 +78,7 @@ pub fn fewer_rows(
 /// the timing that dropping rows one at a time loses.
 pub fn condensed(scenario: &Scenario, merchant: MerchantId, keep: usize, percent: u64) -> Option<Scenario> {
     let world = &scenario.world;
-    let arriving = world.arriving_rows();
-    let ids: Vec<RefundId> = world
-        .rows
-        .iter()
-        .filter(|row| row.merchant == merchant && !arriving.contains(&row.id))
-        .map(|row| row.id)
-        .collect();
+    let ids = first_batch(world, merchant);
     if keep == 0 || ids.len() <= keep {
         return None;
     }
@@ -136,13 +137,7 @@ pub fn started_later(
     slack_ms: i64,
 ) -> Option<Scenario> {
     let world = &scenario.world;
-    let arriving = world.arriving_rows();
-    let ids: Vec<RefundId> = world
-        .rows
-        .iter()
-        .filter(|row| row.merchant == merchant && !arriving.contains(&row.id))
-        .map(|row| row.id)
-        .collect();
+    let ids = first_batch(world, merchant);
     if count == 0 || ids.len() <= count {
         return None;
     }
@@ -234,9 +229,7 @@ pub fn cut_down(
     rename: Rename,
 ) -> Option<Scenario> {
     let world = &scenario.world;
-    let arriving = world.arriving_rows();
-    let own_rows =
-        world.rows.iter().filter(|row| row.merchant == merchant && !arriving.contains(&row.id)).count();
+    let own_rows = first_batch(world, merchant).len();
     let alone = world.all_jobs().all(|job| job.merchant == merchant);
     if workers == 0 || (world.workers <= workers && alone && own_rows <= rows) {
         return None;
