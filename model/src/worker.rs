@@ -96,7 +96,7 @@ where
         let ports = &self.ports;
         ports.probe.reached(Step::JobReceived { job: delivery.job, receipt: delivery.receipt }).await;
 
-        let lock_key = format!("lock:settle:{merchant}");
+        let lock_key = merchant.lock_key();
         self.acquisitions += 1;
         let lock_value = if self.incarnation > 1 {
             format!("{}.{}#{}", self.config.id, self.incarnation, self.acquisitions)

@@ -143,9 +143,7 @@ impl Touched {
                 | EventKind::LeaseExpired { key, epoch: None, .. } => {
                     held.remove(key.as_str());
                 }
-                EventKind::RefundsArrived { merchant, .. }
-                    if held.contains(format!("lock:settle:{merchant}").as_str()) =>
-                {
+                EventKind::RefundsArrived { merchant, .. } if held.contains(merchant.lock_key().as_str()) => {
                     touched.reached(Sometimes::RefundsArrivedWhileLeased)
                 }
                 EventKind::Step { step: Step::FenceViolation { .. }, .. } => touched.fence_rejections += 1,

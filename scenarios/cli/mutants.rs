@@ -19,8 +19,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct MutantsArgs {
-    /// Independent searches per mutant: 31, so that the median of a mutant caught in one
-    /// seed of fifty is measured within about ten seeds
+    /// Independent searches per mutant: 31, so that a median near the target is measured
+    /// more precisely (a sample median's spread shrinks with the square root of the count)
     #[arg(long, default_value_t = 31, value_parser = parse_count, allow_hyphen_values = true)]
     starts: u64,
     /// Seeds per search at most

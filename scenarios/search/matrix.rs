@@ -137,7 +137,7 @@ pub fn blocked_after_crash_ms(outcome: &Outcome) -> Option<u64> {
         }
         _ => None,
     })?;
-    let key = format!("lock:settle:{merchant}");
+    let key = merchant.lock_key();
     let crashed_at = events[crash].at_ms;
     events[crash..].iter().find_map(|event| match &event.kind {
         EventKind::LeaseGranted { key: granted, epoch: Some(_), .. } if *granted == key => {

@@ -7,11 +7,11 @@
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
 use crate::search::smaller::{
-    condensed, cut_down, fewer_rows, renames_agree, started_later, with_arrivals, without_merchant,
-    without_worker, Rename,
+    condensed, cut_down, fewer_rows, first_batch, renames_agree, started_later, with_arrivals,
+    without_merchant, without_worker, Rename,
 };
 use crate::tell::replay_file::ReplayFile;
-use fencesim_model::{MerchantId, RefundId, WorkerId};
+use fencesim_model::{MerchantId, RefundId, RefundRow, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -147,8 +147,9 @@ const CONDENSED_PERCENT: [u64; 8] = [100, 50, 150, 75, 200, 25, 300, 500];
 const RENAMES: [Rename; 2] = [Rename::InOrder, Rename::Modulo];
 
 /// Each merchant's batch condensed into as few slower rows as still fail, then started as
-/// many rows later as still fails, then delta debugging over the rows (any rows, of any merchant), then one merchant's rows at a time
-/// from either end, while the scenario still fails.
+/// many rows later as still fails, then delta debugging over the rows (any rows, of any
+/// merchant), then one merchant's rows at a time from either end, while the scenario still
+/// fails.
 fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
     let merchants: Vec<MerchantId> = scenario.world.jobs.iter().map(|job| job.merchant).collect();
     for merchant in &merchants {
@@ -163,14 +164,17 @@ fn shrink_rows(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Re
     for merchant in &merchants {
         start_later(scenario, *merchant, still_fails)?;
     }
-    let rows = ddmin(&scenario.world.rows, |rows| {
+    let only = |scenario: &Scenario, rows: &[RefundRow]| {
         let mut trial = scenario.clone();
         let kept: BTreeSet<RefundId> = rows.iter().map(|row| row.id).collect();
         trial.world.retain_rows(|row| kept.contains(&row.id));
+        trial
+    };
+    let rows = ddmin(&scenario.world.rows, |rows| {
+        let trial = only(scenario, rows);
         Ok(trial.world.validate().is_ok() && still_fails(&trial)?)
     })?;
-    let kept: BTreeSet<RefundId> = rows.iter().map(|row| row.id).collect();
-    scenario.world.retain_rows(|row| kept.contains(&row.id));
+    *scenario = only(scenario, &rows);
     for merchant in merchants {
         for from_end in [true, false] {
             while keep_if_fails(scenario, fewer_rows(scenario, merchant, 1, from_end), still_fails)? {}
@@ -189,7 +193,7 @@ fn start_later(
     merchant: MerchantId,
     still_fails: &mut impl StillFails,
 ) -> Result<(), String> {
-    let own = scenario.world.rows.iter().filter(|row| row.merchant == merchant).count();
+    let own = first_batch(&scenario.world, merchant).len();
     let counts =
         [own.saturating_sub(1), own.saturating_sub(2), own.saturating_sub(3), own.saturating_sub(5), own / 2];
     for count in counts {
@@ -258,8 +262,8 @@ fn shrink_arrivals(scenario: &mut Scenario, still_fails: &mut impl StillFails) -
     Ok(())
 }
 
-/// The world cut down at once, then its arrivals, then fewer workers (any the plan does not name), fewer
-/// merchants, then fewer rows per merchant, while the scenario still fails.
+/// The world cut down at once, then its arrivals, then fewer workers (any the plan does not
+/// name), fewer merchants, then fewer rows per merchant, while the scenario still fails.
 fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
     cut_down_world(scenario, still_fails)?;
     shrink_arrivals(scenario, still_fails)?;

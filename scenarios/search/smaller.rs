@@ -29,8 +29,8 @@ pub fn without_worker(scenario: &Scenario, gone: WorkerId) -> Option<Scenario> {
     Some(trial)
 }
 
-/// The world without `gone`'s jobs, rows, arrivals and counter, if no fault names it and another
-/// merchant is left.
+/// The world without `gone`'s jobs, rows, arrivals and counter, if no fault names it and
+/// another merchant is left.
 pub fn without_merchant(scenario: &Scenario, gone: MerchantId) -> Option<Scenario> {
     let world = &scenario.world;
     let others = world.jobs.iter().any(|job| job.merchant != gone);
@@ -63,7 +63,7 @@ pub fn fewer_rows(
 }
 
 /// The merchant's rows in the store when the run starts, in order: its first batch.
-fn first_batch(world: &WorldConfig, merchant: MerchantId) -> Vec<RefundId> {
+pub fn first_batch(world: &WorldConfig, merchant: MerchantId) -> Vec<RefundId> {
     let arriving = world.arriving_rows();
     let own = world.rows.iter().filter(|row| row.merchant == merchant && !arriving.contains(&row.id));
     own.map(|row| row.id).collect()

@@ -20,7 +20,7 @@ impl World {
                 self.crash(state, worker, now + restart_after_ms)
             }
             FaultKind::ExpireLease { instance, merchant } => {
-                let key = format!("lock:settle:{merchant}");
+                let key = merchant.lock_key();
                 state.expiring(instance, |core, out| out.extend(core.expire_now(&key, now)));
             }
             FaultKind::RedisClockJump { instance, by_ms } => state.expiring(instance, |core, out| {
