@@ -1,6 +1,7 @@
 //! The runner composes: a scenario (its world names the mechanism) and a seed in, a run and
 //! its verdicts out.
 
+use crate::check::chain::Chain;
 use crate::check::{check_all, violations, Check, Facts};
 use crate::mutant::{Mutant, Planted};
 use crate::scenario::Scenario;
@@ -206,6 +207,46 @@ impl Outcome {
             self.scenario.world.gateway_mode.name(),
             self.record.seed
         )
+    }
+
+    /// The chain of `check`'s first breach, found as its invariant says; the planted bug's
+    /// acts that it passes through, if a mutant is planted.
+    pub fn chain(&self, check: &Check) -> Option<Chain> {
+        let breach = check.breaches.first()?;
+        let invariant = crate::check::invariant(check.invariant)?;
+        let facts = Facts { record: &self.record, world: &self.scenario.world, base: self.scenario.base };
+        let mut chain = (invariant.chain)(&facts, breach);
+        if let Some(mutant) = self.mutant {
+            let acts = crate::mutant::acts(mutant, &facts);
+            let through = chain.steps.iter().find(|step| acts.contains(&step.event));
+            chain.summary = match through {
+                Some(step) => format!(
+                    "the planted bug ({mutant}) acts at {}: {}. {}",
+                    self.scenario.base.plus(step.at_ms),
+                    step.text,
+                    chain.summary
+                ),
+                None => {
+                    format!("this chain does not pass through the planted bug ({mutant}): {}", chain.summary)
+                }
+            };
+        }
+        Some(chain)
+    }
+
+    /// Whether the chain of `check`'s first breach passes through an act of the planted bug
+    /// (false without one).
+    pub fn through_the_bug(&self, check: &Check) -> bool {
+        let (Some(mutant), Some(breach)) = (self.mutant, check.breaches.first()) else { return false };
+        let Some(invariant) = crate::check::invariant(check.invariant) else { return false };
+        let facts = Facts { record: &self.record, world: &self.scenario.world, base: self.scenario.base };
+        (invariant.chain)(&facts, breach).passes_through(&crate::mutant::acts(mutant, &facts))
+    }
+
+    /// Each violation's chain, in the table's order.
+    pub fn chains(&self) -> Vec<(&'static str, Chain)> {
+        let failing = self.checks.iter().filter(|check| check.is_violation());
+        failing.filter_map(|check| Some((check.invariant, self.chain(check)?))).collect()
     }
 
     /// Which worker was the first to hold an epoch, for stories told about it.

@@ -9,6 +9,9 @@ use serde::Serialize;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Breach {
     pub at_ms: u64,
+    /// The event that broke it (its index in the history); none for a check of the state
+    /// at rest, which no one event breaks.
+    pub event: Option<usize>,
     pub detail: String,
 }
 

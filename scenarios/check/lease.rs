@@ -16,7 +16,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
     // who holds each (instance, key) now, as Redis granted it
     let mut holder: BTreeMap<(u8, &str), (WorkerId, &str)> = BTreeMap::new();
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         match &event.kind {
             EventKind::LeaseGranted { worker, instance, key, value, .. } => {
                 holder.insert((*instance, key.as_str()), (*worker, value.as_str()));
@@ -24,6 +24,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
             EventKind::LeaseSet { worker, instance, key, value, .. } => {
                 breaches.push(Breach {
                     at_ms: event.at_ms,
+                    event: Some(index),
                     detail: format!(
                         "{worker} set {key} to {value} without NX: a lease was taken without asking"
                     ),
@@ -37,7 +38,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
                 if let Some((owner, value)) = holder.get(&(*instance, key.as_str())) {
                     if owner != worker {
                         breaches.push(Breach {
-                            at_ms: event.at_ms,
+                            at_ms: event.at_ms, event: Some(index),
                             detail: format!(
                                 "{worker} re-armed the expiry of {key} while it held {owner}'s lease (value {value}): a lease was kept alive by someone who does not hold it"
                             ),
@@ -53,7 +54,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
                 if let Some((owner, value)) = holder.remove(&(*instance, key.as_str())) {
                     if owner != *worker {
                         breaches.push(Breach {
-                            at_ms: event.at_ms,
+                            at_ms: event.at_ms, event: Some(index),
                             detail: format!(
                                 "{worker} deleted {key} while it held {owner}'s lease (value {value}): the lock was freed under its holder"
                             ),
@@ -72,7 +73,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
 pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
     let mut believers: BTreeMap<WorkerId, (MerchantId, u64)> = BTreeMap::new();
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         let EventKind::Step { worker, step } = &event.kind else {
             continue;
         };
@@ -83,6 +84,7 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
                 if let Some((other, _)) = other {
                     breaches.push(Breach {
                         at_ms: event.at_ms,
+                        event: Some(index),
                         detail: format!("{worker} and {other} both believe they hold lock:settle:{merchant}"),
                     });
                 }

@@ -14,6 +14,7 @@ pub fn progress(facts: &Facts<'_>) -> Vec<Breach> {
         for (job, deliveries) in &facts.record.open_jobs {
             breaches.push(Breach {
                 at_ms: facts.record.ended_at_ms,
+                event: None,
                 detail: format!(
                     "{} for {} was not done {} ms after the last fault ({} deliveries); {cause}",
                     job.id, job.merchant, facts.world.settle_ms, deliveries
@@ -48,6 +49,7 @@ pub fn rows_settled(facts: &Facts<'_>) -> Vec<Breach> {
         let why = acked.unwrap_or_else(|| "no job for its merchant is open".to_owned());
         breaches.push(Breach {
             at_ms: facts.record.ended_at_ms,
+            event: None,
             detail: format!(
                 "{} of {} is still {} at the end, and {why}: nobody will pay it",
                 row.id, row.merchant, row.state

@@ -4,8 +4,11 @@
 //! own acquisition. Each breach names the event that caused it, in words. Coverage says
 //! what a set of runs exercised.
 
+pub mod before;
+pub mod chain;
 pub mod coverage;
 pub mod facts;
+pub mod hops;
 pub mod lease;
 pub mod liveness;
 pub mod money;

@@ -14,7 +14,7 @@ pub fn no_double_refund(facts: &Facts<'_>) -> Vec<Breach> {
         *row_amount.slot(row.id) = Some(row.amount);
     }
     let mut paid: PerRow<Option<(u32, WorkerId, u64)>> = PerRow::new(facts.world);
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         let EventKind::RefundCalled {
             worker,
             epoch,
@@ -31,6 +31,7 @@ pub fn no_double_refund(facts: &Facts<'_>) -> Vec<Breach> {
             if expected != *amount {
                 breaches.push(Breach {
                     at_ms: event.at_ms,
+                    event: Some(index),
                     detail: format!(
                         "{refund} was refunded {amount} by {}, but the row says {expected}",
                         facts.who(*worker, *epoch)
@@ -41,7 +42,7 @@ pub fn no_double_refund(facts: &Facts<'_>) -> Vec<Breach> {
         match paid.get(*refund) {
             None => *paid.slot(*refund) = Some((*gateway_ref, *worker, event.at_ms)),
             Some((first_ref, first_worker, first_at)) => breaches.push(Breach {
-                at_ms: event.at_ms,
+                at_ms: event.at_ms, event: Some(index),
                 detail: format!(
                     "{refund} was refunded twice: {amount} again, as {}, by {}; {first_worker}'s {} had paid it at {}",
                     GatewayRef(*gateway_ref),
@@ -71,6 +72,7 @@ pub fn ledger_matches_rows(facts: &Facts<'_>) -> Vec<Breach> {
             if count != 1 {
                 breaches.push(Breach {
                     at_ms: end,
+                    event: None,
                     detail: format!("{} is sent but the ledger holds {count} refunds for it", row.id),
                 });
             }
@@ -81,6 +83,7 @@ pub fn ledger_matches_rows(facts: &Facts<'_>) -> Vec<Breach> {
         if rows != ledger {
             breaches.push(Breach {
                 at_ms: end,
+                event: None,
                 detail: format!("the sent rows add up to {rows} but the gateway moved {ledger}"),
             });
         }

@@ -15,11 +15,13 @@ struct Written {
     least: Token,
     most: Token,
     first_at_ms: u64,
+    /// The write that first carried the smallest token.
+    first_event: usize,
 }
 
 fn written_by_epoch(facts: &Facts<'_>) -> BTreeMap<u32, Written> {
     let mut written: BTreeMap<u32, Written> = BTreeMap::new();
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         let EventKind::Write { epoch: Some(epoch), token: Some(token), rows, .. } = &event.kind else {
             continue;
         };
@@ -30,9 +32,10 @@ fn written_by_epoch(facts: &Facts<'_>) -> BTreeMap<u32, Written> {
             least: *token,
             most: *token,
             first_at_ms: event.at_ms,
+            first_event: index,
         });
         if *token < entry.least {
-            (entry.least, entry.first_at_ms) = (*token, event.at_ms);
+            (entry.least, entry.first_at_ms, entry.first_event) = (*token, event.at_ms, index);
         }
         entry.most = entry.most.max(*token);
     }
@@ -56,6 +59,7 @@ pub fn token_order(facts: &Facts<'_>) -> Vec<Breach> {
                 let holder = facts.record.epochs[earlier_epoch as usize - 1].worker;
                 breaches.push(Breach {
                     at_ms: mine.first_at_ms,
+                    event: Some(mine.first_event),
                     detail: format!(
                         "{} wrote with token {}, but {} of the earlier lease on {} had written with token {}: a later lease must write with a larger token",
                         facts.who(epoch.worker, Some(epoch.number)),
@@ -80,7 +84,7 @@ pub fn token_order(facts: &Facts<'_>) -> Vec<Breach> {
 /// harmless, but a run shows them: shown, never failed.
 pub fn writes_after_lease_end(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         let EventKind::Write { worker, epoch: Some(number), write, refund, rows, .. } = &event.kind else {
             continue;
         };
@@ -97,7 +101,7 @@ pub fn writes_after_lease_end(facts: &Facts<'_>) -> Vec<Breach> {
             } else {
                 format!("{refund}")
             };
-            breaches.push(Breach { at_ms: event.at_ms, detail });
+            breaches.push(Breach { at_ms: event.at_ms, event: Some(index), detail });
         }
     }
     breaches

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 pub fn no_stale_confirm(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
     let mut last_claim: PerRow<Option<(Option<u32>, WorkerId)>> = PerRow::new(facts.world);
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         let EventKind::Write { worker, epoch, write, refund, rows, .. } = &event.kind else {
             continue;
         };
@@ -23,6 +23,7 @@ pub fn no_stale_confirm(facts: &Facts<'_>) -> Vec<Breach> {
                 Some((claim_epoch, _)) if claim_epoch == *epoch => {}
                 Some((claim_epoch, claimer)) => breaches.push(Breach {
                     at_ms: event.at_ms,
+                    event: Some(index),
                     detail: format!(
                         "{refund} was confirmed as sent by {}, but its last accepted claim was made by {}",
                         facts.who(*worker, *epoch),
@@ -31,6 +32,7 @@ pub fn no_stale_confirm(facts: &Facts<'_>) -> Vec<Breach> {
                 }),
                 None => breaches.push(Breach {
                     at_ms: event.at_ms,
+                    event: Some(index),
                     detail: format!(
                         "{refund} was confirmed as sent by {} without any accepted claim",
                         facts.who(*worker, *epoch)
@@ -52,7 +54,7 @@ pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
         *fence.slot(row.id) = row.fence;
     }
     let mut tokens: BTreeMap<&str, Token> = BTreeMap::new();
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         match &event.kind {
             EventKind::Write { worker, epoch, write, refund, rows, after, .. } if *rows > 0 => {
                 if let Some(epoch) = epoch {
@@ -60,7 +62,7 @@ pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
                     if let Some((newest, newest_worker)) = last {
                         if *epoch < newest {
                             breaches.push(Breach {
-                                at_ms: event.at_ms,
+                                at_ms: event.at_ms, event: Some(index),
                                 detail: format!(
                                     "{refund} accepted a {write} from {} after {} had written it: the row went back to an older lease",
                                     facts.who(*worker, Some(*epoch)),
@@ -77,7 +79,7 @@ pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
                     let before = fence.replace(*refund, image.fence);
                     if image.fence < before {
                         breaches.push(Breach {
-                            at_ms: event.at_ms,
+                            at_ms: event.at_ms, event: Some(index),
                             detail: format!("{refund}'s stored fence went down from {before} to {} on a {write} by {worker}", image.fence),
                         });
                     }
@@ -87,7 +89,7 @@ pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
                 if let Some(previous) = tokens.insert(key.as_str(), *token) {
                     if *token <= previous {
                         breaches.push(Breach {
-                            at_ms: event.at_ms,
+                            at_ms: event.at_ms, event: Some(index),
                             detail: format!("{key} issued token {token} to {worker} after token {previous}: tokens must only rise"),
                         });
                     }
@@ -107,7 +109,7 @@ pub fn state_machine(facts: &Facts<'_>) -> Vec<Breach> {
     for row in &facts.world.rows {
         *state.slot(row.id) = Some(row.state);
     }
-    for event in &facts.record.events {
+    for (index, event) in facts.record.events.iter().enumerate() {
         let EventKind::Write { worker, write, refund, rows, after, .. } = &event.kind else {
             continue;
         };
@@ -117,6 +119,7 @@ pub fn state_machine(facts: &Facts<'_>) -> Vec<Breach> {
         let Some(image) = after else {
             breaches.push(Breach {
                 at_ms: event.at_ms,
+                event: Some(index),
                 detail: format!("a {write} of {refund} by {worker} changed a row the store did not return"),
             });
             continue;
@@ -130,6 +133,7 @@ pub fn state_machine(facts: &Facts<'_>) -> Vec<Breach> {
         if !allowed {
             breaches.push(Breach {
                 at_ms: event.at_ms,
+                event: Some(index),
                 detail: format!("{refund} moved {before} -> {} on a {write} by {worker}", image.state),
             });
         }
@@ -139,6 +143,7 @@ pub fn state_machine(facts: &Facts<'_>) -> Vec<Breach> {
         if expected != Some(row.state) {
             breaches.push(Breach {
                 at_ms: facts.record.ended_at_ms,
+                event: None,
                 detail: format!(
                     "{} is {} in the table at the end, but its recorded writes left it {:?}",
                     row.id, row.state, expected

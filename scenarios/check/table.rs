@@ -1,6 +1,7 @@
 //! The one table of invariants. A name and a kind live here and nowhere else: reports,
 //! explorations and the matrix list the invariants from this table, in its order.
 
+use crate::check::chain::{self, Chain};
 use crate::check::facts::{Breach, Facts};
 use crate::check::{lease, liveness, money, order, rows};
 use serde::Serialize;
@@ -21,24 +22,77 @@ pub struct Invariant {
     pub name: &'static str,
     pub kind: CheckKind,
     pub check: fn(&Facts<'_>) -> Vec<Breach>,
+    /// How a breach's chain is found, from the fault (or the bug's act) to the breach.
+    pub chain: fn(&Facts<'_>, &Breach) -> Chain,
 }
 
 /// Every invariant of the design, in the order reports list them.
 pub const INVARIANTS: [Invariant; 11] = [
-    Invariant { name: "no-double-refund", kind: CheckKind::Always, check: money::no_double_refund },
-    Invariant { name: "no-stale-confirm", kind: CheckKind::Always, check: rows::no_stale_confirm },
-    Invariant { name: "monotonic-fences", kind: CheckKind::Always, check: rows::monotonic_fences },
-    Invariant { name: "token-order", kind: CheckKind::Always, check: order::token_order },
-    Invariant { name: "state-machine", kind: CheckKind::Always, check: rows::state_machine },
-    Invariant { name: "lease-integrity", kind: CheckKind::Always, check: lease::lease_integrity },
-    Invariant { name: "ledger-matches-rows", kind: CheckKind::AtRest, check: money::ledger_matches_rows },
-    Invariant { name: "rows-settled", kind: CheckKind::AtRest, check: liveness::rows_settled },
-    Invariant { name: "progress", kind: CheckKind::OnceHealed, check: liveness::progress },
-    Invariant { name: "single-holder", kind: CheckKind::Diagnostic, check: lease::single_holder },
+    Invariant {
+        name: "no-double-refund",
+        kind: CheckKind::Always,
+        check: money::no_double_refund,
+        chain: chain::double_refund_chain,
+    },
+    Invariant {
+        name: "no-stale-confirm",
+        kind: CheckKind::Always,
+        check: rows::no_stale_confirm,
+        chain: chain::row_chain,
+    },
+    Invariant {
+        name: "monotonic-fences",
+        kind: CheckKind::Always,
+        check: rows::monotonic_fences,
+        chain: chain::row_chain,
+    },
+    Invariant {
+        name: "token-order",
+        kind: CheckKind::Always,
+        check: order::token_order,
+        chain: chain::token_chain,
+    },
+    Invariant {
+        name: "state-machine",
+        kind: CheckKind::Always,
+        check: rows::state_machine,
+        chain: chain::row_chain,
+    },
+    Invariant {
+        name: "lease-integrity",
+        kind: CheckKind::Always,
+        check: lease::lease_integrity,
+        chain: chain::lease_chain,
+    },
+    Invariant {
+        name: "ledger-matches-rows",
+        kind: CheckKind::AtRest,
+        check: money::ledger_matches_rows,
+        chain: chain::ledger_chain,
+    },
+    Invariant {
+        name: "rows-settled",
+        kind: CheckKind::AtRest,
+        check: liveness::rows_settled,
+        chain: chain::settled_chain,
+    },
+    Invariant {
+        name: "progress",
+        kind: CheckKind::OnceHealed,
+        check: liveness::progress,
+        chain: chain::progress_chain,
+    },
+    Invariant {
+        name: "single-holder",
+        kind: CheckKind::Diagnostic,
+        check: lease::single_holder,
+        chain: chain::single_holder_chain,
+    },
     Invariant {
         name: "writes-after-lease-end",
         kind: CheckKind::Diagnostic,
         check: order::writes_after_lease_end,
+        chain: chain::row_chain,
     },
 ];
 

@@ -8,6 +8,7 @@ use fencesim::mutant::Mutant;
 use fencesim::runner::{run_with, Outcome, DEFAULT_SEED};
 use fencesim::scenario::{self, FaultMask};
 use fencesim::sim::GatewayMode;
+use fencesim::tell::failure::violations_told;
 use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::story::{render_story, story};
 use fencesim::tell::timeline::write_run_page;
@@ -55,7 +56,7 @@ fn tell(outcome: &Outcome, seed: u64) {
     let lines = story(outcome);
     print!("{}", render_story(outcome, &lines, usize::MAX));
     println!("\nseed {} trace {:016x}: {}", seed, outcome.trace_hash, outcome.counts_line());
-    print!("{}", outcome.breach_lines("VIOLATION ", false));
+    print!("{}", violations_told(outcome));
     if !outcome.passed() {
         println!("reproduce with: {}", outcome.replay_command());
     }

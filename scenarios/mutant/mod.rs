@@ -4,8 +4,10 @@
 //! no trace of them: a SQL mutant is the store given other statement text, every other
 //! mutant a wrapper around one port.
 
+mod acts;
 mod planted;
 
+pub use acts::acts;
 pub use planted::Planted;
 
 use fencesim_model::Mechanism;

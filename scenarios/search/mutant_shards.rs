@@ -85,6 +85,7 @@ struct MutantShare {
     first_seed: Option<u64>,
     trace_hash: Option<String>,
     wall_ms: u64,
+    old_rule_only: u64,
 }
 
 impl MutantShare {
@@ -107,6 +108,7 @@ impl MutantShare {
             first_seed: self.first_seed,
             trace_hash: self.trace_hash,
             wall_ms: self.wall_ms,
+            old_rule_only: self.old_rule_only,
         })
     }
 }

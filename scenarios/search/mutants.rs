@@ -27,23 +27,51 @@ fn broken(outcome: &Outcome) -> Vec<&'static str> {
 }
 
 /// The invariants the bug breaks on this scenario that the correct code does not, in the
-/// table's order, and the trace hash of the run with the bug.
-fn newly_broken(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<(Vec<&'static str>, u64), String> {
+/// table's order, each with whether its first breach's chain passes through the bug's
+/// act; and the trace hash of the run with the bug.
+fn newly_broken(
+    scenario: &Scenario,
+    seed: u64,
+    mutant: Mutant,
+) -> Result<(Vec<(&'static str, bool)>, u64), String> {
     let right = run(scenario, seed)?;
     let wrong = run_planted(scenario, seed, mutant)?;
     let before = broken(&right);
-    let new = broken(&wrong).into_iter().filter(|invariant| !before.contains(invariant)).collect();
+    let new = wrong.checks.iter().filter(|check| check.is_violation() && !before.contains(&check.invariant));
+    let new = new.map(|check| (check.invariant, wrong.through_the_bug(check))).collect();
     Ok((new, wrong.trace_hash))
 }
 
-/// The first invariant the bug breaks on this scenario that the correct code does not, if any.
+/// What one seed says of a mutant: caught (by this invariant, through the bug's chain),
+/// caught only by the old rule (a new breach whose chain misses the bug), or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Caught(&'static str, u64),
+    OldRuleOnly(&'static str),
+    Missed,
+}
+
+/// Whether the bug breaks, on this scenario, an invariant that the correct code does not,
+/// through a chain that passes through the bug's act.
+pub fn verdict(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<Verdict, String> {
+    let (new, hash) = newly_broken(scenario, seed, mutant)?;
+    Ok(match (new.iter().find(|(_, through)| *through), new.first()) {
+        (Some((invariant, _)), _) => Verdict::Caught(invariant, hash),
+        (None, Some((invariant, _))) => Verdict::OldRuleOnly(invariant),
+        (None, None) => Verdict::Missed,
+    })
+}
+
+/// The invariant that catches the bug on this scenario (see `verdict`), if any.
 pub fn catches(
     scenario: &Scenario,
     seed: u64,
     mutant: Mutant,
 ) -> Result<Option<(&'static str, u64)>, String> {
-    let (new, hash) = newly_broken(scenario, seed, mutant)?;
-    Ok(new.first().map(|invariant| (*invariant, hash)))
+    Ok(match verdict(scenario, seed, mutant)? {
+        Verdict::Caught(invariant, hash) => Some((invariant, hash)),
+        Verdict::OldRuleOnly(_) | Verdict::Missed => None,
+    })
 }
 
 /// The scenario a mutant is searched on: the seed's random world, under the mechanism the
@@ -56,19 +84,32 @@ pub fn scenario_for(mutant: Mutant, seed: u64) -> Result<Scenario, String> {
 /// invariant and the correct code does not (a smaller story may break others too).
 pub fn shrink(scenario: &Scenario, seed: u64, mutant: Mutant, invariant: &str) -> Result<Scenario, String> {
     shrink_scenario(scenario, |trial: &Scenario| {
-        Ok(newly_broken(trial, seed, mutant)?.0.contains(&invariant))
+        Ok(newly_broken(trial, seed, mutant)?.0.contains(&(invariant, true)))
     })
 }
 
+/// One search's result: the first seed from its start that catches the mutant (with the
+/// invariant and the buggy run's trace hash), and how many seeds before it the old rule (a
+/// new breach, wherever its chain goes) would have counted as a catch.
+pub struct Search {
+    pub catch: Option<(u64, &'static str, u64)>,
+    pub old_rule_only: u64,
+}
+
 /// One search: the first seed from `start` (within `budget` seeds) that catches it.
-pub fn search(mutant: Mutant, start: u64, budget: u64) -> Result<Option<(u64, &'static str, u64)>, String> {
+pub fn search(mutant: Mutant, start: u64, budget: u64) -> Result<Search, String> {
     let seeds = SeedRange::new(start, budget)?;
+    let mut old_rule_only = 0;
     for seed in seeds.positions().map(|position| seeds.seed(position)) {
-        if let Some((invariant, hash)) = catches(&scenario_for(mutant, seed)?, seed, mutant)? {
-            return Ok(Some((seed, invariant, hash)));
+        match verdict(&scenario_for(mutant, seed)?, seed, mutant)? {
+            Verdict::Caught(invariant, hash) => {
+                return Ok(Search { catch: Some((seed, invariant, hash)), old_rule_only })
+            }
+            Verdict::OldRuleOnly(_) => old_rule_only += 1,
+            Verdict::Missed => {}
         }
     }
-    Ok(None)
+    Ok(Search { catch: None, old_rule_only })
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -97,6 +138,9 @@ pub struct MutantReport {
     pub first_seed: Option<u64>,
     pub trace_hash: Option<String>,
     pub wall_ms: u64,
+    /// Seeds, over all its searches up to each one's catch, that the old rule (a new breach,
+    /// wherever its chain goes) counted as a catch and this one does not.
+    pub old_rule_only: u64,
 }
 
 /// How many searches' catching scenarios are shrunk, of those that caught the mutant by
@@ -124,9 +168,12 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
     let clock = Instant::now();
     let mut seeds_to_detect = Vec::new();
     let mut catches = Vec::new();
+    let mut old_rule_only = 0;
     for search_number in 0..starts.max(1) {
         let start = 1 + search_number * START_STRIDE;
-        match search(mutant, start, budget)? {
+        let found = search(mutant, start, budget)?;
+        old_rule_only += found.old_rule_only;
+        match found.catch {
             Some(catch) => {
                 seeds_to_detect.push(catch.0 - start + 1);
                 catches.push(catch);
@@ -156,6 +203,7 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         first_seed: first.map(|found| found.0),
         trace_hash: first.map(|found| format!("{:016x}", found.2)),
         wall_ms: clock.elapsed().as_millis() as u64,
+        old_rule_only,
     })
 }
 

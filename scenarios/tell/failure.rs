@@ -22,7 +22,36 @@ pub fn tell_failure(outcome: &Outcome, lines_before: usize) -> String {
         let _ = writeln!(out, "... {skip} earlier lines");
     }
     out.push_str(&render_story(outcome, &upto[skip..], usize::MAX));
-    out.push_str(&outcome.breach_lines("VIOLATION ", false));
+    out.push_str(&violations_told(outcome));
+    out
+}
+
+/// Each violation's line, and under it the chain that made it: a sentence, then its
+/// events, each with its time.
+pub fn violations_told(outcome: &Outcome) -> String {
+    let mut out = String::new();
+    for check in outcome.checks.iter().filter(|check| check.is_violation()) {
+        let breach = &check.breaches[0];
+        let _ = writeln!(
+            out,
+            "VIOLATION {} ({} time(s)), first at {}: {}",
+            check.invariant,
+            check.breaches.len(),
+            outcome.scenario.base.plus(breach.at_ms),
+            breach.detail
+        );
+        let Some(chain) = outcome.chain(check) else { continue };
+        let _ = writeln!(out, "  why: {}", chain.summary);
+        for (number, step) in chain.steps.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  {:>2}. {}  {}",
+                number + 1,
+                outcome.scenario.base.plus(step.at_ms),
+                step.text
+            );
+        }
+    }
     out
 }
 

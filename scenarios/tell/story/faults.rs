@@ -23,7 +23,7 @@ impl Narrator<'_> {
 }
 
 /// A fault in words, and its note on the sequence diagram.
-fn fault_words(fault: &FaultKind) -> (String, String) {
+pub(crate) fn fault_words(fault: &FaultKind) -> (String, String) {
     match *fault {
         FaultKind::Pause { worker, duration_ms } => (
             format!("{worker}'s whole process freezes for {} ms", fmt_ms(duration_ms)),

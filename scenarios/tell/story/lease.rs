@@ -87,10 +87,15 @@ impl Narrator<'_> {
                 let ours = holder.as_deref().is_some_and(|held| held.starts_with(&format!("{worker}")));
                 if !ours {
                     let who = holder.as_deref().unwrap_or("nobody");
+                    let counted = if self.instances() > 1 {
+                        "; that is one instance's answer, and the check goes by the majority's"
+                    } else {
+                        ""
+                    };
                     self.push(
                         at,
                         self.redis(*instance),
-                        format!("{worker} checks {key} before writing: held by {who}"),
+                        format!("{worker} checks {key} before its next write: held by {who}{counted}"),
                         vec![format!("{worker}->>R: GET {key}"), format!("R-->>{worker}: {who}")],
                     )
                 }
@@ -121,6 +126,12 @@ impl Narrator<'_> {
                 self.redis(*instance),
                 format!("refuses {worker}'s connection: it is restarting"),
                 vec![format!("{worker}-x{}: connection refused", "R")],
+            ),
+            EventKind::TokenIssued { worker, key, token } if key.starts_with("fence_seq:") => self.push(
+                at,
+                Actor::Store,
+                format!("the database's sequence {key} gives {worker} token {token}"),
+                vec![format!("{worker}->>D: next value of {key}"), format!("D-->>{worker}: {token}")],
             ),
             EventKind::TokenIssued { worker, key, token } => self.push(
                 at,

@@ -2,7 +2,7 @@
 //! settling row after row folded into one line. Each component's events are told in a
 //! file of their own; the same lines drive the sequence diagram.
 
-mod faults;
+pub(crate) mod faults;
 mod gateway;
 mod lease;
 mod narrator;
@@ -58,7 +58,8 @@ impl Narrator<'_> {
 /// The run as lines, routine stretches folded.
 pub fn story(outcome: &Outcome) -> Vec<Line> {
     let mut narrator = Narrator::new(outcome, rhythm::plain_rows(&outcome.record.events));
-    for event in &outcome.record.events {
+    for (index, event) in outcome.record.events.iter().enumerate() {
+        narrator.current = index;
         narrator.event(event);
     }
     narrator.close_fold();

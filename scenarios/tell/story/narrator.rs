@@ -11,6 +11,8 @@ pub(super) use fencesim_model::group_thousands as fmt_ms;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line {
     pub at_ms: u64,
+    /// The event it tells (its index in the history); a folded run's first event.
+    pub event: usize,
     pub actor: String,
     pub text: String,
     /// How the sequence diagram draws it.
@@ -31,6 +33,7 @@ struct Fold {
     rows: usize,
     from_ms: u64,
     to_ms: u64,
+    first_event: usize,
     /// Who had confirmed the rows of a skipped run.
     sent_by: BTreeSet<WorkerId>,
 }
@@ -49,6 +52,8 @@ pub(super) struct Narrator<'a> {
     pub(super) selected_at: BTreeMap<WorkerId, u64>,
     /// The row each worker last claimed in its current batch.
     pub(super) claimed: BTreeMap<WorkerId, RefundId>,
+    /// The event being told now.
+    pub(super) current: usize,
 }
 
 pub(super) fn rows_word(count: u64) -> &'static str {
@@ -70,6 +75,7 @@ impl<'a> Narrator<'a> {
             sent_by: BTreeMap::new(),
             selected_at: BTreeMap::new(),
             claimed: BTreeMap::new(),
+            current: 0,
         }
     }
 
@@ -99,7 +105,8 @@ impl<'a> Narrator<'a> {
 
     pub(super) fn push(&mut self, at_ms: u64, actor: impl ToString, text: String, diagram: Vec<String>) {
         self.close_fold();
-        self.lines.push(Line { at_ms, actor: actor.to_string(), text, diagram });
+        let event = self.current;
+        self.lines.push(Line { at_ms, event, actor: actor.to_string(), text, diagram });
     }
 
     pub(super) fn close_fold(&mut self) {
@@ -119,7 +126,8 @@ impl<'a> Narrator<'a> {
             RunKind::Skipped => (self.skipped(&fold, &range, &count), format!("skips {range}, already sent")),
         };
         let diagram = vec![format!("Note over {}: {}", fold.worker, note.replace(" .. ", ".."))];
-        self.lines.push(Line { at_ms: fold.from_ms, actor: fold.worker.to_string(), text, diagram });
+        let (at_ms, event) = (fold.from_ms, fold.first_event);
+        self.lines.push(Line { at_ms, event, actor: fold.worker.to_string(), text, diagram });
     }
 
     /// A run of claims without a token that changed nothing: the rows were already sent.
@@ -174,6 +182,7 @@ impl<'a> Narrator<'a> {
             rows: 1,
             from_ms: at_ms,
             to_ms: at_ms,
+            first_event: self.current,
             sent_by: sender.into_iter().collect(),
         });
     }

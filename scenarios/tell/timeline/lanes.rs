@@ -2,10 +2,11 @@
 //! Redis really granted, pauses and crashes, each write and gateway call as a mark, the
 //! routine stretches folded, and the rows whose history was not routine.
 
-use super::{Bar, Mark, RowView};
+use super::{spans, Bar, Fold, Mark, RowView, Span};
+use crate::check::before::{rows_before, rule_words};
 use crate::runner::Outcome;
 use crate::tell::story::plain_rows;
-use fencesim_model::{group_thousands, GatewayRef, RefundId, Step, WorkerId};
+use fencesim_model::{group_thousands, GatewayRef, RefundId, RowImage, Step, WorkerId, WriteKind};
 use fencesim_sim::{CallOutcome, Event, EventKind, FaultKind, FaultName};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +21,11 @@ pub struct Lanes {
     /// Pauses and crashes.
     pub bands: Vec<Bar>,
     /// Each worker's unbroken stretches of routine rows, one band each.
-    pub folds: Vec<Bar>,
+    pub folds: Vec<Fold>,
+    /// Requests and replies held up on a hop.
+    pub delays: Vec<Span>,
+    /// Redis instances refusing connections while they restart.
+    pub downtime: Vec<Span>,
     pub marks: Vec<Mark>,
     pub rows: Vec<RowView>,
 }
@@ -127,8 +132,8 @@ fn bands(events: &[Event]) -> Vec<Bar> {
 /// A mark for an event the page draws one of, with the row it concerns; `paid` counts the
 /// payments of each row so far.
 fn mark_of(
-    index: usize,
-    event: &Event,
+    (index, event): (usize, &Event),
+    before: Option<RowImage>,
     paid: &mut BTreeMap<RefundId, u32>,
 ) -> Option<(Mark, Option<RefundId>)> {
     let mark = |lane, worker: WorkerId, kind, label| Mark {
@@ -139,6 +144,10 @@ fn mark_of(
         label,
         event: index,
         fold: None,
+        write: None,
+        token: None,
+        fence_before: None,
+        rule: None,
     };
     let (made, refund) = match &event.kind {
         EventKind::Write { worker, write, refund, token, rows, .. } => {
@@ -148,10 +157,16 @@ fn mark_of(
                 _ => "ok",
             };
             let with = token.map_or("without a token".to_owned(), |token| format!("with token {token}"));
-            (
-                mark("write", *worker, kind, format!("{worker}: {write} {refund} {with}: {rows} row(s)")),
-                *refund,
-            )
+            let mut made =
+                mark("write", *worker, kind, format!("{worker}: {write} {refund} {with}: {rows} row(s)"));
+            made.write = Some(match write {
+                WriteKind::Claim => "claim",
+                WriteKind::Confirm => "confirm",
+            });
+            made.token = token.map(|token| token.0);
+            made.fence_before = before.map(|row| row.fence);
+            made.rule = before.map(|row| rule_words(*write, *token, row, *rows));
+            (made, *refund)
         }
         EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, .. } => {
             let kind = match outcome {
@@ -165,7 +180,7 @@ fn mark_of(
             let what = match outcome {
                 CallOutcome::Created => format!("{amount} leaves as {}", GatewayRef(*gateway_ref)),
                 CallOutcome::Replayed => {
-                    format!("answered from the idempotency record: #{gateway_ref}, no money")
+                    format!("answered from the idempotency record (gateway refund #{gateway_ref}), no money moves")
                 }
                 CallOutcome::Conflict => "refused: the key is in flight".to_owned(),
             };
@@ -187,9 +202,20 @@ fn mark_of(
     Some((made, Some(refund)))
 }
 
+/// What a stretch of routine marks did: every write in it changed nothing (the rows were
+/// found sent, and skipped), or the rows were claimed, paid and confirmed.
+fn stretch_kind(marks: &[Mark], stretch: &[usize]) -> &'static str {
+    let mut writes = stretch.iter().filter(|&&i| marks[i].lane == "write");
+    match writes.all(|&i| marks[i].kind == "none") {
+        true => "skipped",
+        false => "settled",
+    }
+}
+
 /// Folds each worker's unbroken stretch of marks on routine rows (three rows or more) into
 /// one band.
-fn fold_routine(marks: &mut [Mark], routine: &[Option<RefundId>], folds: &mut Vec<Bar>) {
+fn fold_routine(marks: &mut [Mark], routine: &[Option<RefundId>]) -> Vec<Fold> {
+    let mut folds = Vec::new();
     let workers = marks.iter().map(|mark| mark.worker + 1).max().unwrap_or(0);
     for worker in 0..workers {
         let mine: Vec<usize> =
@@ -204,18 +230,36 @@ fn fold_routine(marks: &mut [Mark], routine: &[Option<RefundId>], folds: &mut Ve
             let rows: BTreeSet<RefundId> = stretch.iter().filter_map(|&i| routine[i]).collect();
             if let (true, Some(first), Some(last)) = (rows.len() >= 3, rows.first(), rows.last()) {
                 let (from, to) = (marks[stretch[0]].at, marks[stretch[stretch.len() - 1]].at);
-                let label =
-                    format!("{first} .. {last}: {} routine rows, claimed, paid and confirmed", rows.len());
+                let kind = stretch_kind(marks, stretch);
+                let did = match kind {
+                    "skipped" => "found already sent, and skipped",
+                    _ => "claimed, paid and confirmed",
+                };
+                let label = format!("{first} .. {last}: {} routine rows, {did}", rows.len());
                 let event = marks[stretch[0]].event;
                 for &i in stretch {
                     marks[i].fold = Some(folds.len());
+                    // a routine mark is told by its event (kept in the page) and its fold's
+                    // label: its own words would double the page's size
+                    marks[i].rule = None;
+                    marks[i].label = String::new();
                 }
-                folds.push(Bar { worker, from, to, label, event });
+                folds.push(Fold { bar: Bar { worker, from, to, label, event }, kind });
             }
             start = end.max(start + 1);
         }
     }
-    folds.sort_by_key(|fold| (fold.from, fold.worker));
+    // in time order, each mark pointing at its fold's new place
+    let mut order: Vec<usize> = (0..folds.len()).collect();
+    order.sort_by_key(|&i| (folds[i].bar.from, folds[i].bar.worker));
+    let mut place = vec![0; folds.len()];
+    for (new, &old) in order.iter().enumerate() {
+        place[old] = new;
+    }
+    for mark in marks.iter_mut() {
+        mark.fold = mark.fold.map(|old| place[old]);
+    }
+    order.into_iter().map(|i| folds[i].clone()).collect()
 }
 
 /// The rows whose history was not routine: their state and fence after each accepted write.
@@ -238,20 +282,22 @@ fn rows(events: &[Event], plain: &BTreeSet<RefundId>) -> Vec<RowView> {
 pub(super) fn lanes(outcome: &Outcome) -> Lanes {
     let events = &outcome.record.events;
     let plain = plain_rows(events);
+    let before = rows_before(&outcome.scenario.world, &outcome.record);
     let (mut marks, mut routine, mut paid) = (Vec::new(), Vec::new(), BTreeMap::new());
     for (index, event) in events.iter().enumerate() {
-        if let Some((mark, refund)) = mark_of(index, event, &mut paid) {
+        if let Some((mark, refund)) = mark_of((index, event), before[index], &mut paid) {
             routine.push(refund.filter(|refund| plain.contains(refund)));
             marks.push(mark);
         }
     }
-    let mut folds = Vec::new();
-    fold_routine(&mut marks, &routine, &mut folds);
+    let folds = fold_routine(&mut marks, &routine);
     Lanes {
         believed: believed(events, outcome.record.ended_at_ms),
         leases: leases(outcome),
         bands: bands(events),
         folds,
+        delays: spans::delays(events),
+        downtime: spans::downtime(outcome),
         marks,
         rows: rows(events, &plain),
     }

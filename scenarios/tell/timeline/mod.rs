@@ -5,6 +5,7 @@
 
 mod lanes;
 mod page;
+mod spans;
 
 pub use lanes::Lanes;
 pub use page::timeline_page;
@@ -14,6 +15,7 @@ use crate::tell::story::story;
 use crate::tell::write::write_whole;
 use fencesim_model::Mechanism;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 /// A span of time on one worker's lane: a belief, a lease, a pause or crash, or a
@@ -37,10 +39,46 @@ pub struct Mark {
     pub worker: usize,
     /// How it is drawn: `ok`, `rejected`, `paid`, `paid-again`, `replayed`, `found`, `none`.
     pub kind: &'static str,
+    /// Its words; empty inside a routine fold, where the page tells it from its event.
     pub label: String,
     pub event: usize,
     /// The folded stretch it belongs to, if any: drawn only when that fold is open.
     pub fold: Option<usize>,
+    /// For a write: `claim` or `confirm`, the token it carried, the row's fence just
+    /// before it, and (outside the routine folds) the protocol's rule with how the write
+    /// fared by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence_before: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+}
+
+/// A folded stretch of one worker's routine rows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Fold {
+    #[serde(flatten)]
+    pub bar: Bar,
+    /// `settled` (claimed, paid and confirmed) or `skipped` (found already sent).
+    pub kind: &'static str,
+}
+
+/// A request or a reply held up on a worker's hop, or a Redis instance that refuses
+/// connections while it restarts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// The worker whose request it holds up (none for a Redis instance's downtime).
+    pub worker: Option<usize>,
+    /// `redis`, `database` or `gateway`; the instance, for a downtime.
+    pub hop: String,
+    pub from: u64,
+    pub to: u64,
+    pub label: String,
+    /// The fault that caused it.
+    pub event: usize,
 }
 
 /// A row whose history was not routine: its state and fence after each accepted write.
@@ -59,19 +97,59 @@ pub struct BreachView {
     pub diagnostic: bool,
     pub at: u64,
     pub detail: String,
-    /// The first event at that moment.
+    /// The event that broke it; for a check of the state at rest, the first event at the
+    /// moment it was checked.
     pub event: usize,
-    /// The story line told at (or last before) that moment.
+    /// The story line that tells that event, or the last one before it.
     pub line: usize,
 }
 
-/// One line of the run's story, with the first event at its moment.
+/// One line of the run's story, with the event it tells.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StoryLine {
     pub at: u64,
     pub actor: String,
     pub text: String,
     pub event: usize,
+}
+
+/// The chain of a violated invariant's first breach.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainView {
+    pub invariant: &'static str,
+    /// The breach it explains, in `breaches`.
+    pub breach: usize,
+    pub found: bool,
+    pub summary: String,
+    pub steps: Vec<ChainStepView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainStepView {
+    pub event: usize,
+    pub at: u64,
+    pub text: String,
+}
+
+fn chain_views(outcome: &Outcome, breaches: &[BreachView]) -> Vec<ChainView> {
+    let first = |invariant: &str| breaches.iter().position(|breach| breach.invariant == invariant);
+    outcome
+        .chains()
+        .into_iter()
+        .filter_map(|(invariant, chain)| {
+            Some(ChainView {
+                invariant,
+                breach: first(invariant)?,
+                found: chain.found,
+                summary: chain.summary,
+                steps: chain
+                    .steps
+                    .into_iter()
+                    .map(|step| ChainStepView { event: step.event, at: step.at_ms, text: step.text })
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 /// Everything the page draws of one run.
@@ -91,9 +169,18 @@ pub struct RunView {
     #[serde(flatten)]
     pub lanes: Lanes,
     pub breaches: Vec<BreachView>,
+    /// Why each violated invariant broke: its first breach's chain.
+    pub chains: Vec<ChainView>,
     pub story: Vec<StoryLine>,
     /// Every event, as a line of the trace (`fencesim run --trace`).
+    /// Every event the page can select, by its index in the history, as a line of the
+    /// trace (`fencesim run --trace`): each mark's, bar's, row change's, breach's, story
+    /// line's and chain step's. The routine steps between them are left out, which keeps
+    /// a page of three long runs small; the whole trace is one `--trace` away.
+    /// Each other event is an empty line.
     pub events: Vec<String>,
+    /// How many events the history holds in all.
+    pub event_count: usize,
 }
 
 /// The first event at or after `at_ms` (events are in time order).
@@ -105,13 +192,16 @@ fn event_at(outcome: &Outcome, at_ms: u64) -> usize {
 fn story_lines(outcome: &Outcome) -> Vec<StoryLine> {
     story(outcome)
         .into_iter()
-        .map(|line| StoryLine {
-            at: line.at_ms,
-            event: event_at(outcome, line.at_ms),
-            actor: line.actor,
-            text: line.text,
-        })
+        .map(|line| StoryLine { at: line.at_ms, event: line.event, actor: line.actor, text: line.text })
         .collect()
+}
+
+/// The story line that tells `event`, or the last one before it.
+pub(crate) fn line_of(story: &[StoryLine], event: usize) -> usize {
+    story
+        .iter()
+        .position(|line| line.event == event)
+        .unwrap_or_else(|| story.iter().rposition(|line| line.event <= event).unwrap_or(0))
 }
 
 /// Every breach of every check that does not hold, in time order, each with its story line.
@@ -125,8 +215,8 @@ fn breaches(outcome: &Outcome, story: &[StoryLine]) -> Vec<BreachView> {
                 diagnostic: !check.kind.fails_runs(),
                 at: breach.at_ms,
                 detail: breach.detail.clone(),
-                event: event_at(outcome, breach.at_ms),
-                line: story.partition_point(|line| line.at <= breach.at_ms).saturating_sub(1),
+                event: breach.event.unwrap_or_else(|| event_at(outcome, breach.at_ms)),
+                line: line_of(story, breach.event.unwrap_or(usize::MAX)),
             })
         })
         .collect();
@@ -134,12 +224,37 @@ fn breaches(outcome: &Outcome, story: &[StoryLine]) -> Vec<BreachView> {
     all
 }
 
+/// The events the page can select.
+fn selectable(
+    lanes: &Lanes,
+    breaches: &[BreachView],
+    story: &[StoryLine],
+    chains: &[ChainView],
+) -> BTreeSet<usize> {
+    let bars = [&lanes.believed, &lanes.leases, &lanes.bands].into_iter().flatten().map(|bar| bar.event);
+    let folds = lanes.folds.iter().map(|fold| fold.bar.event);
+    let spans = lanes.delays.iter().chain(&lanes.downtime).map(|span| span.event);
+    let marks = lanes.marks.iter().map(|mark| mark.event);
+    let rows = lanes.rows.iter().flat_map(|row| row.changes.iter().map(|change| change.3));
+    let told = breaches.iter().map(|breach| breach.event).chain(story.iter().map(|line| line.event));
+    let chained = chains.iter().flat_map(|chain| chain.steps.iter().map(|step| step.event));
+    bars.chain(folds).chain(spans).chain(marks).chain(rows).chain(told).chain(chained).collect()
+}
+
 /// What the page draws of `outcome`, under `title`.
 pub fn run_view(outcome: &Outcome, title: &str) -> RunView {
     let world = &outcome.scenario.world;
     let story = story_lines(outcome);
     let lanes = lanes::lanes(outcome);
-    let events = String::from_utf8(outcome.trace_bytes()).expect("the trace is JSON, so UTF-8");
+    let breaches = breaches(outcome, &story);
+    let trace = String::from_utf8(outcome.trace_bytes()).expect("the trace is JSON, so UTF-8");
+    let chains = chain_views(outcome, &breaches);
+    let wanted = selectable(&lanes, &breaches, &story, &chains);
+    let keep = |(index, line): (usize, &str)| match wanted.contains(&index) {
+        true => line.to_owned(),
+        false => String::new(),
+    };
+    let events = trace.lines().enumerate().map(keep).collect();
     RunView {
         title: title.to_owned(),
         mechanism: world.mechanism.to_string(),
@@ -152,9 +267,11 @@ pub fn run_view(outcome: &Outcome, title: &str) -> RunView {
         end: outcome.record.ended_at_ms,
         workers: (0..world.workers).map(|worker| fencesim_model::WorkerId(worker).to_string()).collect(),
         lanes,
-        breaches: breaches(outcome, &story),
+        chains,
+        breaches,
         story,
-        events: events.lines().map(str::to_owned).collect(),
+        events,
+        event_count: outcome.record.events.len(),
     }
 }
 
@@ -225,7 +342,7 @@ mod tests {
             "the mark's event is the rejected write"
         );
         // A's 814 routine rows are one folded band, and every mark in it belongs to it
-        let fold = &view.lanes.folds[0];
+        let fold = &view.lanes.folds[0].bar;
         assert_eq!((fold.worker, fold.from), (0, 0));
         assert!(fold.label.starts_with("r_001 .. r_814: 814 routine rows"), "{}", fold.label);
         assert!(view.lanes.marks.iter().filter(|mark| mark.fold == Some(0)).all(|mark| mark.at <= fold.to));

@@ -1,0 +1,145 @@
+//! Chains of the rows' invariants and of the lease's: a write (or a lease command) by a
+//! holder whose lease had ended, or a write the store accepted against the rule.
+
+use super::stale::{grant_of, stale};
+use super::words::against_the_rule;
+use super::{breaking_event, Chain, ChainStep, Cx};
+use crate::check::facts::{Breach, Facts};
+use fencesim_model::{RefundId, Step, WorkerId};
+use fencesim_sim::EventKind;
+
+/// The last accepted write on `refund` before `index` by anyone other than `worker`.
+fn other_write(cx: &Cx<'_>, refund: RefundId, worker: WorkerId, index: usize) -> Option<usize> {
+    cx.events[..index].iter().rposition(|event| {
+        matches!(&event.kind, EventKind::Write { refund: r, worker: w, rows: 1.., .. } if *r == refund && *w != worker)
+    })
+}
+
+/// The last accepted claim of `refund` by `worker` before `index`.
+pub(crate) fn own_claim(cx: &Cx<'_>, refund: RefundId, worker: WorkerId, index: usize) -> Option<usize> {
+    cx.events[..index].iter().rposition(|event| {
+        matches!(&event.kind, EventKind::Write { refund: r, worker: w, write: fencesim_model::WriteKind::Claim, rows: 1.., .. } if *r == refund && *w == worker)
+    })
+}
+
+/// A write's chain: the stale holder's, or the store's acceptance against the rule, with
+/// the other lease's last write on the row and the writer's own claim.
+///
+/// How it is found: the write that broke the invariant names its writer and epoch; the
+/// epoch ledger says whether that lease had ended before the write (a stale chain), and the
+/// rows before it say whether the store followed the rule. Neither: no chain.
+pub fn row_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
+    let cx = Cx::new(facts);
+    let index = match breaking_event(breach) {
+        Ok(index) => index,
+        Err(none) => return none,
+    };
+    let EventKind::Write { worker, epoch, refund, .. } = &cx.events[index].kind else {
+        return super::counter::token_chain(facts, breach);
+    };
+    let mut steps: Vec<ChainStep> =
+        [other_write(&cx, *refund, *worker, index), own_claim(&cx, *refund, *worker, index)]
+            .into_iter()
+            .flatten()
+            .map(|at| cx.step(at))
+            .collect();
+    steps.push(cx.step(index));
+    let stale = epoch.and_then(|number| stale(&cx, *worker, number, index));
+    let broken = against_the_rule(&cx, index);
+    let act = cx.step(index).text;
+    let summary = match (&stale, broken) {
+        (Some(stale), _) => format!("{}{act}", stale.summary),
+        (None, true) => format!(
+            "the store accepted a write that the protocol's rule turns away, at {}: {act}",
+            cx.at(index)
+        ),
+        (None, false) => {
+            return Chain::none(format!(
+                "{worker}'s lease was live when it wrote at {}, and the store followed the rule",
+                cx.at(index)
+            ))
+        }
+    };
+    steps.extend(stale.into_iter().flat_map(|stale| stale.steps));
+    Chain::of(summary, steps)
+}
+
+/// The epoch `worker` was last granted at or before event `index`.
+fn epoch_before(cx: &Cx<'_>, worker: WorkerId, index: usize) -> Option<u32> {
+    let at = cx.events[index].at_ms;
+    let epochs =
+        cx.facts.record.epochs.iter().filter(|epoch| epoch.worker == worker && epoch.granted_at_ms <= at);
+    epochs.last().map(|epoch| epoch.number)
+}
+
+/// lease-integrity's chain: the command that freed, kept alive or overwrote another's
+/// lease, after the sender's own lease had ended (with its GET, when the release was split).
+///
+/// How it is found: the command names its sender; the sender's last epoch before it and the
+/// ledger give the stale chain. A command sent while its sender's lease was live (a value
+/// shared by two workers) has no stale chain, and the summary says so.
+pub fn lease_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
+    let cx = Cx::new(facts);
+    let index = match breaking_event(breach) {
+        Ok(index) => index,
+        Err(none) => return none,
+    };
+    let worker = match &cx.events[index].kind {
+        EventKind::LeaseDeleted { worker, .. }
+        | EventKind::LeaseReleased { worker, .. }
+        | EventKind::LeaseRearmed { worker, .. }
+        | EventKind::LeaseSet { worker, .. } => *worker,
+        _ => return Chain::none("the breach is not a lease command".to_owned()),
+    };
+    let act = cx.step(index);
+    let mut steps = vec![act.clone()];
+    let read = cx.events[..index]
+        .iter()
+        .rposition(|event| matches!(&event.kind, EventKind::LeaseRead { worker: w, .. } if *w == worker));
+    let stale = epoch_before(&cx, worker, index).and_then(|number| stale(&cx, worker, number, index));
+    let Some(stale) = stale else {
+        return Chain::of(
+            format!("{worker}'s lease had not ended when, at {}, {}", cx.at(index), act.text),
+            steps,
+        );
+    };
+    if let Some(read) = read.filter(|read| *read > stale.steps[0].event) {
+        steps.push(cx.step(read));
+    }
+    let summary = format!("{}{}", stale.summary, act.text);
+    steps.extend(stale.steps);
+    Chain::of(summary, steps)
+}
+
+/// single-holder's chain (a diagnostic): the earlier believer's lease ended while it was
+/// held up, and the newcomer was granted the lease.
+///
+/// How it is found: the newcomer's acquisition; the latest earlier epoch of the same key by
+/// another worker, and its stale chain up to the acquisition.
+pub fn single_holder_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
+    let cx = Cx::new(facts);
+    let index = match breaking_event(breach) {
+        Ok(index) => index,
+        Err(none) => return none,
+    };
+    let EventKind::Step { worker, step: Step::LeaseAcquired { .. } } = &cx.events[index].kind else {
+        return Chain::none("the breach is not an acquisition".to_owned());
+    };
+    let Some(mine) = epoch_before(&cx, *worker, index) else {
+        return Chain::none(format!("{worker} was granted no epoch"));
+    };
+    let epochs = &cx.facts.record.epochs;
+    let key = &epochs[mine as usize - 1].key;
+    let earlier =
+        epochs[..mine as usize - 1].iter().rev().find(|epoch| epoch.key == *key && epoch.worker != *worker);
+    let stale = earlier.and_then(|epoch| stale(&cx, epoch.worker, epoch.number, index));
+    match stale {
+        Some(stale) => {
+            let mut steps = stale.steps;
+            steps.extend(grant_of(&cx, mine).map(|at| cx.step(at)));
+            steps.push(cx.step(index));
+            Chain::of(format!("{}{worker} also believes it holds the lease", stale.summary), steps)
+        }
+        None => Chain::none(format!("no earlier lease of {key} had ended before {worker}'s")),
+    }
+}

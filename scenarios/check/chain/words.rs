@@ -1,0 +1,171 @@
+//! A chain's events in words: what happened, and for a write what the row held and what
+//! the rule says of it.
+
+use super::Cx;
+use crate::check::before::{rule_accepts, rule_words};
+use crate::tell::story::faults::fault_words;
+use fencesim_model::{group_thousands, RowImage, Step};
+use fencesim_sim::{CallOutcome, EventKind};
+
+/// What the row held before the write at `index`, from the world's rows and the accepted
+/// writes before it.
+pub(crate) fn row_before(cx: &Cx<'_>, index: usize) -> Option<RowImage> {
+    let EventKind::Write { refund, .. } = &cx.events[index].kind else { return None };
+    let earlier = cx.events[..index].iter().rev().find_map(|event| match &event.kind {
+        EventKind::Write { refund: written, rows: 1.., after: Some(image), .. } if written == refund => {
+            Some(*image)
+        }
+        _ => None,
+    });
+    let start = || {
+        let row = cx.facts.world.rows.iter().find(|row| row.id == *refund)?;
+        Some(RowImage { state: row.state, fence: row.fence })
+    };
+    earlier.or_else(start)
+}
+
+/// Whether the store's answer to the write at `index` is not what the protocol's rule
+/// predicts: the store does not enforce the rule (a planted statement).
+pub(crate) fn against_the_rule(cx: &Cx<'_>, index: usize) -> bool {
+    let EventKind::Write { write, token, rows, .. } = &cx.events[index].kind else { return false };
+    row_before(cx, index).is_some_and(|before| rule_accepts(*write, *token, before) != (*rows > 0))
+}
+
+fn write_words(cx: &Cx<'_>, index: usize) -> String {
+    let EventKind::Write { worker, epoch, write, refund, token, rows, .. } = &cx.events[index].kind else {
+        return String::new();
+    };
+    let with = token.map_or("without a token".to_owned(), |token| format!("with token {token}"));
+    let under = epoch.map_or(String::new(), |number| format!(" (epoch {number})"));
+    let verdict = if *rows > 0 { "accepted" } else { "turned away, 0 rows" };
+    let rule = row_before(cx, index)
+        .map_or(String::new(), |before| format!(" [{}]", rule_words(*write, *token, before, *rows)));
+    format!("{worker}{under} {write}s {refund} {with}: {verdict}{rule}")
+}
+
+fn step_words(worker: fencesim_model::WorkerId, step: &Step) -> String {
+    match step {
+        Step::JobReceived { .. } => format!("{worker} takes the job from the queue"),
+        Step::LeaseAcquired { merchant, .. } => format!("{worker} believes it holds the lease of {merchant}"),
+        Step::TokenTaken { token } => format!("{worker} takes token {token} for the batch"),
+        Step::FenceViolation { violation } => format!(
+            "{worker}: FenceViolation, its {} of {} with token {} was turned away",
+            violation.write, violation.refund, violation.token
+        ),
+        Step::BatchAbandoned { reason } => format!("{worker} abandons the batch ({reason})"),
+        Step::BatchCompleted { merchant } => format!("{worker} completes the batch for {merchant}"),
+        Step::GatewayFailed { refund, call, error, attempt } => {
+            format!("{worker}'s {call} for {refund} failed ({error}), try {attempt}")
+        }
+        Step::LeaseBusy { .. }
+        | Step::RowsSelected { .. }
+        | Step::LeaseChecked { .. }
+        | Step::LeaseRenewed { .. }
+        | Step::AfterLookup { .. }
+        | Step::AfterClaim { .. }
+        | Step::AfterGatewayCall { .. }
+        | Step::AfterConfirm { .. }
+        | Step::WriteSkipped { .. }
+        | Step::Released { .. } => format!("{worker} reaches step {}", step.kind().name()),
+    }
+}
+
+fn redis_words(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::LeaseGranted { worker, key, value, ttl_ms, epoch: Some(number), .. } => format!(
+            "{worker} is granted {key} (value {value}, TTL {} ms): epoch {number} begins",
+            group_thousands(*ttl_ms)
+        ),
+        EventKind::LeaseExpired { key, value, .. } => {
+            format!("{key} ({value}) expires in Redis, and nothing tells its holder")
+        }
+        EventKind::LeaseDeleted { worker, key, holder, .. } => match holder {
+            Some(value) => format!("{worker}'s DEL of {key} lands and removes {value}"),
+            None => format!("{worker}'s DEL of {key} finds nothing"),
+        },
+        EventKind::LeaseRead { worker, key, holder, .. } => {
+            format!("{worker}'s GET of {key} reads {}", holder.as_deref().unwrap_or("nothing"))
+        }
+        EventKind::LeaseReleased { worker, key, deleted, .. } => match deleted {
+            true => format!("{worker}'s compare-and-delete removes {key}"),
+            false => format!("{worker}'s compare-and-delete of {key} removes nothing"),
+        },
+        EventKind::LeaseRearmed { worker, key, holder, ttl_ms, .. } => format!(
+            "{worker}'s PEXPIRE re-arms {key} ({}) for {} ms",
+            holder.as_deref().unwrap_or("no key"),
+            group_thousands(*ttl_ms)
+        ),
+        EventKind::LeaseSet { worker, key, value, .. } => {
+            format!("{worker} sets {key} to {value} without NX")
+        }
+        EventKind::TokenIssued { worker, key, token } => format!("{key} gives {worker} token {token}"),
+        EventKind::RedisRestarted { instance, lost } => {
+            format!("Redis instance {} restarts: {lost} key(s) lost or rolled back", instance + 1)
+        }
+        EventKind::CounterSeeded { key, value, .. } => format!("{key} is seeded from MAX(fence): {value}"),
+        _ => return None,
+    })
+}
+
+fn gateway_words(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::RefundCalled { worker, refund, amount, outcome, gateway_ref, response_lost, .. } => {
+            let lost = if *response_lost { "; its answer is lost" } else { "" };
+            match outcome {
+                CallOutcome::Created => {
+                    format!("{worker} pays {refund}: {amount} leaves as gateway refund #{gateway_ref}{lost}")
+                }
+                CallOutcome::Replayed => format!(
+                    "{worker}'s call for {refund} is answered from the idempotency record (gateway refund #{gateway_ref}): no money moves"
+                ),
+                CallOutcome::Conflict => format!("{worker}'s call for {refund} is refused: the key is in flight"),
+            }
+        }
+        EventKind::Lookup { worker, refund, found } => match found {
+            Some(number) => format!("{worker} looks up {refund}: gateway refund #{number} exists"),
+            None => format!("{worker} looks up {refund}: the gateway has none"),
+        },
+        EventKind::RefundTimedOut { worker, refund, lands_at_ms } => format!(
+            "{worker}'s call for {refund} times out: {worker} hears nothing, and the call is still on its way (it lands {} ms in)",
+            group_thousands(*lands_at_ms)
+        ),
+        EventKind::GatewayRefused { worker, refund, call } => {
+            format!("the gateway refuses {worker}'s {call} for {refund}: nothing moves")
+        }
+        _ => return None,
+    })
+}
+
+/// The event at `index` in words.
+pub(crate) fn told(cx: &Cx<'_>, index: usize) -> String {
+    let kind = &cx.events[index].kind;
+    let queue = || match kind {
+        EventKind::JobDelivered { job, worker, delivery, .. } => {
+            Some(format!("the queue delivers {job} to {worker} (delivery {delivery})"))
+        }
+        EventKind::JobAcked { job, worker, accepted, .. } => {
+            Some(format!("{worker} acks {job}{}", if *accepted { "" } else { ": refused" }))
+        }
+        EventKind::VisibilityExpired { job, worker, .. } => {
+            Some(format!("{worker}'s delivery of {job} times out: the job is visible again"))
+        }
+        _ => None,
+    };
+    let other = || match kind {
+        EventKind::Write { .. } => Some(write_words(cx, index)),
+        EventKind::Step { worker, step } => Some(step_words(*worker, step)),
+        EventKind::FaultFired { fault, .. } => Some(format!("the fault: {}", fault_words(fault).0)),
+        EventKind::Resumed { worker } => {
+            Some(format!("{worker} resumes, still believing it holds the lease"))
+        }
+        EventKind::Restarted { worker, incarnation } => {
+            Some(format!("{worker} starts again (process {incarnation})"))
+        }
+        _ => None,
+    };
+    redis_words(kind)
+        .or_else(|| gateway_words(kind))
+        .or_else(queue)
+        .or_else(other)
+        .unwrap_or_else(|| format!("{} event", kind.actor()))
+}

@@ -1,0 +1,183 @@
+//! Where a planted bug acted in a run: the events at which the buggy code did what the
+//! correct code would not (a write the rule turns away that the store accepted, a DEL of
+//! another's lease, a token used again, an ack before the batch was done). A catch counts
+//! only when the breach's chain passes through one of them: with a gateway that pays every
+//! call, the correct code already fails some worlds, and a bug that only shifts the timing
+//! would otherwise look caught there.
+
+use super::Mutant;
+use crate::check::chain::{against_the_rule, Cx};
+use crate::check::Facts;
+use fencesim_model::{Step, WriteKind};
+use fencesim_sim::{CallOutcome, EventKind};
+
+/// The events of `facts`' history at which `mutant` acted.
+pub fn acts(mutant: Mutant, facts: &Facts<'_>) -> Vec<usize> {
+    let cx = Cx::new(facts);
+    let all = 0..cx.events.len();
+    let kept: Vec<usize> = match mutant {
+        Mutant::ClaimFenceAtMost
+        | Mutant::ConfirmFenceAtLeast
+        | Mutant::ConfirmWithoutFence
+        | Mutant::ClaimAcceptsSent
+        | Mutant::FenceComparedAsText => all.filter(|&at| against_the_rule(&cx, at)).collect(),
+        Mutant::ClaimRowCountIgnored => all.filter(|&at| paid_after_refusal(&cx, at)).collect(),
+        Mutant::TokenPerJob | Mutant::TokenPerWorker | Mutant::TokenWrapsAt32Bits => {
+            all.filter(|&at| token_not_issued(&cx, at)).collect()
+        }
+        Mutant::ReleaseWithDel | Mutant::ReleaseByGetThenDel => {
+            all.filter(|&at| deleted_another(&cx, at)).collect()
+        }
+        Mutant::SharedLockValue => all.filter(|&at| freed_or_kept_another(&cx, at)).collect(),
+        Mutant::ExtendRecreates => {
+            all.filter(|&at| matches!(cx.events[at].kind, EventKind::LeaseSet { .. })).collect()
+        }
+        Mutant::ExtendTtlAsSeconds => all
+            .filter(|&at| matches!(cx.events[at].kind, EventKind::LeaseExtended { extended: true, .. }))
+            .collect(),
+        Mutant::RenewalIgnoresResult => all
+            .filter(|&at| matches!(cx.events[at].kind, EventKind::LeaseExtended { extended: false, .. }))
+            .collect(),
+        Mutant::NoReseedAfterRestart => all.filter(|&at| unseeded_restart(&cx, at)).collect(),
+        Mutant::KeyPerAttempt | Mutant::RetryMintsNewKey => all.filter(|&at| paid_anew(&cx, at)).collect(),
+        Mutant::AckOnReceive => all.filter(|&at| acked_early(&cx, at)).collect(),
+        Mutant::AcquireSetnxThenPexpire | Mutant::SubsecondTtlTruncated => all
+            .filter(|&at| {
+                matches!(
+                    cx.events[at].kind,
+                    EventKind::LeaseGranted { ttl_ms: 0, .. } | EventKind::LeaseRearmed { ttl_ms: 0, .. }
+                )
+            })
+            .collect(),
+        Mutant::ExpiryJudgedOnClientClock => all.filter(|&at| told_held_after_end(&cx, at)).collect(),
+        Mutant::TimeoutTakenAsFailure => all.filter(|&at| failed_after_timeout(&cx, at)).collect(),
+        Mutant::FailureTakenAsRefunded => all.filter(|&at| confirmed_unpaid(&cx, at)).collect(),
+    };
+    kept
+}
+
+/// A payment by a worker whose last write on the row was a claim the fence turned away.
+fn paid_after_refusal(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::RefundCalled { worker, refund, .. } = &cx.events[at].kind else { return false };
+    let last = cx.events[..at].iter().rev().find_map(|event| match &event.kind {
+        EventKind::Write { worker: w, refund: r, write, token, rows, .. } if w == worker && r == refund => {
+            Some((*write, token.is_some(), *rows))
+        }
+        _ => None,
+    });
+    last == Some((WriteKind::Claim, true, 0))
+}
+
+/// An accepted write whose token is not the one issued to its writer since its lease began.
+fn token_not_issued(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::Write { worker, epoch: Some(number), token: Some(token), rows: 1.., .. } =
+        &cx.events[at].kind
+    else {
+        return false;
+    };
+    let Some(epoch) = cx.facts.record.epochs.get(*number as usize - 1) else { return false };
+    let issued =
+        cx.events[..at].iter().rev().take_while(|event| event.at_ms >= epoch.granted_at_ms).find_map(
+            |event| match &event.kind {
+                EventKind::TokenIssued { worker: w, token, .. } if w == worker => Some(*token),
+                _ => None,
+            },
+        );
+    issued != Some(*token)
+}
+
+/// A plain DEL that removed another worker's lease.
+fn deleted_another(cx: &Cx<'_>, at: usize) -> bool {
+    matches!(&cx.events[at].kind, EventKind::LeaseDeleted { worker, holder: Some(value), .. } if !value.starts_with(&worker.to_string()))
+}
+
+/// The live epoch of `key` at event `at`: the latest granted before it that had not ended.
+fn live_holder(cx: &Cx<'_>, key: &str, at: usize) -> Option<fencesim_model::WorkerId> {
+    let now = cx.events[at].at_ms;
+    let epochs = cx.facts.record.epochs.iter().filter(|epoch| epoch.key == key && epoch.granted_at_ms <= now);
+    let live = epochs.filter(|epoch| epoch.expired_at_ms.is_none_or(|end| end > now));
+    live.last().map(|epoch| epoch.worker)
+}
+
+/// A release or renewal that freed or kept alive a lease Redis had granted another worker.
+fn freed_or_kept_another(cx: &Cx<'_>, at: usize) -> bool {
+    let (worker, key) = match &cx.events[at].kind {
+        EventKind::LeaseReleased { worker, key, deleted: true, .. }
+        | EventKind::LeaseExtended { worker, key, extended: true, .. } => (worker, key),
+        _ => return false,
+    };
+    live_holder(cx, key, at).is_some_and(|holder| holder != *worker)
+}
+
+/// A restart after which the counter was not seeded before the next token was issued.
+fn unseeded_restart(cx: &Cx<'_>, at: usize) -> bool {
+    if !matches!(cx.events[at].kind, EventKind::RedisRestarted { .. }) {
+        return false;
+    }
+    let next = cx.events[at + 1..]
+        .iter()
+        .find(|event| matches!(event.kind, EventKind::CounterSeeded { .. } | EventKind::TokenIssued { .. }));
+    matches!(next.map(|event| &event.kind), Some(EventKind::TokenIssued { .. }))
+}
+
+/// A payment that moved money for a refund that had been called for before: a key that
+/// is not the refund's own.
+fn paid_anew(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::RefundCalled { refund, outcome: CallOutcome::Created, .. } = &cx.events[at].kind else {
+        return false;
+    };
+    cx.events[..at].iter().any(|event| {
+        matches!(&event.kind, EventKind::RefundCalled { refund: r, .. } | EventKind::RefundTimedOut { refund: r, .. } if r == refund)
+    })
+}
+
+/// An ack of a delivery before its worker completed the batch.
+fn acked_early(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::JobAcked { worker, job, accepted: true, .. } = &cx.events[at].kind else { return false };
+    let delivered = cx.events[..at].iter().rposition(
+        |event| matches!(&event.kind, EventKind::JobDelivered { worker: w, job: j, .. } if w == worker && j == job),
+    );
+    let Some(delivered) = delivered else { return false };
+    !cx.events[delivered..at].iter().any(|event| {
+        matches!(&event.kind, EventKind::Step { worker: w, step: Step::BatchCompleted { .. } } if w == worker)
+    })
+}
+
+/// A check that told its worker it still held the lease after Redis had ended it.
+fn told_held_after_end(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::Step { worker, step: Step::LeaseChecked { held: true, .. } } = &cx.events[at].kind else {
+        return false;
+    };
+    let now = cx.events[at].at_ms;
+    let mine =
+        cx.facts.record.epochs.iter().filter(|epoch| epoch.worker == *worker && epoch.granted_at_ms <= now);
+    mine.last().is_some_and(|epoch| epoch.expired_at_ms.is_some_and(|end| end <= now))
+}
+
+/// A call reported failed right after it timed out: the worker sends it again unlooked.
+fn failed_after_timeout(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::Step { worker, step: Step::GatewayFailed { refund, .. } } = &cx.events[at].kind else {
+        return false;
+    };
+    let previous = cx.events[..at].iter().rev().find(|event| {
+        matches!(&event.kind, EventKind::RefundTimedOut { worker: w, .. } | EventKind::RefundCalled { worker: w, .. } if w == worker)
+    });
+    matches!(previous.map(|event| &event.kind), Some(EventKind::RefundTimedOut { refund: r, .. }) if r == refund)
+}
+
+/// A confirm of a row whose confirmer's last call for it moved no money.
+fn confirmed_unpaid(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::Write { worker, refund, write: WriteKind::Confirm, rows: 1.., .. } = &cx.events[at].kind
+    else {
+        return false;
+    };
+    let last = cx.events[..at].iter().rev().find(|event| match &event.kind {
+        EventKind::RefundCalled { worker: w, refund: r, .. }
+        | EventKind::GatewayRefused { worker: w, refund: r, .. }
+        | EventKind::RefundTimedOut { worker: w, refund: r, .. }
+        | EventKind::Lookup { worker: w, refund: r, found: Some(_) } => w == worker && r == refund,
+        _ => false,
+    });
+    // a call that answered, or a lookup that found the refund, is what a confirm rests on
+    !matches!(last.map(|event| &event.kind), Some(EventKind::RefundCalled { .. } | EventKind::Lookup { .. }))
+}
