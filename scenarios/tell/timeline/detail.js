@@ -12,19 +12,42 @@ function money(cents) {
 
 // A paragraph whose parts are text, or [term, words] for a word linked to the glossary.
 function para(parent, parts, cls) {
-  const p = el('p', cls ? { class: cls } : {}, parent);
+  return fill(el('p', cls ? { class: cls } : {}, parent), parts);
+}
+
+function fill(node, parts) {
   for (const part of parts) {
-    if (typeof part === 'string') p.appendChild(document.createTextNode(part));
-    else el('a', { href: `#term-${part[0]}`, class: 'term' }, p, part[1]);
+    if (typeof part === 'string') node.appendChild(document.createTextNode(part));
+    else el('a', { href: `#term-${part[0]}`, class: 'term' }, node, part[1]);
   }
-  return p;
+  return node;
+}
+
+const WORDS = [['idempotency key', 'idempotency-key'], ['visibility timeout', 'visibility-timeout'], ['lease', 'lease'], ['epoch', 'epoch'],
+  ['token', 'token'], ['fence', 'fence'], ['majority', 'majority'], ['persistence', 'persistence'], ['mutant', 'mutant']];
+const WORDS_FOUND = new RegExp(`\\b(${WORDS.map(([w]) => w).join('|')})\\b`, 'i');
+
+// `text` as parts for `para`, the first use of each glossary word in it linked.
+function withTerms(text) {
+  const parts = [];
+  const done = new Set();
+  let rest = text;
+  for (let found = WORDS_FOUND.exec(rest); found; found = WORDS_FOUND.exec(rest)) {
+    const id = WORDS.find(([w]) => w === found[1].toLowerCase())[1];
+    parts.push(rest.slice(0, found.index));
+    parts.push(done.has(id) ? found[1] : [id, found[1]]);
+    done.add(id);
+    rest = rest.slice(found.index + found[1].length);
+  }
+  parts.push(rest);
+  return parts;
 }
 
 function section(v, index, parent) {
   const run = v.run;
   const box = el('section', { class: 'run', id: `run-${index}` }, parent);
   v.box = box;
-  el('h2', {}, box, run.title);
+  fill(el('h2', {}, box), withTerms(run.title));
   why(v, index, box);
   const broken = [...new Set(run.breaches.filter((b) => !b.diagnostic).map((b) => b.invariant))];
   const p = para(box, [`mechanism ${run.mechanism}, ${run.gateway} gateway, seed ${run.seed}, `, ['trace-hash', 'trace hash'], ` ${run.trace_hash}: `]);
@@ -178,10 +201,10 @@ function showEvent(v, index, event, line) {
   const told = v.run.story[line];
   if (told) {
     const own = told.event === event ? 'The story' : 'The story, last told before it';
-    para(panel, [`${own}: `, `${told.actor} ${told.text.replace(/\(gw#(\d+)\)/g, '(gateway refund #$1)')}`], 'told');
+    para(panel, [`${own}: `, ...withTerms(`${told.actor} ${told.text.replace(/\(gw#(\d+)\)/g, '(gateway refund #$1)')}`)], 'told');
   }
   for (const mark of v.run.marks.filter((m) => m.event === event)) {
-    para(panel, [mark.label.replace(/gw#(\d+)/g, 'gateway refund #$1')]);
+    para(panel, withTerms(mark.label.replace(/gw#(\d+)/g, 'gateway refund #$1')));
     if (mark.rule) para(panel, ['The ', ['fence', 'fence'], `'s rule: ${mark.rule}`], 'rule');
   }
   for (const breach of v.run.breaches.filter((b) => b.event === event).slice(0, 5)) {

@@ -19,7 +19,12 @@ async function load() {
   const text = document.getElementById('data').textContent.trim();
   const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
-  return JSON.parse(await new Response(stream).text());
+  const data = JSON.parse(await new Response(stream).text());
+  // the lists the runs share are kept once: a run's list is [start, count] ranges of them
+  for (const [key, table] of Object.entries(data.shared || {})) {
+    for (const run of data.runs) run[key] = run[key].flatMap(([start, count]) => table.slice(start, start + count));
+  }
+  return data;
 }
 
 function el(tag, attrs, parent, text) {

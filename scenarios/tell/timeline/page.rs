@@ -8,7 +8,8 @@ use super::RunView;
 use base64::Engine as _;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::io::Write as _;
 
 /// The script, in parts that share one scope; `page.js` last, since it starts the drawing.
@@ -36,9 +37,42 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+/// The lists that runs repeat (a page's runs share their first stretch of events and
+/// marks): each item is kept once, in a table, and a run's list becomes `[start, count]`
+/// ranges of that table, which the script expands.
+const SHARED: [&str; 2] = ["events", "marks"];
+
+fn shared(runs: &mut [Value]) -> Value {
+    let mut tables = serde_json::Map::new();
+    for key in SHARED {
+        let mut table: Vec<Value> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for run in runs.iter_mut() {
+            let Some(Value::Array(items)) = run.get_mut(key).map(Value::take) else { continue };
+            let mut ranges: Vec<[usize; 2]> = Vec::new();
+            for item in items {
+                let at = *index.entry(item.to_string()).or_insert_with(|| {
+                    table.push(item);
+                    table.len() - 1
+                });
+                match ranges.last_mut() {
+                    Some(last) if last[0] + last[1] == at => last[1] += 1,
+                    _ => ranges.push([at, 1]),
+                }
+            }
+            run[key] = json!(ranges);
+        }
+        tables.insert(key.to_owned(), Value::Array(table));
+    }
+    Value::Object(tables)
+}
+
 /// The views as gzipped JSON in base64: the same views give the same bytes.
 fn payload(title: &str, runs: &[RunView]) -> String {
-    let data = json!({ "title": title, "runs": runs }).to_string();
+    let mut runs: Vec<Value> =
+        runs.iter().map(|run| serde_json::to_value(run).expect("a view is JSON")).collect();
+    let tables = shared(&mut runs);
+    let data = json!({ "title": title, "shared": tables, "runs": runs }).to_string();
     let mut gzip = GzEncoder::new(Vec::new(), Compression::best());
     gzip.write_all(data.as_bytes()).expect("compressing into memory cannot fail");
     let bytes = gzip.finish().expect("compressing into memory cannot fail");
