@@ -46,7 +46,7 @@ function bar(parent, v, index, what) {
   const group = hitGroup(parent, v, index, Object.assign({ t: (what.from + what.to) / 2, row: row.key }, what));
   const hitWidth = Math.max(HIT, x2 - x1);
   el('svg:rect', { class: 'hitbox', x: (x1 + x2 - hitWidth) / 2, y: row.y, width: hitWidth, height: row.h }, group);
-  el('svg:rect', Object.assign({ class: 'shape', x: x1, y: row.y + 1, width: x2 - x1, height: row.h - 2 }, what.attrs || {}), group);
+  el('svg:rect', Object.assign({ class: 'shape', x: x1, y: row.y + 1, width: x2 - x1, height: Math.max(2, row.h - 2) }, what.attrs || {}), group);
   if (what.label) labelled(v, group, x1, x2, row.y + 12, what.label);
   return group;
 }
@@ -153,8 +153,8 @@ function workerBars(svg, v, index, rows) {
   for (const d of run.delays || []) {
     const row = hops[d.hop] ? rows.get(`w${d.worker}:${hops[d.hop]}`) : rows.get(`gw${d.worker}`);
     if (!row) continue;
-    bar(svg, v, index, { rowBox: row, from: d.from, to: d.to, event: d.event, kind: 'delay', cls: 'delay',
-      label: d.label, title: `${d.label} (${d.hop} hop, ${clock(run.base + d.from)} to ${clock(run.base + d.to)})` });
+    // in the lower part of the row: what else is on it (a lease, a write) keeps its centre
+    bar(svg, v, index, { rowBox: { key: row.key, y: row.y + 9, h: ROW - 9 }, from: d.from, to: d.to, event: d.event, kind: 'delay', cls: 'delay', title: `${d.label} (${d.hop} hop, ${clock(run.base + d.from)} to ${clock(run.base + d.to)})` });
   }
   for (const d of run.downtime || []) {
     bar(svg, v, index, { rowBox: rows.get(`down${d.instance}`), from: d.from, to: d.to, event: d.event, kind: 'downtime', cls: 'downtime',
