@@ -34,9 +34,9 @@ const LEGEND = [
   ['bar downtime', 'a Redis instance down'],
   ['bar fold', 'a stretch of routine rows folded into one band: click it to open it'],
   ['bar fold skipped', 'a stretch of rows a worker went past without changing them, folded: click it to open it'],
-  ['bar state-pending', 'a row pending, '],
-  ['bar state-sending', 'sending (claimed), '],
-  ['bar state-sent', 'sent (confirmed), with its fence'],
+  ['bar state-pending', 'a row pending (not yet claimed)'],
+  ['bar state-sending', 'a row sending (claimed), with its fence'],
+  ['bar state-sent', 'a row sent (confirmed), with its fence'],
   ['circle ok on-chain', 'an event on the chain of why a run broke'],
   ['diamond chain-marker', 'an event on the chain that has no mark of its own (a lease expiry, a queue event)'],
 ];
@@ -70,9 +70,10 @@ function legend(parent) {
     swatch(item, kind);
     item.appendChild(document.createTextNode(` ${words}`));
   }
-  para(details, ['Each worker has four rows: what it believes, its ', ['lease', 'lease'], ' in Redis (',
+  para(details, ['Each worker has its rows: what it believes, its ', ['lease', 'lease'], ' in Redis (',
     ['epoch', 'epochs'], '), its writes to the database (each with its ', ['token', 'token'], ', checked against the row\'s ',
-    ['fence', 'fence'], '), and its process (frozen or crashed). Money moves on the gateway rows, one a worker.'], 'lanes-help');
+    ['fence', 'fence'], '), its routine rows folded, and its process (frozen or crashed). Money moves on the gateway rows, one a worker. ',
+    'Hover over a mark for its words; click it for its event.'], 'lanes-help');
 }
 
 function glossary(parent) {
