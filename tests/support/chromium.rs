@@ -1,6 +1,7 @@
 //! A real headless Chromium for a test, driven over its DevTools pipe (no port is
 //! opened): a page is loaded from disk, everything it logs, throws or requests is kept,
-//! keys are pressed, expressions evaluated and screenshots taken. Without Chromium on the
+//! keys are pressed and the mouse clicked through the browser's input events, expressions
+//! evaluated and screenshots taken (of the whole page or of the viewport). Without Chromium on the
 //! machine a test says loudly that it skipped, and fails instead when `CI` is set. The
 //! browser runs in its own temporary profile and is killed when the handle drops, even
 //! when the test fails.
@@ -164,8 +165,10 @@ impl Chromium {
         Ok(result["result"]["value"].clone())
     }
 
-    /// Loads `file` and waits until `ready` (an expression) is true.
+    /// Loads `file` and waits until `ready` (an expression) is true. What the page
+    /// loaded before said is forgotten: check it before loading another.
     pub fn load(&mut self, file: &Path, ready: &str) -> Result<(), String> {
+        self.events.clear();
         let url = format!(
             "file://{}",
             file.canonicalize().map_err(|e| format!("{}: {e}", file.display()))?.display()
@@ -190,11 +193,55 @@ impl Chromium {
         Ok(())
     }
 
+    /// Presses and releases a key that types a character (`+`, with its key code).
+    pub fn type_key(&mut self, key: &str, code: u32) -> Result<(), String> {
+        let down = json!({ "type": "keyDown", "key": key, "text": key, "windowsVirtualKeyCode": code });
+        self.call("Input.dispatchKeyEvent", down)?;
+        let up = json!({ "type": "keyUp", "key": key, "windowsVirtualKeyCode": code });
+        self.call("Input.dispatchKeyEvent", up)?;
+        Ok(())
+    }
+
+    /// A left click as a person makes it: the button pressed and released at (`x`, `y`)
+    /// in the viewport's CSS pixels, through the browser's input pipeline.
+    pub fn click(&mut self, x: f64, y: f64) -> Result<(), String> {
+        for kind in ["mousePressed", "mouseReleased"] {
+            let params =
+                json!({ "type": kind, "x": x, "y": y, "button": "left", "buttons": 1, "clickCount": 1 });
+            self.call("Input.dispatchMouseEvent", params)?;
+        }
+        Ok(())
+    }
+
+    /// Turns the mouse wheel at (`x`, `y`) by `dx`, `dy` pixels.
+    pub fn wheel(&mut self, x: f64, y: f64, dx: f64, dy: f64) -> Result<(), String> {
+        let params = json!({ "type": "mouseWheel", "x": x, "y": y, "deltaX": dx, "deltaY": dy });
+        self.call("Input.dispatchMouseEvent", params)?;
+        Ok(())
+    }
+
+    /// Sets the viewport to `width` x `height` CSS pixels.
+    pub fn viewport(&mut self, width: u32, height: u32) -> Result<(), String> {
+        let params = json!({ "width": width, "height": height, "deviceScaleFactor": 1, "mobile": false });
+        self.call("Emulation.setDeviceMetricsOverride", params)?;
+        Ok(())
+    }
+
     /// A PNG of the whole page.
     pub fn screenshot(&mut self) -> Result<Vec<u8>, String> {
+        self.capture(false)
+    }
+
+    /// A PNG of the whole page, or (`viewport_only`) of what the viewport shows.
+    pub fn capture(&mut self, viewport_only: bool) -> Result<Vec<u8>, String> {
         use base64::Engine as _;
-        let shot =
-            self.call("Page.captureScreenshot", json!({ "format": "png", "captureBeyondViewport": true }))?;
+        let mut params = json!({ "format": "png", "captureBeyondViewport": !viewport_only });
+        if viewport_only {
+            let size = self.eval("({ width: innerWidth, height: innerHeight })")?;
+            params["clip"] =
+                json!({ "x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1 });
+        }
+        let shot = self.call("Page.captureScreenshot", params)?;
         let data = shot["data"].as_str().ok_or("no screenshot")?;
         base64::engine::general_purpose::STANDARD.decode(data).map_err(|e| e.to_string())
     }
