@@ -28,7 +28,10 @@ pub fn acts(mutant: Mutant, facts: &Facts<'_>) -> Vec<usize> {
         Mutant::ReleaseWithDel | Mutant::ReleaseByGetThenDel => {
             all.filter(|&at| deleted_another(&cx, at)).collect()
         }
-        Mutant::SharedLockValue => all.filter(|&at| freed_or_kept_another(&cx, at)).collect(),
+        // a shared value also fools its holder's own check: the key still reads "its" value
+        Mutant::SharedLockValue => {
+            all.filter(|&at| freed_or_kept_another(&cx, at) || told_held_after_end(&cx, at)).collect()
+        }
         Mutant::ExtendRecreates => {
             all.filter(|&at| matches!(cx.events[at].kind, EventKind::LeaseSet { .. })).collect()
         }
@@ -68,11 +71,9 @@ fn paid_after_refusal(cx: &Cx<'_>, at: usize) -> bool {
     last == Some((WriteKind::Claim, true, 0))
 }
 
-/// An accepted write whose token is not the one issued to its writer since its lease began.
+/// A write whose token is not the one issued to its writer since its lease began.
 fn token_not_issued(cx: &Cx<'_>, at: usize) -> bool {
-    let EventKind::Write { worker, epoch: Some(number), token: Some(token), rows: 1.., .. } =
-        &cx.events[at].kind
-    else {
+    let EventKind::Write { worker, epoch: Some(number), token: Some(token), .. } = &cx.events[at].kind else {
         return false;
     };
     let Some(epoch) = cx.facts.record.epochs.get(*number as usize - 1) else { return false };
@@ -162,7 +163,11 @@ fn failed_after_timeout(cx: &Cx<'_>, at: usize) -> bool {
     let previous = cx.events[..at].iter().rev().find(|event| {
         matches!(&event.kind, EventKind::RefundTimedOut { worker: w, .. } | EventKind::RefundCalled { worker: w, .. } if w == worker)
     });
-    matches!(previous.map(|event| &event.kind), Some(EventKind::RefundTimedOut { refund: r, .. }) if r == refund)
+    // a call held up on its way, or one whose answer was lost: the worker heard a timeout
+    matches!(
+        previous.map(|event| &event.kind),
+        Some(EventKind::RefundTimedOut { refund: r, .. } | EventKind::RefundCalled { refund: r, response_lost: true, .. }) if r == refund
+    )
 }
 
 /// A confirm of a row whose confirmer's last call for it moved no money.

@@ -7,15 +7,17 @@ use fencesim_sim::{write_trace, Event};
 use std::fmt::Write as _;
 
 /// The failure as a story: the events that led to the first violation, in words, then
-/// what each broken invariant says.
+/// what each broken invariant says and the chain that made it. A run that broke nothing is
+/// told whole.
 pub fn tell_failure(outcome: &Outcome, lines_before: usize) -> String {
     let mut out = String::new();
+    let lines = story(outcome);
     let first = violations(&outcome.checks).map(|(_, breach)| breach.at_ms).min();
     let Some(first_at) = first else {
+        out.push_str(&render_story(outcome, &lines, usize::MAX));
         out.push_str("no invariant was broken\n");
         return out;
     };
-    let lines = story(outcome);
     let upto: Vec<_> = lines.into_iter().filter(|line| line.at_ms <= first_at).collect();
     let skip = upto.len().saturating_sub(lines_before);
     if skip > 0 {

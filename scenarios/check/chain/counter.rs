@@ -2,6 +2,7 @@
 //! than an earlier lease's (the counter went back, or a token was used again), and a stall
 //! in which every attempt is turned away or refused.
 
+use super::words::against_the_rule;
 use super::{breaking_event, Chain, ChainStep, Cx};
 use crate::check::facts::{Breach, Facts};
 use fencesim_model::{Step, Token, WorkerId};
@@ -90,11 +91,12 @@ pub fn token_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
 
 /// progress's chain, once healed: why the job could not finish. Every attempt turned away
 /// by a fence above the token (a counter sent back), or every attempt refused the lease
-/// (a key that never goes), or a batch given up.
+/// (a key that never goes), or every batch given up.
 ///
-/// How it is found: the last fence violation, the write that stored the higher fence and
-/// the restarts before the low token's issue; else the last refusal of the lease and the
-/// grant of the value the key still held; else no chain.
+/// How it is found: the last fence violation, the write it was, the write that stored the
+/// row's fence and the restarts before the token's issue; else the last refusal of the
+/// lease and the grant of the value the key still held; else the last batch given up and
+/// the lease it had lost; else no chain.
 pub fn progress_chain(facts: &Facts<'_>, _breach: &Breach) -> Chain {
     let cx = Cx::new(facts);
     let violation = cx
@@ -104,28 +106,40 @@ pub fn progress_chain(facts: &Facts<'_>, _breach: &Breach) -> Chain {
     if let Some(at) = violation {
         return turned_away(&cx, at);
     }
-    let refused = cx.events.iter().rposition(|event| matches!(&event.kind, EventKind::LeaseRefused { .. }));
-    if let Some(at) = refused {
-        return refused_lease(&cx, at);
+    let last = cx.events.iter().rposition(|event| {
+        matches!(
+            &event.kind,
+            EventKind::LeaseRefused { .. } | EventKind::Step { step: Step::BatchAbandoned { .. }, .. }
+        )
+    });
+    match last.map(|at| (at, &cx.events[at].kind)) {
+        Some((at, EventKind::LeaseRefused { .. })) => refused_lease(&cx, at),
+        Some((at, _)) => given_up(&cx, at),
+        None => {
+            Chain::none("no attempt was turned away by a fence, refused the lease or given up".to_owned())
+        }
     }
-    Chain::none("no attempt was turned away by a fence and none was refused the lease".to_owned())
 }
 
 fn turned_away(cx: &Cx<'_>, at: usize) -> Chain {
     let EventKind::Step { worker, step: Step::FenceViolation { violation } } = &cx.events[at].kind else {
         unreachable!("found as a violation")
     };
+    let refused = cx.events[..at].iter().rposition(|event| {
+        matches!(&event.kind, EventKind::Write { refund, worker: w, rows: 0, .. } if *refund == violation.refund && w == worker)
+    });
     let setter = cx.events[..at].iter().rposition(|event| {
-        matches!(&event.kind, EventKind::Write { refund, rows: 1.., token: Some(t), .. } if *refund == violation.refund && *t > violation.token)
+        matches!(&event.kind, EventKind::Write { refund, rows: 1.., .. } if *refund == violation.refund)
     });
     let issue = issue_of(cx, violation.token, *worker, at);
     let restarts = restarts_between(cx, setter.unwrap_or(0), issue.unwrap_or(at));
     let mut steps: Vec<ChainStep> =
-        [setter, issue, Some(at)].into_iter().flatten().map(|at| cx.step(at)).collect();
+        [setter, issue, refused, Some(at)].into_iter().flatten().map(|at| cx.step(at)).collect();
     steps.extend(restarts.iter().map(|&at| cx.step(at)));
-    let why = match restarts.is_empty() {
-        false => "Redis restarted and the counter went back below the stored fence",
-        true => "the token is below the fence already stored on the row",
+    let why = match (refused.is_some_and(|write| against_the_rule(cx, write)), restarts.is_empty()) {
+        (true, _) => "the store turned away a write that the protocol's rule accepts",
+        (false, false) => "Redis restarted and the counter went back below the stored fence",
+        (false, true) => "the token is not above the fence already stored on the row",
     };
     let summary = format!(
         "{why}; every attempt is turned away, last at {} when {worker}'s {} of {} with token {} updated 0 rows",
@@ -133,6 +147,34 @@ fn turned_away(cx: &Cx<'_>, at: usize) -> Chain {
         violation.write,
         violation.refund,
         violation.token
+    );
+    Chain::of(summary, steps)
+}
+
+/// The last batch given up: the worker's lease, granted and ended before it.
+fn given_up(cx: &Cx<'_>, at: usize) -> Chain {
+    let EventKind::Step { worker, step: Step::BatchAbandoned { reason } } = &cx.events[at].kind else {
+        unreachable!("found as an abandon")
+    };
+    let granted = cx.events[..at]
+        .iter()
+        .rposition(|event| matches!(&event.kind, EventKind::LeaseGranted { worker: w, .. } if w == worker));
+    let Some(granted) = granted else {
+        return Chain::none(format!("{worker} gave up ({reason}) holding no lease it was granted"));
+    };
+    let EventKind::LeaseGranted { key, value, .. } = &cx.events[granted].kind else {
+        unreachable!("a grant")
+    };
+    let ended = (granted..at).find(|&i| match &cx.events[i].kind {
+        EventKind::LeaseExpired { value: v, .. } => v == value,
+        EventKind::LeaseRearmed { worker: w, key: k, .. } => w == worker && k == key,
+        _ => false,
+    });
+    let steps = [Some(granted), ended, Some(at)].into_iter().flatten().map(|i| cx.step(i)).collect();
+    let summary = format!(
+        "every attempt gives up: last at {}, {worker} abandoned the batch ({reason}) after its lease of {key}, granted at {}, was gone",
+        cx.at(at),
+        cx.at(granted)
     );
     Chain::of(summary, steps)
 }

@@ -77,7 +77,23 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     let tries = retries(&cx, *worker, *refund, (first, index));
     steps.extend(late.iter().chain(&tries).map(|&at| cx.step(at)));
     let act = cx.step(index).text;
-    let stale = epoch.and_then(|number| stale(&cx, *worker, number, index));
+    let EventKind::RefundCalled { worker: first_worker, epoch: first_epoch, .. } = &cx.events[first].kind
+    else {
+        unreachable!("found as a payment")
+    };
+    let second = epoch.and_then(|number| stale(&cx, *worker, number, index));
+    let first_stale = || first_epoch.and_then(|number| stale(&cx, *first_worker, number, first));
+    let stale = second.or_else(first_stale);
+    if stale.is_none()
+        && late.is_empty()
+        && tries.is_empty()
+        && facts.world.gateway_mode == GatewayMode::Idempotent
+    {
+        let summary = format!(
+            "an idempotent gateway moved money twice for {refund}: the two calls carried different idempotency keys; {act}"
+        );
+        return Chain::of(summary, steps);
+    }
     let summary = match (stale, late.is_empty(), tries.is_empty()) {
         (Some(stale), _, _) => {
             steps.extend(stale.steps);

@@ -44,7 +44,14 @@ pub fn row_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
             .map(|at| cx.step(at))
             .collect();
     steps.push(cx.step(index));
-    let stale = epoch.and_then(|number| stale(&cx, *worker, number, index));
+    let other = other_write(&cx, *refund, *worker, index);
+    let stale_other = || {
+        let EventKind::Write { worker, epoch: Some(number), .. } = &cx.events[other?].kind else {
+            return None;
+        };
+        stale(&cx, *worker, *number, other?)
+    };
+    let stale = epoch.and_then(|number| stale(&cx, *worker, number, index)).or_else(stale_other);
     let broken = against_the_rule(&cx, index);
     let act = cx.step(index).text;
     let summary = match (&stale, broken) {
