@@ -84,7 +84,7 @@ pub fn ledger_matches_rows(facts: &Facts<'_>) -> Vec<Breach> {
             breaches.push(Breach {
                 at_ms: end,
                 event: None,
-                detail: format!("the sent rows add up to {rows} but the gateway moved {ledger}"),
+                detail: format!("in all, the sent rows add up to {rows} but the gateway moved {ledger} (this check of the totals counts once, beside one breach per row)"),
             });
         }
     }

@@ -96,8 +96,8 @@ fn deleted_another(cx: &Cx<'_>, at: usize) -> bool {
 fn live_holder(cx: &Cx<'_>, key: &str, at: usize) -> Option<fencesim_model::WorkerId> {
     let now = cx.events[at].at_ms;
     let epochs = cx.facts.record.epochs.iter().filter(|epoch| epoch.key == key && epoch.granted_at_ms <= now);
-    let live = epochs.filter(|epoch| epoch.expired_at_ms.is_none_or(|end| end > now));
-    live.last().map(|epoch| epoch.worker)
+    let mut live = epochs.filter(|epoch| epoch.expired_at_ms.is_none_or(|end| end > now));
+    live.next_back().map(|epoch| epoch.worker)
 }
 
 /// A release or renewal that freed or kept alive a lease Redis had granted another worker.
@@ -150,9 +150,9 @@ fn told_held_after_end(cx: &Cx<'_>, at: usize) -> bool {
         return false;
     };
     let now = cx.events[at].at_ms;
-    let mine =
+    let mut mine =
         cx.facts.record.epochs.iter().filter(|epoch| epoch.worker == *worker && epoch.granted_at_ms <= now);
-    mine.last().is_some_and(|epoch| epoch.expired_at_ms.is_some_and(|end| end <= now))
+    mine.next_back().is_some_and(|epoch| epoch.expired_at_ms.is_some_and(|end| end <= now))
 }
 
 /// A call reported failed right after it timed out: the worker sends it again unlooked.

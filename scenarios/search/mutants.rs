@@ -26,14 +26,13 @@ fn broken(outcome: &Outcome) -> Vec<&'static str> {
     outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect()
 }
 
+/// Invariants newly broken, each with whether its chain passes through the bug's act.
+type NewBreaches = Vec<(&'static str, bool)>;
+
 /// The invariants the bug breaks on this scenario that the correct code does not, in the
 /// table's order, each with whether its first breach's chain passes through the bug's
 /// act; and the trace hash of the run with the bug.
-fn newly_broken(
-    scenario: &Scenario,
-    seed: u64,
-    mutant: Mutant,
-) -> Result<(Vec<(&'static str, bool)>, u64), String> {
+fn newly_broken(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<(NewBreaches, u64), String> {
     let right = run(scenario, seed)?;
     let wrong = run_planted(scenario, seed, mutant)?;
     let before = broken(&right);

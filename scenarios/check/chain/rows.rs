@@ -74,9 +74,9 @@ pub fn row_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
 /// The epoch `worker` was last granted at or before event `index`.
 fn epoch_before(cx: &Cx<'_>, worker: WorkerId, index: usize) -> Option<u32> {
     let at = cx.events[index].at_ms;
-    let epochs =
+    let mut epochs =
         cx.facts.record.epochs.iter().filter(|epoch| epoch.worker == worker && epoch.granted_at_ms <= at);
-    epochs.last().map(|epoch| epoch.number)
+    epochs.next_back().map(|epoch| epoch.number)
 }
 
 /// lease-integrity's chain: the command that freed, kept alive or overwrote another's
