@@ -187,11 +187,14 @@ fn click_clusters(browser: &mut Chromium) -> Clicks {
     clicks
 }
 
-/// Clicks every mark, bar, cluster, chain step and story line of the page.
+/// Every check that did not hold has a mark that names it; clicks every mark, bar,
+/// cluster, chain step and story line of the page.
 fn click_everything(browser: &mut Chromium, page: &Path) {
     let started = Instant::now();
     let marks = collect(browser, "marks");
     click_through(browser, marks).assert_all_right("marks and bars");
+    let unnamed = browser.eval("probe.unnamed()").unwrap();
+    assert_eq!(unnamed, serde_json::json!([]), "{}: checks that no mark names", page.display());
     click_clusters(browser).assert_all_right("cluster marks and the events they list");
     let chain = collect(browser, "chain");
     click_through(browser, chain).assert_all_right("chain steps");

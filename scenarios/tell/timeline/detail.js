@@ -6,8 +6,11 @@ function epochOf(lease) {
   return found ? Number(found[1]) : null;
 }
 
+// `8430000` as "84,300.00 EUR", as the trace's words show amounts.
 function money(cents) {
-  return `${(cents / 100).toFixed(2)} EUR`;
+  const sign = cents < 0 ? '-' : '', whole = Math.abs(cents);
+  const euros = String(Math.floor(whole / 100)).replace(/\B(?=(\d{3})+$)/g, ',');
+  return `${sign}${euros}.${String(whole % 100).padStart(2, '0')} EUR`;
 }
 
 // A paragraph whose parts are text, or [term, words] for a word linked to the glossary.
@@ -195,7 +198,11 @@ function showEvent(v, index, event, line) {
   if (v.openCluster && v.openCluster.events.includes(event)) members(v, panel, v.openCluster, event);
   else v.openCluster = null;
   const data = eventOf(v, event);
-  if (!data) { el('p', {}, panel, `no event ${event}`); return; }
+  if (!data) {
+    el('h3', {}, panel, `event ${event} of ${v.run.event_count}`);
+    para(panel, [`Event ${event} is a routine step and not kept on this page, which keeps the events its marks, bars and story tell.`]);
+    return;
+  }
   const t = timeOf(v, event);
   el('h3', {}, panel, `${data.at}  ${data.actor}: ${data.event.replace(/_/g, ' ')}`);
   const told = v.run.story[line];
@@ -204,12 +211,14 @@ function showEvent(v, index, event, line) {
     para(panel, [`${own}: `, ...withTerms(`${told.actor} ${told.text.replace(/\(gw#(\d+)\)/g, '(gateway refund #$1)')}`)], 'told');
   }
   for (const mark of v.run.marks.filter((m) => m.event === event)) {
-    para(panel, withTerms(mark.label.replace(/gw#(\d+)/g, 'gateway refund #$1')));
+    para(panel, withTerms(gatewayWords(markLabel(v, mark))));
     if (mark.rule) para(panel, ['The ', ['fence', 'fence'], `'s rule: ${mark.rule}`], 'rule');
   }
-  for (const breach of v.run.breaches.filter((b) => b.event === event).slice(0, 5)) {
-    para(panel, [`${breach.invariant}${breach.diagnostic ? ' (a diagnostic)' : ''}: ${breach.detail.replace(/gw#(\d+)/g, 'gateway refund #$1')}`], 'broken');
+  const broken = v.run.breaches.filter((b) => b.event === event);
+  for (const breach of broken.slice(0, 5)) {
+    para(panel, [`${breach.invariant}${breach.diagnostic ? ' (a diagnostic)' : ''}: ${gatewayWords(breach.detail)}`], 'broken');
   }
+  if (broken.length > 5) para(panel, [`and ${broken.length - 5} more breaches at this event`], 'broken');
   if (typeof data.token === 'number' || data.token === null) {
     para(panel, ['It carried ', ['token', data.token === null ? 'no token' : `token ${data.token}`], '.']);
   }
