@@ -354,6 +354,31 @@ fn steps_by_key(browser: &mut Chromium) {
     assert_eq!(back, Some(expected[at]), "ArrowLeft steps back, from run 1 into run 0");
 }
 
+/// Whether the first run's selection is where a person looks for it after a zoom: the
+/// selected mark wholly inside the scrolled box and at its centre (unless the box is
+/// scrolled as far as it goes), and every bar of the selected event at least partly in
+/// view; `null` if so, else what is wrong.
+const IN_VIEW: &str = "(() => {
+    const svg = document.querySelector('section.run svg.timeline'), scroll = svg.closest('.scroll');
+    const b = scroll.getBoundingClientRect(), mid = (b.left + b.right) / 2;
+    const at = (n) => { const r = n.getBoundingClientRect(); return `${n.dataset.event || n.dataset.events} at ${r.left.toFixed(1)}..${r.right.toFixed(1)}`; };
+    const points = [...svg.querySelectorAll('.points > .selected')];
+    if (!points.length) return 'no mark of the selected event is drawn';
+    for (const n of points) {
+        const r = n.getBoundingClientRect();
+        if (r.left < b.left || r.right > b.right) return `the mark ${at(n)} is not wholly in the box ${b.left}..${b.right}`;
+    }
+    for (const n of svg.querySelectorAll('.selected')) {
+        const r = n.getBoundingClientRect();
+        if (r.right <= b.left || r.left >= b.right) return `the bar ${at(n)} is wholly outside the box ${b.left}..${b.right}`;
+    }
+    const mark = points.find((n) => n.matches('.mark'));
+    if (!mark) return null;
+    const r = mark.getBoundingClientRect(), centre = (r.left + r.right) / 2;
+    const far = scroll.scrollLeft <= 0 || scroll.scrollLeft >= scroll.scrollWidth - scroll.clientWidth - 1;
+    return Math.abs(centre - mid) <= 3 || far ? null : `the mark ${at(mark)} is not at the centre of the box ${b.left}..${b.right}`;
+})()";
+
 /// Zoom keeps a selected mark in view, and with nothing selected, the time at the centre.
 fn zoom_keeps_its_place(browser: &mut Chromium, page: &Path) {
     let centre = "(() => { const n = document.querySelector('.scroll'); return (n.scrollLeft + n.clientWidth / 2 - PAD) / view.scale; })()";
@@ -372,11 +397,9 @@ fn zoom_keeps_its_place(browser: &mut Chromium, page: &Path) {
     let last = browser.eval("probe.collect('marks', (t) => t.run === 0 && ['write', 'money', 'fault', 'check'].includes(t.kind)) - 1").unwrap();
     let aim = browser.eval(&format!("probe.aim({last})")).unwrap();
     browser.click(aim["x"].as_f64().unwrap(), aim["y"].as_f64().unwrap()).unwrap();
-    let in_view = "(() => { const n = document.querySelector('section.run svg .selected'); const r = n.getBoundingClientRect(); const b = n.closest('.scroll').getBoundingClientRect();
-        return r.left >= b.left && r.right <= b.right ? null : `${n.dataset.event} at ${r.left}..${r.right}, the box ${b.left}..${b.right}`; })()";
     for zoomed in 1..=3 {
         browser.type_key("+", 187).unwrap();
-        let out = browser.eval(in_view).unwrap();
+        let out = browser.eval(IN_VIEW).unwrap();
         assert!(
             out.is_null(),
             "{}: zoomed in {zoomed} times, the selection is out of view: {out}",
@@ -384,6 +407,8 @@ fn zoom_keeps_its_place(browser: &mut Chromium, page: &Path) {
         );
     }
     browser.type_key("0", 48).unwrap();
+    let out = browser.eval(IN_VIEW).unwrap();
+    assert!(out.is_null(), "{}: zoomed to fit, the selection is out of view: {out}", page.display());
 }
 
 fn worked_example_opened(test: &str) -> Option<(Chromium, PathBuf)> {

@@ -237,7 +237,10 @@ function showCluster(v, index, node) {
   delete panel.dataset.event;
   panel.dataset.run = index;
   panel.dataset.cluster = node.events.length;
-  clearSelection(v);
+  for (const other of view.runs) clearSelection(other);
+  // nothing is selected; zoom keeps the cluster where it is
+  view.selected = null;
+  view.focus = { run: index, t: Number(node.dataset.t) };
   node.classList.add('selected');
   v.openCluster = { events: node.events, members: node.members };
   members(v, panel, v.openCluster, null);
