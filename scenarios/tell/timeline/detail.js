@@ -90,17 +90,62 @@ function section(v, index, parent) {
   });
 }
 
-// "Why it broke": per chain of a failing run, its summary and its steps, each clickable.
+// `text` into `node`, each "[...]" part (a protocol's rule and how a write fared by it)
+// set apart in a quieter span, so that what happened reads first.
+function ruled(node, text) {
+  for (const part of text.replace(/gw#(\d+)/g, 'gateway refund #$1').split(/(\[[^\]]*\])/)) {
+    if (part.startsWith('[')) el('span', { class: 'rule-words' }, node, part);
+    else if (part) node.appendChild(document.createTextNode(part));
+  }
+  return node;
+}
+
+// The chains of a run, those that tell the same steps the same way kept once with the
+// names of every invariant they explain.
+function sameChains(chains) {
+  const kept = [];
+  for (const chain of chains) {
+    const key = JSON.stringify([chain.found, chain.summary, chain.steps]);
+    const same = kept.find((k) => k.key === key);
+    if (same) same.names.push(chain.invariant);
+    else kept.push({ key, chain, names: [chain.invariant] });
+  }
+  return kept;
+}
+
+// "X broke at T1 and Y at T2, by one chain. ": each invariant with its first breach's time.
+function broken(v, p, names) {
+  const first = (name) => v.run.breaches.find((b) => b.invariant === name);
+  const when = (name) => (first(name) ? clock(v.run.base + first(name).at) : null);
+  const one = names.every((name) => when(name) === when(names[0]));
+  const text = (t) => p.appendChild(document.createTextNode(t));
+  const at = (name) => (when(name) ? ` at ${when(name)}` : '');
+  names.forEach((name, i) => {
+    if (i) text(i === names.length - 1 ? ' and ' : ', ');
+    el('strong', {}, p, name);
+    if (!one) text(`${i ? '' : ' broke'}${at(name)}`);
+  });
+  if (one) text(` broke${at(names[0])}`);
+  text(names.length > 1 ? ', by one chain. ' : '. ');
+}
+
+// "Why it broke": per chain of a failing run, what broke and when, its summary and its
+// steps, each clickable.
 function why(v, index, box) {
   const chains = v.run.chains || [];
   if (v.run.passed || !chains.length) return;
   const div = el('div', { class: 'why' }, box);
   el('h3', {}, div, 'Why it broke');
-  for (const chain of chains) {
-    para(div, [`${chain.invariant}: ${chain.summary}`], chain.found ? 'summary' : 'summary unfound');
+  for (const { chain, names } of sameChains(chains)) {
+    const p = el('p', { class: chain.found ? 'summary' : 'summary unfound' }, div);
+    broken(v, p, names);
+    ruled(el('span', { class: 'because' }, p), chain.summary.replace(/^./, (c) => c.toUpperCase()));
+    if (!(chain.steps || []).length) continue;
     const list = el('ol', { class: 'chain' }, div);
-    for (const s of chain.steps || []) {
-      el('li', { 'data-run': index, 'data-event': s.event }, list, `${clock(v.run.base + s.at)}  ${s.text}`);
+    for (const s of chain.steps) {
+      const item = el('li', { 'data-run': index, 'data-event': s.event }, list);
+      el('span', { class: 'when' }, item, clock(v.run.base + s.at));
+      ruled(item, ` ${s.text}`);
     }
   }
   div.addEventListener('click', (event) => {

@@ -131,7 +131,7 @@ function fitted(text, room) {
   if (measure(text) <= room) return text;
   const words = text.split(' ');
   for (let k = words.length - 1; k >= 1; k -= 1) {
-    const shorter = `${words.slice(0, k).join(' ').replace(/[,:;(]+$/, '')}\u2026`;
+    const shorter = `${words.slice(0, k).join(' ').replace(/[\s,:;(.]+$/, '')}\u2026`;
     if (measure(shorter) <= room) return shorter;
   }
   return '';

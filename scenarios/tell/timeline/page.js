@@ -195,7 +195,7 @@ async function main() {
   root.replaceChildren();
   view.runs = data.runs.map((run) => ({ run: run, open: new Set(), allRows: false, visible: [] }));
   fit();
-  legend(document.getElementById('legend'));
+  legend(document.getElementById('legend'), data.runs);
   view.runs.forEach((v, i) => section(v, i, root));
   view.runs.forEach((v, i) => { draw(i); relabel(v); });
   glossary(document.getElementById('glossary'));
