@@ -68,13 +68,20 @@ fn no_complaints(browser: &Chromium, page: &Path) {
     assert!(complaints.is_empty(), "{}: {complaints:#?}", page.display());
 }
 
-/// Saves a screenshot as `name.png` under `target/browser/` and checks it is not blank:
-/// many colours, and a good part of it not the background.
+/// Saves a screenshot as `name.png` under `target/browser/` and checks it is not blank.
 fn screenshot(browser: &mut Chromium, name: &str) {
     let png = browser.screenshot().unwrap();
     let path = artifacts().join(format!("{name}.png"));
     std::fs::write(&path, &png).unwrap();
-    let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
+    not_blank(&png, &path);
+}
+
+/// Checks that `png` (from `path`) is not blank: many colours, and a good part of it not
+/// the background. Returns its width and height.
+fn not_blank(png: &[u8], path: &Path) -> (u32, u32) {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(png))
+        .read_info()
+        .unwrap_or_else(|e| panic!("{} is not a PNG: {e}", path.display()));
     let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
     let frame = reader.next_frame(&mut pixels).unwrap();
     let channels = frame.color_type.samples();
@@ -88,6 +95,7 @@ fn screenshot(browser: &mut Chromium, name: &str) {
         path.display(),
         colours.len()
     );
+    (frame.width, frame.height)
 }
 
 /// What clicking through a set of targets found: per run, how many were clicked and
@@ -492,4 +500,39 @@ fn a_failing_replays_page_selects_each_things_own_event_and_says_why_it_broke() 
         no_complaints(&browser, &page);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README's picture: the committed worked example as a person first sees it, at
+/// 1400 x 900.
+const README_SHOT: &str = "reports/worked-example.png";
+
+/// With `FENCESIM_WRITE_SCREENSHOT=1`, writes the README's picture from the committed
+/// page (what the viewport shows once it is drawn); otherwise checks that the committed
+/// picture is a PNG of 1400 x 900 that is not blank.
+#[test]
+fn the_readmes_screenshot_is_the_worked_example_at_1400_by_900() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join(README_SHOT);
+    if std::env::var_os("FENCESIM_WRITE_SCREENSHOT").is_some_and(|v| v == "1") {
+        let mut browser =
+            Chromium::start("readme_screenshot").expect("FENCESIM_WRITE_SCREENSHOT needs Chromium");
+        let page = root.join("reports/worked-example.html");
+        browser.viewport(1400, 900).unwrap();
+        browser.load(&page, READY).unwrap();
+        browser
+            .eval("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            .unwrap();
+        no_complaints(&browser, &page);
+        let png = browser.capture(true).unwrap();
+        not_blank(&png, &path);
+        std::fs::write(&path, &png).unwrap();
+        eprintln!("wrote {} ({} bytes)", path.display(), png.len());
+    }
+    let png = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (FENCESIM_WRITE_SCREENSHOT=1 cargo test --test browser screenshot writes it)",
+            path.display()
+        )
+    });
+    assert_eq!(not_blank(&png, &path), (1400, 900), "{} is the page at 1400 x 900", path.display());
 }
