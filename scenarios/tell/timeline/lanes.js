@@ -47,8 +47,9 @@ function stacked(list, rowOf) {
 }
 
 // The rows of run `v` from the top: each worker's four, the gateway's (one a worker),
-// the faults', one for each Redis instance that went down, the checks', the rows'. A
-// row whose delays or downtime overlap gets a row below it for each more level.
+// the faults', one for each Redis instance that went down, the checks', the rows'. The
+// hold-ups of a worker's hop are on a row below that hop's, and spans that would overlap
+// there or on an instance's row get a row below it for each more level.
 function layout(v) {
   const run = v.run;
   const rows = new Map();
@@ -56,7 +57,7 @@ function layout(v) {
   const add = (key, label, gap) => { rows.set(key, { key, label, y, h: ROW }); y += ROW + (gap || 0); };
   const held = stacked(run.delays, hopRow);
   const more = (key, label) => {
-    for (let level = 1; level < (held.get(key) || 0); level += 1) add(`${key}@${level}`, label);
+    for (let level = 0; level < (held.get(key) || 0); level += 1) add(`${key}@${level}`, `${label}${level ? ` (${level + 1})` : ''}`);
   };
   run.workers.forEach((name, w) => {
     add(`w${w}:believes`, `${name} believes`);
@@ -76,7 +77,7 @@ function layout(v) {
   const instances = [...down.keys()].sort((a, b) => instanceOrder(a) - instanceOrder(b));
   for (const key of instances) {
     for (let level = 0; level < down.get(key); level += 1) {
-      add(level ? `${key}@${level}` : key, `${key.slice(5)} down${level ? ', again' : ''}`);
+      add(level ? `${key}@${level}` : key, `${key.slice(5)} down${level ? ` (${level + 1})` : ''}`);
     }
   }
   add('checks', 'checks');
@@ -208,12 +209,9 @@ function workerBars(svg, v, index, rows) {
       label: b.label, title: `${b.label}, from ${clock(run.base + b.from)}` });
   }
   for (const d of run.delays || []) {
-    const key = d.level ? `${hopRow(d)}@${d.level}` : hopRow(d);
-    const row = rows.get(key);
+    const row = rows.get(`${hopRow(d)}@${d.level}`);
     if (!row) continue;
-    // in the lower part of the row: what else is on it (a lease, a write) keeps its centre
-    const box = d.level ? { key: row.key, y: row.y + 2, h: ROW - 4 } : { key: row.key, y: row.y + 9, h: ROW - 9 };
-    bar(svg, v, index, { rowBox: box, from: d.from, to: d.to, event: d.event, kind: 'delay', cls: 'delay', title: `${d.label} (${d.hop} hop, ${clock(run.base + d.from)} to ${clock(run.base + d.to)})` });
+    bar(svg, v, index, { rowBox: row, from: d.from, to: d.to, event: d.event, kind: 'delay', cls: 'delay', label: d.label, title: `${d.label} (${d.hop} hop, ${clock(run.base + d.from)} to ${clock(run.base + d.to)})` });
   }
   for (const d of run.downtime || []) {
     const key = d.level ? `down:${d.hop}@${d.level}` : `down:${d.hop}`;

@@ -30,7 +30,7 @@ const LEGEND = [
   ['bar believed', 'what a worker believes: it holds the lease, with its token'],
   ['bar lease', 'what Redis really granted: one epoch of the lease'],
   ['bar band', 'a worker frozen (paused) or crashed; the shade covers its lane'],
-  ['bar delay', 'a message held up on its way (on the row of its hop: Redis, the database or the gateway)'],
+  ['bar delay', 'a message held up on its way (on a row below its hop\'s: Redis, the database or the gateway)'],
   ['bar downtime', 'a Redis instance down'],
   ['bar fold', 'a stretch of routine rows folded into one band: click it to open it'],
   ['bar fold skipped', 'a stretch of rows a worker went past without changing them, folded: click it to open it'],
