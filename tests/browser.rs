@@ -515,7 +515,7 @@ fn the_readmes_screenshot_is_the_worked_example_at_1400_by_900() {
     let path = root.join(README_SHOT);
     if std::env::var_os("FENCESIM_WRITE_SCREENSHOT").is_some_and(|v| v == "1") {
         let mut browser =
-            Chromium::start("readme_screenshot").expect("FENCESIM_WRITE_SCREENSHOT needs Chromium");
+            Chromium::start("readme_screenshot").expect("FENCESIM_WRITE_SCREENSHOT=1 needs the browser");
         let page = root.join("reports/worked-example.html");
         browser.viewport(1400, 900).unwrap();
         browser.load(&page, READY).unwrap();
