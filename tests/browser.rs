@@ -68,13 +68,20 @@ fn no_complaints(browser: &Chromium, page: &Path) {
     assert!(complaints.is_empty(), "{}: {complaints:#?}", page.display());
 }
 
-/// Saves a screenshot as `name.png` under `target/browser/` and checks it is not blank:
-/// many colours, and a good part of it not the background.
+/// Saves a screenshot as `name.png` under `target/browser/` and checks it is not blank.
 fn screenshot(browser: &mut Chromium, name: &str) {
     let png = browser.screenshot().unwrap();
     let path = artifacts().join(format!("{name}.png"));
     std::fs::write(&path, &png).unwrap();
-    let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
+    not_blank(&png, &path);
+}
+
+/// Checks that `png` (from `path`) is not blank: many colours, and a good part of it not
+/// the background. Returns its width and height.
+fn not_blank(png: &[u8], path: &Path) -> (u32, u32) {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(png))
+        .read_info()
+        .unwrap_or_else(|e| panic!("{} is not a PNG: {e}", path.display()));
     let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
     let frame = reader.next_frame(&mut pixels).unwrap();
     let channels = frame.color_type.samples();
@@ -88,6 +95,7 @@ fn screenshot(browser: &mut Chromium, name: &str) {
         path.display(),
         colours.len()
     );
+    (frame.width, frame.height)
 }
 
 /// What clicking through a set of targets found: per run, how many were clicked and
@@ -187,11 +195,14 @@ fn click_clusters(browser: &mut Chromium) -> Clicks {
     clicks
 }
 
-/// Clicks every mark, bar, cluster, chain step and story line of the page.
+/// Every check that did not hold has a mark that names it; clicks every mark, bar,
+/// cluster, chain step and story line of the page.
 fn click_everything(browser: &mut Chromium, page: &Path) {
     let started = Instant::now();
     let marks = collect(browser, "marks");
     click_through(browser, marks).assert_all_right("marks and bars");
+    let unnamed = browser.eval("probe.unnamed()").unwrap();
+    assert_eq!(unnamed, serde_json::json!([]), "{}: checks that no mark names", page.display());
     click_clusters(browser).assert_all_right("cluster marks and the events they list");
     let chain = collect(browser, "chain");
     click_through(browser, chain).assert_all_right("chain steps");
@@ -351,6 +362,31 @@ fn steps_by_key(browser: &mut Chromium) {
     assert_eq!(back, Some(expected[at]), "ArrowLeft steps back, from run 1 into run 0");
 }
 
+/// Whether the first run's selection is where a person looks for it after a zoom: the
+/// selected mark wholly inside the scrolled box and at its centre (unless the box is
+/// scrolled as far as it goes), and every bar of the selected event at least partly in
+/// view; `null` if so, else what is wrong.
+const IN_VIEW: &str = "(() => {
+    const svg = document.querySelector('section.run svg.timeline'), scroll = svg.closest('.scroll');
+    const b = scroll.getBoundingClientRect(), mid = (b.left + b.right) / 2;
+    const at = (n) => { const r = n.getBoundingClientRect(); return `${n.dataset.event || n.dataset.events} at ${r.left.toFixed(1)}..${r.right.toFixed(1)}`; };
+    const points = [...svg.querySelectorAll('.points > .selected')];
+    if (!points.length) return 'no mark of the selected event is drawn';
+    for (const n of points) {
+        const r = n.getBoundingClientRect();
+        if (r.left < b.left || r.right > b.right) return `the mark ${at(n)} is not wholly in the box ${b.left}..${b.right}`;
+    }
+    for (const n of svg.querySelectorAll('.selected')) {
+        const r = n.getBoundingClientRect();
+        if (r.right <= b.left || r.left >= b.right) return `the bar ${at(n)} is wholly outside the box ${b.left}..${b.right}`;
+    }
+    const mark = points.find((n) => n.matches('.mark'));
+    if (!mark) return null;
+    const r = mark.getBoundingClientRect(), centre = (r.left + r.right) / 2;
+    const far = scroll.scrollLeft <= 0 || scroll.scrollLeft >= scroll.scrollWidth - scroll.clientWidth - 1;
+    return Math.abs(centre - mid) <= 3 || far ? null : `the mark ${at(mark)} is not at the centre of the box ${b.left}..${b.right}`;
+})()";
+
 /// Zoom keeps a selected mark in view, and with nothing selected, the time at the centre.
 fn zoom_keeps_its_place(browser: &mut Chromium, page: &Path) {
     let centre = "(() => { const n = document.querySelector('.scroll'); return (n.scrollLeft + n.clientWidth / 2 - PAD) / view.scale; })()";
@@ -369,11 +405,9 @@ fn zoom_keeps_its_place(browser: &mut Chromium, page: &Path) {
     let last = browser.eval("probe.collect('marks', (t) => t.run === 0 && ['write', 'money', 'fault', 'check'].includes(t.kind)) - 1").unwrap();
     let aim = browser.eval(&format!("probe.aim({last})")).unwrap();
     browser.click(aim["x"].as_f64().unwrap(), aim["y"].as_f64().unwrap()).unwrap();
-    let in_view = "(() => { const n = document.querySelector('section.run svg .selected'); const r = n.getBoundingClientRect(); const b = n.closest('.scroll').getBoundingClientRect();
-        return r.left >= b.left && r.right <= b.right ? null : `${n.dataset.event} at ${r.left}..${r.right}, the box ${b.left}..${b.right}`; })()";
     for zoomed in 1..=3 {
         browser.type_key("+", 187).unwrap();
-        let out = browser.eval(in_view).unwrap();
+        let out = browser.eval(IN_VIEW).unwrap();
         assert!(
             out.is_null(),
             "{}: zoomed in {zoomed} times, the selection is out of view: {out}",
@@ -381,6 +415,8 @@ fn zoom_keeps_its_place(browser: &mut Chromium, page: &Path) {
         );
     }
     browser.type_key("0", 48).unwrap();
+    let out = browser.eval(IN_VIEW).unwrap();
+    assert!(out.is_null(), "{}: zoomed to fit, the selection is out of view: {out}", page.display());
 }
 
 fn worked_example_opened(test: &str) -> Option<(Chromium, PathBuf)> {
@@ -464,4 +500,39 @@ fn a_failing_replays_page_selects_each_things_own_event_and_says_why_it_broke() 
         no_complaints(&browser, &page);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README's picture: the committed worked example as a person first sees it, at
+/// 1400 x 900.
+const README_SHOT: &str = "reports/worked-example.png";
+
+/// With `FENCESIM_WRITE_SCREENSHOT=1`, writes the README's picture from the committed
+/// page (what the viewport shows once it is drawn); otherwise checks that the committed
+/// picture is a PNG of 1400 x 900 that is not blank.
+#[test]
+fn the_readmes_screenshot_is_the_worked_example_at_1400_by_900() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join(README_SHOT);
+    if std::env::var_os("FENCESIM_WRITE_SCREENSHOT").is_some_and(|v| v == "1") {
+        let mut browser =
+            Chromium::start("readme_screenshot").expect("FENCESIM_WRITE_SCREENSHOT=1 needs the browser");
+        let page = root.join("reports/worked-example.html");
+        browser.viewport(1400, 900).unwrap();
+        browser.load(&page, READY).unwrap();
+        browser
+            .eval("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            .unwrap();
+        no_complaints(&browser, &page);
+        let png = browser.capture(true).unwrap();
+        not_blank(&png, &path);
+        std::fs::write(&path, &png).unwrap();
+        eprintln!("wrote {} ({} bytes)", path.display(), png.len());
+    }
+    let png = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (FENCESIM_WRITE_SCREENSHOT=1 cargo test --test browser screenshot writes it)",
+            path.display()
+        )
+    });
+    assert_eq!(not_blank(&png, &path), (1400, 900), "{} is the page at 1400 x 900", path.display());
 }

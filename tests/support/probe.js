@@ -120,6 +120,21 @@ window.probe = (() => {
   function step(i) {
     return { check: i > 0 ? check(i - 1) : null, aim: i < targets.length ? aim(i) : null };
   }
-  return { collect, members, aim, check, step, shown, highlighted, lineFor, sections, describe };
+  // every check that did not hold, by invariant and event, that no mark names: each is a
+  // check mark at its event (or a member of a cluster mark) whose words name it
+  function unnamed() {
+    const missing = new Set();
+    view.runs.forEach((v, run) => {
+      const svg = sections()[run].querySelector('svg.timeline');
+      for (const b of v.run.breaches) {
+        const mark = svg.querySelector(`.mark[data-kind="check"][data-event="${b.event}"] > title`);
+        const named = mark ? mark.textContent.includes(b.invariant)
+          : [...svg.querySelectorAll('.cluster')].some((c) => (c.members || []).some((m) => m.kind === 'check' && m.event === b.event && m.title.includes(b.invariant)));
+        if (!named) missing.add(`run ${run}: ${b.invariant}, broken by event ${b.event}`);
+      }
+    });
+    return [...missing];
+  }
+  return { collect, members, aim, check, step, shown, highlighted, lineFor, sections, describe, unnamed };
 })();
 true

@@ -6,8 +6,11 @@ function epochOf(lease) {
   return found ? Number(found[1]) : null;
 }
 
+// `8430000` as "84,300.00 EUR", as the trace's words show amounts.
 function money(cents) {
-  return `${(cents / 100).toFixed(2)} EUR`;
+  const sign = cents < 0 ? '-' : '', whole = Math.abs(cents);
+  const euros = String(Math.floor(whole / 100)).replace(/\B(?=(\d{3})+$)/g, ',');
+  return `${sign}${euros}.${String(whole % 100).padStart(2, '0')} EUR`;
 }
 
 // A paragraph whose parts are text, or [term, words] for a word linked to the glossary.
@@ -87,17 +90,62 @@ function section(v, index, parent) {
   });
 }
 
-// "Why it broke": per chain of a failing run, its summary and its steps, each clickable.
+// `text` into `node`, each "[...]" part (a protocol's rule and how a write fared by it)
+// set apart in a quieter span, so that what happened reads first.
+function ruled(node, text) {
+  for (const part of text.replace(/gw#(\d+)/g, 'gateway refund #$1').split(/(\[[^\]]*\])/)) {
+    if (part.startsWith('[')) el('span', { class: 'rule-words' }, node, part);
+    else if (part) node.appendChild(document.createTextNode(part));
+  }
+  return node;
+}
+
+// The chains of a run, those that tell the same steps the same way kept once with the
+// names of every invariant they explain.
+function sameChains(chains) {
+  const kept = [];
+  for (const chain of chains) {
+    const key = JSON.stringify([chain.found, chain.summary, chain.steps]);
+    const same = kept.find((k) => k.key === key);
+    if (same) same.names.push(chain.invariant);
+    else kept.push({ key, chain, names: [chain.invariant] });
+  }
+  return kept;
+}
+
+// "X broke at T1 and Y at T2, by one chain. ": each invariant with its first breach's time.
+function broken(v, p, names) {
+  const first = (name) => v.run.breaches.find((b) => b.invariant === name);
+  const when = (name) => (first(name) ? clock(v.run.base + first(name).at) : null);
+  const one = names.every((name) => when(name) === when(names[0]));
+  const text = (t) => p.appendChild(document.createTextNode(t));
+  const at = (name) => (when(name) ? ` at ${when(name)}` : '');
+  names.forEach((name, i) => {
+    if (i) text(i === names.length - 1 ? ' and ' : ', ');
+    el('strong', {}, p, name);
+    if (!one) text(`${i ? '' : ' broke'}${at(name)}`);
+  });
+  if (one) text(` broke${at(names[0])}`);
+  text(names.length > 1 ? ', by one chain. ' : '. ');
+}
+
+// "Why it broke": per chain of a failing run, what broke and when, its summary and its
+// steps, each clickable.
 function why(v, index, box) {
   const chains = v.run.chains || [];
   if (v.run.passed || !chains.length) return;
   const div = el('div', { class: 'why' }, box);
   el('h3', {}, div, 'Why it broke');
-  for (const chain of chains) {
-    para(div, [`${chain.invariant}: ${chain.summary}`], chain.found ? 'summary' : 'summary unfound');
+  for (const { chain, names } of sameChains(chains)) {
+    const p = el('p', { class: chain.found ? 'summary' : 'summary unfound' }, div);
+    broken(v, p, names);
+    ruled(el('span', { class: 'because' }, p), chain.summary.replace(/^./, (c) => c.toUpperCase()));
+    if (!(chain.steps || []).length) continue;
     const list = el('ol', { class: 'chain' }, div);
-    for (const s of chain.steps || []) {
-      el('li', { 'data-run': index, 'data-event': s.event }, list, `${clock(v.run.base + s.at)}  ${s.text}`);
+    for (const s of chain.steps) {
+      const item = el('li', { 'data-run': index, 'data-event': s.event }, list);
+      el('span', { class: 'when' }, item, clock(v.run.base + s.at));
+      ruled(item, ` ${s.text}`);
     }
   }
   div.addEventListener('click', (event) => {
@@ -195,7 +243,11 @@ function showEvent(v, index, event, line) {
   if (v.openCluster && v.openCluster.events.includes(event)) members(v, panel, v.openCluster, event);
   else v.openCluster = null;
   const data = eventOf(v, event);
-  if (!data) { el('p', {}, panel, `no event ${event}`); return; }
+  if (!data) {
+    el('h3', {}, panel, `event ${event} of ${v.run.event_count}`);
+    para(panel, [`Event ${event} is a routine step and not kept on this page, which keeps the events its marks, bars and story tell.`]);
+    return;
+  }
   const t = timeOf(v, event);
   el('h3', {}, panel, `${data.at}  ${data.actor}: ${data.event.replace(/_/g, ' ')}`);
   const told = v.run.story[line];
@@ -204,12 +256,14 @@ function showEvent(v, index, event, line) {
     para(panel, [`${own}: `, ...withTerms(`${told.actor} ${told.text.replace(/\(gw#(\d+)\)/g, '(gateway refund #$1)')}`)], 'told');
   }
   for (const mark of v.run.marks.filter((m) => m.event === event)) {
-    para(panel, withTerms(mark.label.replace(/gw#(\d+)/g, 'gateway refund #$1')));
+    para(panel, withTerms(gatewayWords(markLabel(v, mark))));
     if (mark.rule) para(panel, ['The ', ['fence', 'fence'], `'s rule: ${mark.rule}`], 'rule');
   }
-  for (const breach of v.run.breaches.filter((b) => b.event === event).slice(0, 5)) {
-    para(panel, [`${breach.invariant}${breach.diagnostic ? ' (a diagnostic)' : ''}: ${breach.detail.replace(/gw#(\d+)/g, 'gateway refund #$1')}`], 'broken');
+  const broken = v.run.breaches.filter((b) => b.event === event);
+  for (const breach of broken.slice(0, 5)) {
+    para(panel, [`${breach.invariant}${breach.diagnostic ? ' (a diagnostic)' : ''}: ${gatewayWords(breach.detail)}`], 'broken');
   }
+  if (broken.length > 5) para(panel, [`and ${broken.length - 5} more breaches at this event`], 'broken');
   if (typeof data.token === 'number' || data.token === null) {
     para(panel, ['It carried ', ['token', data.token === null ? 'no token' : `token ${data.token}`], '.']);
   }
@@ -228,7 +282,10 @@ function showCluster(v, index, node) {
   delete panel.dataset.event;
   panel.dataset.run = index;
   panel.dataset.cluster = node.events.length;
-  clearSelection(v);
+  for (const other of view.runs) clearSelection(other);
+  // nothing is selected; zoom keeps the cluster where it is
+  view.selected = null;
+  view.focus = { run: index, t: Number(node.dataset.t) };
   node.classList.add('selected');
   v.openCluster = { events: node.events, members: node.members };
   members(v, panel, v.openCluster, null);

@@ -3,24 +3,83 @@
 
 const HIT = 10;
 
+// The row a delay is drawn on: its worker's row of that hop.
+function hopRow(d) {
+  return d.hop === 'redis' ? `w${d.worker}:redis` : d.hop === 'database' ? `w${d.worker}:writes` : `gw${d.worker}`;
+}
+
+// An instance's name as a number to sort by: "redis" is 0, "redis#3" is 3.
+function instanceOrder(hop) {
+  const found = /#(\d+)$/.exec(hop);
+  return found ? Number(found[1]) : 0;
+}
+
+// Spans that share a row, each given a level: two whose drawn extent (at least HIT px,
+// as wide as its hit box) would overlap get different levels, so that each is drawn on a
+// row of its own and can be clicked at its centre. Returns the number of levels.
+function stack(spans) {
+  const ends = [];
+  const extent = (d) => {
+    const x1 = x(d.from), x2 = Math.max(x(d.to), x1 + 1), wide = Math.max(HIT, x2 - x1);
+    return [(x1 + x2 - wide) / 2, (x1 + x2 + wide) / 2];
+  };
+  for (const d of [...spans].sort((a, b) => a.from - b.from || a.event - b.event)) {
+    const [left, right] = extent(d);
+    let level = ends.findIndex((end) => end <= left);
+    if (level < 0) level = ends.length;
+    ends[level] = right + 1;
+    d.level = level;
+  }
+  return ends.length;
+}
+
+// The spans of `list` by the row they belong on, each stacked (see `stack`).
+function stacked(list, rowOf) {
+  const byRow = new Map();
+  for (const d of list || []) {
+    const key = rowOf(d);
+    if (!byRow.has(key)) byRow.set(key, []);
+    byRow.get(key).push(d);
+  }
+  const levels = new Map();
+  for (const [key, spans] of byRow) levels.set(key, stack(spans));
+  return levels;
+}
+
 // The rows of run `v` from the top: each worker's four, the gateway's (one a worker),
-// the faults', one for each Redis instance that went down, the checks', the rows'.
+// the faults', one for each Redis instance that went down, the checks', the rows'. The
+// hold-ups of a worker's hop are on a row below that hop's, and spans that would overlap
+// there or on an instance's row get a row below it for each more level.
 function layout(v) {
   const run = v.run;
   const rows = new Map();
   let y = AXIS;
   const add = (key, label, gap) => { rows.set(key, { key, label, y, h: ROW }); y += ROW + (gap || 0); };
+  const held = stacked(run.delays, hopRow);
+  const more = (key, label) => {
+    for (let level = 0; level < (held.get(key) || 0); level += 1) add(`${key}@${level}`, `${label}${level ? ` (${level + 1})` : ''}`);
+  };
   run.workers.forEach((name, w) => {
     add(`w${w}:believes`, `${name} believes`);
     add(`w${w}:redis`, `${name} in Redis`);
+    more(`w${w}:redis`, `${name} held up, Redis`);
     add(`w${w}:writes`, `${name} writes`);
+    more(`w${w}:writes`, `${name} held up, database`);
     if (run.folds.some((f) => f.worker === w)) add(`w${w}:folds`, `${name} folded rows`);
     add(`w${w}:process`, `${name} process`, 6);
   });
-  run.workers.forEach((name, w) => add(`gw${w}`, `gateway, ${name}`));
+  run.workers.forEach((name, w) => {
+    add(`gw${w}`, `gateway, ${name}`);
+    more(`gw${w}`, `${name} held up, gateway`);
+  });
   add('faults', 'faults');
-  const down = [...new Set((run.downtime || []).map((d) => d.instance))].sort((a, b) => a - b);
-  for (const instance of down) add(`down${instance}`, `redis ${instance} down`);
+  const down = stacked(run.downtime, (d) => `down:${d.hop}`);
+  const instances = [...down.keys()].sort((a, b) => instanceOrder(a) - instanceOrder(b));
+  for (const key of instances) {
+    for (let level = 0; level < down.get(key); level += 1) {
+      add(level ? `${key}@${level}` : key, `${key.slice(5)} down${level ? ` (${level + 1})` : ''}`);
+    }
+  }
   add('checks', 'checks');
   const shown = v.allRows ? run.rows : run.rows.slice(0, ROWS_SHOWN);
   shown.forEach((row, i) => add(`row${i}`, `row ${row.refund}`));
@@ -73,7 +132,7 @@ function fitted(text, room) {
   if (measure(text) <= room) return text;
   const words = text.split(' ');
   for (let k = words.length - 1; k >= 1; k -= 1) {
-    const shorter = `${words.slice(0, k).join(' ').replace(/[,:;(]+$/, '')}\u2026`;
+    const shorter = `${words.slice(0, k).join(' ').replace(/[\s,:;(.]+$/, '')}\u2026`;
     if (measure(shorter) <= room) return shorter;
   }
   return '';
@@ -149,15 +208,14 @@ function workerBars(svg, v, index, rows) {
     bar(svg, v, index, { rowBox: rows.get(`w${b.worker}:process`), from: b.from, to: b.to, event: b.event, kind: 'band', cls: 'band',
       label: b.label, title: `${b.label}, from ${clock(run.base + b.from)}` });
   }
-  const hops = { redis: 'redis', database: 'writes' };
   for (const d of run.delays || []) {
-    const row = hops[d.hop] ? rows.get(`w${d.worker}:${hops[d.hop]}`) : rows.get(`gw${d.worker}`);
+    const row = rows.get(`${hopRow(d)}@${d.level}`);
     if (!row) continue;
-    // in the lower part of the row: what else is on it (a lease, a write) keeps its centre
-    bar(svg, v, index, { rowBox: { key: row.key, y: row.y + 9, h: ROW - 9 }, from: d.from, to: d.to, event: d.event, kind: 'delay', cls: 'delay', title: `${d.label} (${d.hop} hop, ${clock(run.base + d.from)} to ${clock(run.base + d.to)})` });
+    bar(svg, v, index, { rowBox: row, from: d.from, to: d.to, event: d.event, kind: 'delay', cls: 'delay', label: d.label, title: `${d.label} (${d.hop} hop, ${clock(run.base + d.from)} to ${clock(run.base + d.to)})` });
   }
   for (const d of run.downtime || []) {
-    bar(svg, v, index, { rowBox: rows.get(`down${d.instance}`), from: d.from, to: d.to, event: d.event, kind: 'downtime', cls: 'downtime',
+    const key = d.level ? `down:${d.hop}@${d.level}` : `down:${d.hop}`;
+    bar(svg, v, index, { rowBox: rows.get(key), from: d.from, to: d.to, event: d.event, kind: 'downtime', cls: 'downtime',
       label: d.label, title: `${d.label} (${clock(run.base + d.from)} to ${clock(run.base + d.to)})` });
   }
 }

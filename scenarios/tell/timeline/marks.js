@@ -13,8 +13,53 @@ function chainedEvents(run) {
   return chained;
 }
 
-function markWords(mark) {
-  return mark.rule ? `${mark.label}. ${mark.rule}` : mark.label;
+// A mark's words: its own, or, inside a fold (where the page keeps none, to stay small),
+// told from its event.
+function markLabel(v, mark) {
+  if (mark.label) return mark.label;
+  const data = eventOf(v, mark.event);
+  if (!data) return `event ${mark.event}`;
+  if (data.event === 'write') {
+    const token = typeof data.token === 'number' ? `with token ${data.token}` : 'without a token';
+    return `${data.worker}: ${data.write} ${data.refund} ${token}: ${data.rows} row(s)`;
+  }
+  if (data.event === 'refund_called') {
+    const what = {
+      created: `${money(data.amount)} leaves as gw#${data.gateway_ref}`,
+      replayed: `answered from the idempotency record (gateway refund #${data.gateway_ref}), no money moves`,
+      conflict: 'refused: the key is in flight',
+    }[data.outcome] || data.outcome;
+    return `${data.worker} pays ${data.refund}: ${what}`;
+  }
+  if (data.event === 'lookup') return `${data.worker} looks up ${data.refund}: ${data.found === null ? 'finds none' : `finds gw#${data.found}`}`;
+  if (data.event === 'fault_fired') return `fault: ${data.kind}`;
+  return `${data.actor}: ${data.event.replace(/_/g, ' ')}`;
+}
+
+function markWords(v, mark) {
+  const label = markLabel(v, mark);
+  return mark.rule ? `${label}. ${mark.rule}` : label;
+}
+
+const gatewayWords = (text) => text.replace(/gw#(\d+)/g, 'gateway refund #$1');
+
+// The checks that did not hold, one item per event: two invariants (or an invariant and a
+// diagnostic) broken by one event are one mark that names them all.
+function checkItems(run) {
+  const byEvent = new Map();
+  for (const breach of run.breaches) {
+    if (!byEvent.has(breach.event)) byEvent.set(breach.event, []);
+    byEvent.get(breach.event).push(breach);
+  }
+  return [...byEvent.values()].map((broken) => {
+    const first = broken[0];
+    const failing = broken.some((b) => !b.diagnostic);
+    const names = [...new Set(broken.map((b) => (b.diagnostic ? `${b.invariant} (a diagnostic)` : b.invariant)))];
+    const words = broken.slice(0, 3).map((b) => `${b.invariant}: ${gatewayWords(b.detail)}`);
+    if (broken.length > 3) words.push(`and ${broken.length - 3} more breaches at this event`);
+    return { row: 'checks', t: first.at, event: first.event, line: first.line, cls: failing ? 'breach' : 'diagnostic', kind: 'check', shape: 'triangle',
+      title: `${clock(run.base + first.at)}  did not hold: ${names.join(', ')}\n${words.join('\n')}` };
+  });
 }
 
 // Every point-like thing to draw, by row.
@@ -26,16 +71,13 @@ function pointItems(v, rows) {
     if (mark.fold !== null && mark.fold !== undefined && !v.open.has(mark.fold)) continue;
     const row = mark.lane === 'write' ? `w${mark.worker}:writes` : mark.lane === 'money' ? `gw${mark.worker}` : 'faults';
     items.push({ row, t: mark.at, event: mark.event, cls: mark.kind, kind: mark.lane, shape: mark.lane === 'fault' ? 'triangle' : 'circle',
-      title: `${clock(run.base + mark.at)}  ${markWords(mark).replace(/gw#(\d+)/g, 'gateway refund #$1')}` });
+      title: `${clock(run.base + mark.at)}  ${gatewayWords(markWords(v, mark))}` });
     drawn.add(mark.event);
   }
-  run.breaches.forEach((breach, j) => {
-    const cls = breach.diagnostic ? 'diagnostic' : 'breach';
-    const what = breach.diagnostic ? `${breach.invariant} (a diagnostic)` : breach.invariant;
-    items.push({ row: 'checks', t: breach.at, event: breach.event, line: breach.line, cls, kind: 'check', shape: 'triangle', breach: j,
-      title: `${clock(run.base + breach.at)}  ${what}: ${breach.detail.replace(/gw#(\d+)/g, 'gateway refund #$1')}` });
-    drawn.add(breach.event);
-  });
+  for (const item of checkItems(run)) {
+    items.push(item);
+    drawn.add(item.event);
+  }
   for (const b of [...run.believed, ...run.leases, ...run.bands, ...(run.delays || []), ...(run.downtime || [])]) drawn.add(b.event);
   for (const event of v.chained) {
     if (drawn.has(event)) continue;

@@ -13,7 +13,7 @@ const ROWS_SHOWN = 8;
 const MAX_SCALE = 20;
 const COLORS = ['#0969da', '#bf3989', '#1a7f37', '#9a6700', '#8250df', '#bc4c00'];
 
-const view = { scale: 0, runs: [], selected: null };
+const view = { scale: 0, runs: [], selected: null, focus: null };
 
 async function load() {
   const text = document.getElementById('data').textContent.trim();
@@ -92,7 +92,12 @@ function lineOf(run, event) {
 function select(index, event, line) {
   const v = view.runs[index];
   if (!v) return;
-  view.selected = { run: index, event: event, line: line === undefined ? lineOf(v.run, event) : line };
+  const chosen = line === undefined ? lineOf(v.run, event) : line;
+  // when it happened: its own moment, or (for an event the page does not keep) its line's
+  const told = v.run.story[chosen];
+  const t = eventOf(v, event) ? timeOf(v, event) : told ? told.at : 0;
+  view.selected = { run: index, event: event, line: chosen, t: t };
+  view.focus = null;
   for (const other of view.runs) if (other !== v) clearSelection(other);
   highlight(index);
   showEvent(v, index, event, view.selected.line);
@@ -119,11 +124,10 @@ function highlight(index) {
       v.story.scrollTop = top - v.story.clientHeight / 2;
     }
   }
-  if (nodes.length) {
-    const at = x(Number(nodes[0].dataset.t));
-    if (at < v.scroll.scrollLeft + 10 || at > v.scroll.scrollLeft + v.scroll.clientWidth - 10) {
-      v.scroll.scrollLeft = at - v.scroll.clientWidth / 2;
-    }
+  // the selected event's moment in view: where its mark is, and where its bars begin
+  const at = x(view.selected.t);
+  if (at < v.scroll.scrollLeft + 10 || at > v.scroll.scrollLeft + v.scroll.clientWidth - 10) {
+    v.scroll.scrollLeft = at - v.scroll.clientWidth / 2;
   }
 }
 
@@ -148,12 +152,12 @@ function step(direction) {
   if (next >= 0 && next < all.length) select(all[next].run, all[next].event);
 }
 
-// The time at the centre of run `v`'s visible window, or of its selected mark.
+// The time zoom keeps at the centre of run `v`'s visible window: the selected event's
+// moment (where its mark is, and its bars begin), or the cluster mark last opened, else
+// the time at the centre.
 function anchor(v, index) {
-  if (view.selected && view.selected.run === index) {
-    const node = v.scroll.querySelector('.selected[data-t]');
-    if (node) return Number(node.dataset.t);
-  }
+  if (view.selected && view.selected.run === index) return view.selected.t;
+  if (view.focus && view.focus.run === index) return view.focus.t;
   return (v.scroll.scrollLeft + v.scroll.clientWidth / 2 - PAD) / view.scale;
 }
 
@@ -191,7 +195,7 @@ async function main() {
   root.replaceChildren();
   view.runs = data.runs.map((run) => ({ run: run, open: new Set(), allRows: false, visible: [] }));
   fit();
-  legend(document.getElementById('legend'));
+  legend(document.getElementById('legend'), data.runs);
   view.runs.forEach((v, i) => section(v, i, root));
   view.runs.forEach((v, i) => { draw(i); relabel(v); });
   glossary(document.getElementById('glossary'));

@@ -1,4 +1,4 @@
-// The legend (every kind of mark and bar the timeline draws, in words) and the glossary
+// The legend (every kind of mark and bar the page's timelines draw, in words) and the glossary
 // (every word the page uses that a reader may not know), each term with an id to link.
 
 const TERMS = [
@@ -24,13 +24,13 @@ const LEGEND = [
   ['circle replayed', 'the gateway answered from its idempotency record: no money moved'],
   ['circle found', 'a lookup that found the refund at the gateway'],
   ['triangle fault', 'a fault fired (a pause, a crash, a delay, a restart)'],
-  ['triangle breach', 'a check that did not hold'],
+  ['triangle breach', 'a check that did not hold: one mark for each event that broke any, naming every check it broke'],
   ['triangle diagnostic', 'a diagnostic: shown, does not fail a run'],
   ['cluster none', 'several events too close to tell apart at this zoom: the number says how many; click it to list them, or zoom in'],
   ['bar believed', 'what a worker believes: it holds the lease, with its token'],
   ['bar lease', 'what Redis really granted: one epoch of the lease'],
   ['bar band', 'a worker frozen (paused) or crashed; the shade covers its lane'],
-  ['bar delay', 'a message held up on its way (on the row of its hop: Redis, the database or the gateway)'],
+  ['bar delay', 'a message held up on its way (on a row below its hop\'s: Redis, the database or the gateway)'],
   ['bar downtime', 'a Redis instance down'],
   ['bar fold', 'a stretch of routine rows folded into one band: click it to open it'],
   ['bar fold skipped', 'a stretch of rows a worker went past without changing them, folded: click it to open it'],
@@ -59,13 +59,32 @@ function swatch(parent, kind) {
   if (classes.includes('on-chain')) el('svg:circle', { class: 'ring', cx: 13, cy: 7, r: 6.5 }, group);
 }
 
-function legend(parent) {
+// The legend's kinds that the page's runs draw (a cluster mark may appear at any zoom).
+function drawnKinds(runs) {
+  const kinds = new Set(['cluster none']);
+  const bars = { believed: 'bar believed', leases: 'bar lease', bands: 'bar band', delays: 'bar delay', downtime: 'bar downtime' };
+  for (const run of runs) {
+    for (const mark of run.marks) kinds.add(mark.lane === 'fault' ? 'triangle fault' : `circle ${mark.kind}`);
+    for (const breach of run.breaches) kinds.add(breach.diagnostic ? 'triangle diagnostic' : 'triangle breach');
+    for (const [key, kind] of Object.entries(bars)) if ((run[key] || []).length) kinds.add(kind);
+    for (const fold of run.folds) kinds.add(fold.kind === 'skipped' ? 'bar fold skipped' : 'bar fold');
+    for (const row of run.rows) {
+      kinds.add('bar state-pending');
+      for (const change of row.changes) kinds.add(`bar state-${change[1]}`);
+    }
+    if ((run.chains || []).some((c) => (c.steps || []).length)) ['circle ok on-chain', 'diamond chain-marker'].forEach((k) => kinds.add(k));
+  }
+  return kinds;
+}
+
+function legend(parent, runs) {
   if (!parent) return;
   parent.replaceChildren();
   const details = el('details', { open: '' }, parent);
-  el('summary', {}, details, 'Legend: what each mark and bar means');
+  el('summary', {}, details, 'Legend: what each mark and bar on this page means');
   const list = el('ul', { class: 'legend' }, details);
-  for (const [kind, words] of LEGEND) {
+  const drawn = drawnKinds(runs);
+  for (const [kind, words] of LEGEND.filter(([k]) => drawn.has(k))) {
     const item = el('li', {}, list);
     swatch(item, kind);
     item.appendChild(document.createTextNode(` ${words}`));
