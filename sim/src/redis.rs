@@ -116,6 +116,15 @@ pub enum Persistence {
 
 impl Persistence {
     pub const ALL: [Persistence; 3] = [Persistence::None, Persistence::AofEverySec, Persistence::AofAlways];
+
+    /// What a restart keeps, in words.
+    pub fn words(self) -> &'static str {
+        match self {
+            Persistence::None => "no persistence: every key is lost",
+            Persistence::AofEverySec => "an append-only file flushed every second: the last second is lost",
+            Persistence::AofAlways => "an append-only file flushed on every write: nothing is lost",
+        }
+    }
 }
 
 /// One write, with what the key held before it, for a restart to undo.

@@ -113,7 +113,26 @@ pub fn lease_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     if let Some(read) = read.filter(|read| *read > stale.steps[0].event) {
         steps.push(cx.step(read));
     }
-    let summary = format!("{}{}", stale.summary, act.text);
+    // the lease the command removed or kept, if a later one than the first successor
+    let removed = match &cx.events[index].kind {
+        EventKind::LeaseDeleted { holder: Some(value), .. }
+        | EventKind::LeaseRearmed { holder: Some(value), .. } => Some(value.as_str()),
+        _ => None,
+    };
+    let epochs = &cx.facts.record.epochs;
+    let owner = removed.and_then(|value| epochs.iter().rev().find(|epoch| epoch.value == value));
+    steps.extend(
+        owner.and_then(|epoch| grant_of(&cx, epoch.number)).filter(|at| *at < index).map(|at| cx.step(at)),
+    );
+    let held = owner.map_or(String::new(), |epoch| {
+        format!(
+            ", the lease of epoch {} that {} was granted at {}",
+            epoch.number,
+            epoch.worker,
+            cx.facts.at(epoch.granted_at_ms)
+        )
+    });
+    let summary = format!("{}{}{held}", stale.summary, act.text);
     steps.extend(stale.steps);
     Chain::of(summary, steps)
 }

@@ -110,11 +110,11 @@ fn why(cx: &Cx<'_>, worker: WorkerId, how: &str, fault: Option<usize>) -> String
             format!("while {worker} was frozen (a pause of {} ms from {at})", group_thousands(duration_ms))
         }
         FaultKind::ExpireLease { .. } => format!("early: a fault made the key expire at {at}"),
-        FaultKind::RedisClockJump { by_ms, .. } => {
-            format!("when Redis's clock jumped {} ms ahead at {at}", group_thousands(by_ms))
+        FaultKind::RedisClockJump { instance, by_ms } => {
+            format!("when redis#{}'s clock jumped {} ms ahead at {at}", instance + 1, group_thousands(by_ms))
         }
-        FaultKind::RedisRestart { persistence, .. } => {
-            format!("in a Redis restart at {at} (persistence {persistence:?})")
+        FaultKind::RedisRestart { instance, persistence } => {
+            format!("in a restart of redis#{} at {at}, with {}", instance + 1, persistence.words())
         }
         _ => match held_span(cx.events, index) {
             Some((from, to, _)) => format!(

@@ -42,7 +42,7 @@ pub(crate) fn fault_words(fault: &FaultKind) -> (String, String) {
             format!("Note over R: clock jumps {} ms", fmt_ms(by_ms)),
         ),
         FaultKind::RedisRestart { instance, persistence } => (
-            format!("redis#{} restarts with persistence {persistence:?}", instance + 1),
+            format!("redis#{} restarts, with {}", instance + 1, persistence.words()),
             "Note over R: restart".to_owned(),
         ),
         FaultKind::Redeliver { worker } => (

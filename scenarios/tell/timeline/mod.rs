@@ -216,7 +216,7 @@ fn breaches(outcome: &Outcome, story: &[StoryLine]) -> Vec<BreachView> {
                 at: breach.at_ms,
                 detail: breach.detail.clone(),
                 event: breach.event.unwrap_or_else(|| event_at(outcome, breach.at_ms)),
-                line: line_of(story, breach.event.unwrap_or(usize::MAX)),
+                line: line_of(story, breach.event.unwrap_or_else(|| event_at(outcome, breach.at_ms))),
             })
         })
         .collect();
