@@ -95,6 +95,13 @@ fn redis_words(kind: &EventKind) -> Option<String> {
             holder.as_deref().unwrap_or("no key"),
             group_thousands(*ttl_ms)
         ),
+        EventKind::LeaseRefused { worker, key, .. } => {
+            format!("{key} is refused to {worker}: another lease is live")
+        }
+        EventKind::LeaseExtended { worker, key, extended, .. } => match extended {
+            true => format!("{worker}'s renewal extends {key}"),
+            false => format!("{worker}'s renewal of {key} finds the lease gone"),
+        },
         EventKind::LeaseSet { worker, key, value, .. } => {
             format!("{worker} sets {key} to {value} without NX")
         }

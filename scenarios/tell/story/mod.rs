@@ -7,6 +7,7 @@ mod gateway;
 mod lease;
 mod narrator;
 mod queue;
+mod repeats;
 mod rhythm;
 mod store;
 mod worker;
@@ -55,7 +56,7 @@ impl Narrator<'_> {
     }
 }
 
-/// The run as lines, routine stretches folded.
+/// The run as lines, routine stretches and idle repeats folded.
 pub fn story(outcome: &Outcome) -> Vec<Line> {
     let mut narrator = Narrator::new(outcome, rhythm::plain_rows(&outcome.record.events));
     for (index, event) in outcome.record.events.iter().enumerate() {
@@ -63,7 +64,7 @@ pub fn story(outcome: &Outcome) -> Vec<Line> {
         narrator.event(event);
     }
     narrator.close_fold();
-    narrator.lines
+    repeats::fold_repeats(outcome, narrator.lines)
 }
 
 /// The story as text, one line per event: `10:00:26.000  store    A claims r_815 ...`.
