@@ -20,7 +20,9 @@ pub use money::{double_refund_chain, ledger_chain, settled_chain};
 pub use rows::{lease_chain, row_chain, single_holder_chain};
 pub(crate) use words::against_the_rule;
 
+use crate::check::before::rows_before;
 use crate::check::facts::{Breach, Facts};
+use fencesim_model::RowImage;
 use fencesim_sim::Event;
 use serde::Serialize;
 
@@ -61,15 +63,18 @@ impl Chain {
     }
 }
 
-/// What the finders read: the facts, and the history's events.
+/// What the finders read: the facts, the history's events, and what each write found in
+/// its row (taken once, in one pass over the history).
 pub(crate) struct Cx<'a> {
     pub facts: &'a Facts<'a>,
     pub events: &'a [Event],
+    pub before: Vec<Option<RowImage>>,
 }
 
 impl<'a> Cx<'a> {
     pub fn new(facts: &'a Facts<'a>) -> Cx<'a> {
-        Cx { facts, events: &facts.record.events }
+        let before = rows_before(facts.world, facts.record);
+        Cx { facts, events: &facts.record.events, before }
     }
 
     /// The step of event `index`, told by `words`.

@@ -4,31 +4,14 @@
 use super::Cx;
 use crate::check::before::{rule_accepts, rule_words};
 use crate::tell::story::faults::fault_words;
-use fencesim_model::{group_thousands, RowImage, Step};
+use fencesim_model::{group_thousands, Step};
 use fencesim_sim::{CallOutcome, EventKind};
-
-/// What the row held before the write at `index`, from the world's rows and the accepted
-/// writes before it.
-pub(crate) fn row_before(cx: &Cx<'_>, index: usize) -> Option<RowImage> {
-    let EventKind::Write { refund, .. } = &cx.events[index].kind else { return None };
-    let earlier = cx.events[..index].iter().rev().find_map(|event| match &event.kind {
-        EventKind::Write { refund: written, rows: 1.., after: Some(image), .. } if written == refund => {
-            Some(*image)
-        }
-        _ => None,
-    });
-    let start = || {
-        let row = cx.facts.world.rows.iter().find(|row| row.id == *refund)?;
-        Some(RowImage { state: row.state, fence: row.fence })
-    };
-    earlier.or_else(start)
-}
 
 /// Whether the store's answer to the write at `index` is not what the protocol's rule
 /// predicts: the store does not enforce the rule (a planted statement).
 pub(crate) fn against_the_rule(cx: &Cx<'_>, index: usize) -> bool {
     let EventKind::Write { write, token, rows, .. } = &cx.events[index].kind else { return false };
-    row_before(cx, index).is_some_and(|before| rule_accepts(*write, *token, before) != (*rows > 0))
+    cx.before[index].is_some_and(|before| rule_accepts(*write, *token, before) != (*rows > 0))
 }
 
 fn write_words(cx: &Cx<'_>, index: usize) -> String {
@@ -38,7 +21,7 @@ fn write_words(cx: &Cx<'_>, index: usize) -> String {
     let with = token.map_or("without a token".to_owned(), |token| format!("with token {token}"));
     let under = epoch.map_or(String::new(), |number| format!(" (epoch {number})"));
     let verdict = if *rows > 0 { "accepted" } else { "turned away, 0 rows" };
-    let rule = row_before(cx, index)
+    let rule = cx.before[index]
         .map_or(String::new(), |before| format!(" [{}]", rule_words(*write, *token, before, *rows)));
     format!("{worker}{under} {write}s {refund} {with}: {verdict}{rule}")
 }
