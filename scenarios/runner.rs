@@ -209,38 +209,37 @@ impl Outcome {
         )
     }
 
-    /// The chain of `check`'s first breach, found as its invariant says; the planted bug's
-    /// acts that it passes through, if a mutant is planted.
-    pub fn chain(&self, check: &Check) -> Option<Chain> {
+    /// The chain of `check`'s first breach, found as its invariant says, and the planted
+    /// bug's acts in this run (none without a mutant).
+    fn chain_and_acts(&self, check: &Check) -> Option<(Chain, Vec<usize>)> {
         let breach = check.breaches.first()?;
         let invariant = crate::check::invariant(check.invariant)?;
         let facts = Facts { record: &self.record, world: &self.scenario.world, base: self.scenario.base };
-        let mut chain = (invariant.chain)(&facts, breach);
-        if let Some(mutant) = self.mutant {
-            let acts = crate::mutant::acts(mutant, &facts);
-            let through = chain.steps.iter().find(|step| acts.contains(&step.event));
-            chain.summary = match through {
-                Some(step) => format!(
-                    "the planted bug ({mutant}) acts at {}: {}. {}",
-                    self.scenario.base.plus(step.at_ms),
-                    step.text,
-                    chain.summary
-                ),
-                None => {
-                    format!("this chain does not pass through the planted bug ({mutant}): {}", chain.summary)
-                }
-            };
-        }
+        let acts = self.mutant.map_or_else(Vec::new, |mutant| crate::mutant::acts(mutant, &facts));
+        Some(((invariant.chain)(&facts, breach), acts))
+    }
+
+    /// The chain of `check`'s first breach; with a mutant planted, its summary first says
+    /// where the chain passes through the bug's act, or that it does not.
+    pub fn chain(&self, check: &Check) -> Option<Chain> {
+        let (mut chain, acts) = self.chain_and_acts(check)?;
+        let Some(mutant) = self.mutant else { return Some(chain) };
+        chain.summary = match chain.steps.iter().find(|step| acts.contains(&step.event)) {
+            Some(step) => format!(
+                "the planted bug ({mutant}) acts at {}: {}. {}",
+                self.scenario.base.plus(step.at_ms),
+                step.text,
+                chain.summary
+            ),
+            None => format!("this chain does not pass through the planted bug ({mutant}): {}", chain.summary),
+        };
         Some(chain)
     }
 
     /// Whether the chain of `check`'s first breach passes through an act of the planted bug
     /// (false without one).
     pub fn through_the_bug(&self, check: &Check) -> bool {
-        let (Some(mutant), Some(breach)) = (self.mutant, check.breaches.first()) else { return false };
-        let Some(invariant) = crate::check::invariant(check.invariant) else { return false };
-        let facts = Facts { record: &self.record, world: &self.scenario.world, base: self.scenario.base };
-        (invariant.chain)(&facts, breach).passes_through(&crate::mutant::acts(mutant, &facts))
+        self.chain_and_acts(check).is_some_and(|(chain, acts)| chain.passes_through(&acts))
     }
 
     /// Each violation's chain, in the table's order.

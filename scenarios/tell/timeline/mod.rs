@@ -210,13 +210,16 @@ fn breaches(outcome: &Outcome, story: &[StoryLine]) -> Vec<BreachView> {
         .checks
         .iter()
         .flat_map(|check| {
-            check.breaches.iter().map(|breach| BreachView {
-                invariant: check.invariant,
-                diagnostic: !check.kind.fails_runs(),
-                at: breach.at_ms,
-                detail: breach.detail.clone(),
-                event: breach.event.unwrap_or_else(|| event_at(outcome, breach.at_ms)),
-                line: line_of(story, breach.event.unwrap_or_else(|| event_at(outcome, breach.at_ms))),
+            check.breaches.iter().map(|breach| {
+                let event = breach.event.unwrap_or_else(|| event_at(outcome, breach.at_ms));
+                BreachView {
+                    invariant: check.invariant,
+                    diagnostic: !check.kind.fails_runs(),
+                    at: breach.at_ms,
+                    detail: breach.detail.clone(),
+                    event,
+                    line: line_of(story, event),
+                }
             })
         })
         .collect();
