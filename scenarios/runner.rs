@@ -24,12 +24,15 @@ pub struct Outcome {
 }
 
 /// What a mechanism cost a run beyond the work itself: leases granted beyond the first
-/// for each lock key (a job handed over), and writes a fence turned away.
+/// for each lock key (a job handed over), writes a fence turned away, and writes that found
+/// their row already sent by another holder.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Costs {
     pub jobs: u64,
     pub handoffs: u64,
     pub fence_rejections: u64,
+    #[serde(default)]
+    pub found_sent: u64,
 }
 
 impl std::ops::AddAssign for Costs {
@@ -37,6 +40,7 @@ impl std::ops::AddAssign for Costs {
         self.jobs += more.jobs;
         self.handoffs += more.handoffs;
         self.fence_rejections += more.fence_rejections;
+        self.found_sent += more.found_sent;
     }
 }
 
@@ -48,8 +52,11 @@ pub struct Tally {
     /// Ledger entries: money movements.
     pub gateway_refunds: usize,
     pub refunded_cents: i64,
-    /// Writes a fenced store turned away (each abandons a batch).
+    /// Writes a newer fence turned away (each abandons a batch).
     pub fence_rejections: usize,
+    /// Fenced writes that found their row already `sent` by another holder: no fence
+    /// turned them away (under the article's rule each abandons a batch too).
+    pub found_sent: usize,
     /// Money movements beyond the first for a refund.
     pub double_refunds: usize,
     /// Confirms by an epoch other than the row's last accepted claim.
@@ -98,7 +105,7 @@ impl Outcome {
         let mut calls: BTreeMap<RefundId, u32> = BTreeMap::new();
         let mut created: BTreeMap<RefundId, u32> = BTreeMap::new();
         let mut claimers: BTreeMap<RefundId, BTreeSet<Option<u32>>> = BTreeMap::new();
-        let mut fence_rejections = 0;
+        let (mut fence_rejections, mut found_sent) = (0, 0);
         for event in &record.events {
             match &event.kind {
                 EventKind::RefundCalled { refund, outcome, .. } => {
@@ -111,6 +118,7 @@ impl Outcome {
                     claimers.entry(*refund).or_default().insert(*epoch);
                 }
                 EventKind::Step { step: Step::FenceViolation { .. }, .. } => fence_rejections += 1,
+                EventKind::Step { step: Step::RowAlreadySent { .. }, .. } => found_sent += 1,
                 _ => {}
             }
         }
@@ -120,6 +128,7 @@ impl Outcome {
             gateway_refunds: record.ledger.len(),
             refunded_cents: record.ledger.iter().map(|entry| entry.amount).sum::<Cents>().0,
             fence_rejections,
+            found_sent,
             double_refunds: created.values().map(|&times| times as usize - 1).sum(),
             stale_confirms: self.check("no-stale-confirm").breaches.len(),
             rows_claimed_by_two: claimers.values().filter(|epochs| epochs.len() > 1).count(),
@@ -127,11 +136,16 @@ impl Outcome {
         }
     }
 
-    /// "1200 of 1200 refunds sent, 1200 gateway refunds, 8430000 cents, 1 fence rejection(s)".
+    /// "1200 of 1200 refunds sent, 1200 gateway refunds, 8430000 cents, 1 fence rejection(s)",
+    /// and how many writes found their row already sent, when any did.
     pub fn counts_line(&self) -> String {
         let tally = self.tally();
+        let found_sent = match tally.found_sent {
+            0 => String::new(),
+            n => format!(", {n} write(s) found the row already sent"),
+        };
         format!(
-            "{} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s)",
+            "{} of {} refunds sent, {} gateway refunds, {} cents, {} fence rejection(s){found_sent}",
             tally.refunds_sent,
             tally.refunds_total,
             tally.gateway_refunds,
@@ -164,6 +178,7 @@ impl Outcome {
             "gateway_refunds": tally.gateway_refunds,
             "refunded_cents": tally.refunded_cents,
             "fence_rejections": tally.fence_rejections,
+            "found_sent": tally.found_sent,
             "double_refunds": tally.double_refunds,
             "stale_confirms": tally.stale_confirms,
             "violations": violations,

@@ -36,7 +36,8 @@ fn run_fenced_json_shows_a_clean_worked_example() {
     assert_eq!(value["refunds_sent"], 1200);
     assert_eq!(value["gateway_refunds"], 1200);
     assert_eq!(value["refunded_cents"], 8_430_000);
-    assert_eq!(value["fence_rejections"], 1);
+    assert_eq!(value["fence_rejections"], 1, "A's confirm of r_815, turned away by B's fence 34");
+    assert_eq!(value["found_sent"], 0, "no write found its row finished by another holder");
     assert_eq!(value["violations"], serde_json::json!([]));
     assert_eq!(value["trace_hash"].as_str().unwrap().len(), 16);
 }
@@ -85,7 +86,7 @@ fn the_trace_file_shows_the_times_of_the_timeline() {
         first(&|l| l["event"] == "write" && l["worker"] == "A" && l["refund"] == "r_815"),
         "10:00:26.000"
     );
-    assert_eq!(first(&|l| l["event"] == "lease_expired"), "10:00:30.000");
+    assert_eq!(first(&|l| l["event"] == "lease_expired"), "10:00:30.001");
     assert_eq!(first(&|l| l["event"] == "lease_granted" && l["worker"] == "B"), "10:00:31.000");
     assert_eq!(first(&|l| l["event"] == "token_issued" && l["token"] == 34), "10:00:31.000");
     assert_eq!(first(&|l| l["event"] == "resumed"), "10:00:34.000");
@@ -100,7 +101,7 @@ fn the_demo_tells_both_stories_and_the_outcomes() {
     let out = stdout(&output);
     for needle in [
         "10:00:26.000  store    A claims r_815 with token 33: 1 row, now sending with fence 33",
-        "10:00:30.000  redis    lock:settle:m_4471 expires",
+        "10:00:30.001  redis    lock:settle:m_4471 expires",
         "10:00:34.000  A        FenceViolation: its confirm of r_815 with token 33 was turned away by the row",
         "A pays r_815 again: a second 70.25 EUR leaves (gw#908)",
         "| fenced | idempotent | 1,200 | 1,200 | 84,300.00 EUR | 0 | 0 | 1 | 1 | none |",

@@ -349,3 +349,43 @@ fn an_outage_is_waited_out_with_doubling_waits_and_a_longer_one_abandons_the_bat
     assert!(long.passed(), "{}", long.breach_lines("", false));
     assert_eq!(long.tally().gateway_refunds, 20);
 }
+
+/// A stale holder finishes a row between its successor's select and claim: the successor's
+/// claim finds the row `sent` under the older fence. No fence turned it away, and the run
+/// counts it apart from a fence rejection; under the article's rule it still gives the
+/// batch up.
+#[test]
+fn a_claim_that_finds_its_row_finished_by_the_older_holder_is_not_counted_as_a_fence_rejection() {
+    let scenario = Scenario::named("finished-under-the-successor")
+        .starts_at(WallMs::hms(9, 0, 0))
+        .merchant_with_refunds(fencesim::model::MerchantId(7), &[Cents(1_000)])
+        .lease_ttl_ms(5_000)
+        .visibility_timeout_ms(6_000)
+        .workers(2)
+        .gateway_latency(Latency::flat(100))
+        .lookup_latency_ms(2_000)
+        .pause_at_step(A, StepKind::AfterGatewayCall, 1, 7_000)
+        .build();
+    let outcome = run(&scenario, 1).unwrap();
+    let steps: Vec<(fencesim::model::WorkerId, Step)> = outcome
+        .record
+        .events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::Step { worker, step } => Some((*worker, *step)),
+            _ => None,
+        })
+        .collect();
+    let found: Vec<&Step> =
+        steps.iter().filter(|(_, step)| matches!(step, Step::RowAlreadySent { .. })).map(|(_, s)| s).collect();
+    assert!(
+        matches!(found.as_slice(), [Step::RowAlreadySent { write: WriteKind::Claim, fence: 1, .. }]),
+        "{steps:?}"
+    );
+    assert!(steps.iter().all(|(_, step)| !matches!(step, Step::FenceViolation { .. })), "{steps:?}");
+    assert!(steps.contains(&(B, Step::BatchAbandoned { reason: AbandonReason::RowAlreadySent })));
+    let tally = outcome.tally();
+    assert_eq!((tally.fence_rejections, tally.found_sent, tally.gateway_refunds), (0, 1, 1));
+    assert!(outcome.passed(), "{}", outcome.breach_lines("", true));
+    assert!(outcome.counts_line().ends_with("0 fence rejection(s), 1 write(s) found the row already sent"));
+}

@@ -95,15 +95,36 @@ impl fmt::Display for WriteKind {
 }
 
 /// What one write did: the row count the store reported and, when a row changed, its new
-/// state and fence.
+/// state and fence; when none did, the row as it stood (read back in the same turn on the
+/// database), which tells a write turned away by a newer fence from one that found the row
+/// already `sent`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WriteOutcome {
     pub rows_updated: u64,
     pub after: Option<RowImage>,
+    /// The row, unchanged, when the write updated nothing (`None` when a row changed, or
+    /// there is no such row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<RowImage>,
 }
 
-/// A fenced write updated zero rows: the token is older than the row's fence (or the row
-/// moved on). The batch is abandoned, never retried with the same token.
+impl WriteOutcome {
+    /// Why a fenced write with `token` updated nothing, from the row it found: `true` when
+    /// the row is `sent` under a fence the token's write would have passed (another holder
+    /// finished it, no newer fence turned this one away).
+    pub fn found_finished(&self, kind: WriteKind, token: Token) -> bool {
+        let Some(row) = self.found.filter(|_| self.rows_updated == 0) else { return false };
+        let fence_passes = match kind {
+            WriteKind::Claim => row.fence < token.0,
+            WriteKind::Confirm => row.fence == token.0,
+        };
+        row.state == RefundState::Sent && fence_passes
+    }
+}
+
+/// A fenced write updated zero rows: the token is older than the row's fence (or, when the
+/// row is already `sent` under an older fence, another holder finished it). Either way the
+/// batch is abandoned under the article's rule, never retried with the same token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FenceViolation {
     pub refund: RefundId,

@@ -88,6 +88,16 @@ pub enum Step {
         error: GatewayError,
         attempt: u32,
     },
+    /// A fenced write updated no row because the row is already `sent` under a fence the
+    /// token would have passed: another holder finished it. No fence turned this write
+    /// away; what the worker does next is its mechanism's choice.
+    RowAlreadySent {
+        refund: RefundId,
+        write: WriteKind,
+        token: Token,
+        /// The fence the finished row holds.
+        fence: i64,
+    },
     // New steps go last: a trace's hash includes each step's variant position.
 }
 
@@ -102,6 +112,9 @@ pub enum AbandonReason {
     BackendError,
     /// A refund call's outcome stayed unknown: it timed out and no lookup could tell.
     OutcomeUnknown,
+    /// A write found its row already `sent` by another holder, and the mechanism gives
+    /// the batch up for it.
+    RowAlreadySent,
 }
 
 impl std::fmt::Display for AbandonReason {
@@ -112,6 +125,7 @@ impl std::fmt::Display for AbandonReason {
             AbandonReason::GatewayUnavailable => "gateway unavailable",
             AbandonReason::BackendError => "backend error",
             AbandonReason::OutcomeUnknown => "refund outcome unknown",
+            AbandonReason::RowAlreadySent => "a row already sent by another holder",
         })
     }
 }
@@ -143,7 +157,8 @@ impl StepKind {
             | StepKind::AfterGatewayCall
             | StepKind::AfterConfirm
             | StepKind::WriteSkipped
-            | StepKind::GatewayFailed => true,
+            | StepKind::GatewayFailed
+            | StepKind::RowAlreadySent => true,
             StepKind::JobReceived
             | StepKind::LeaseAcquired
             | StepKind::LeaseBusy

@@ -77,6 +77,9 @@ pub const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES 
      ON CONFLICT (merchant) DO UPDATE SET value = value + 1
      RETURNING value";
 const MAX_FENCE: &str = "SELECT COALESCE(MAX(fence), 0) FROM refund WHERE merchant = ?1";
+/// One row's state and fence (`?1`: the refund id): read back after a write that updated
+/// nothing, to say why.
+pub const ROW_IMAGE: &str = "SELECT state, fence FROM refund WHERE id = ?1";
 /// Every refund and every sequence removed.
 pub const CLEAR: &str = "DELETE FROM refund; DELETE FROM fence_seq;";
 /// Every row, in id order.
@@ -231,7 +234,14 @@ impl SqliteRefunds {
         }
         .optional()?;
         drop(stmt);
-        Ok(WriteOutcome { rows_updated: conn.changes(), after })
+        let rows_updated = conn.changes();
+        let found = if rows_updated == 0 {
+            let mut read = conn.prepare_cached(ROW_IMAGE)?;
+            read.query_row([refund.0], image_from_sql).optional()?
+        } else {
+            None
+        };
+        Ok(WriteOutcome { rows_updated, after, found })
     }
 }
 
@@ -281,7 +291,9 @@ mod tests {
     fn a_claim_takes_over_a_sending_row_only_with_a_newer_token() {
         let store = store_with(RefundState::Sending, 33);
         let stale = store.write(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(33))).unwrap();
-        assert_eq!(stale, WriteOutcome { rows_updated: 0, after: None });
+        let found = Some(RowImage { state: RefundState::Sending, fence: 33 });
+        assert_eq!(stale, WriteOutcome { rows_updated: 0, after: None, found });
+        assert!(!stale.found_finished(WriteKind::Claim, Token(33)), "a fence as new as the token");
         let newer = store.write(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(34))).unwrap();
         assert_eq!(newer.rows_updated, 1);
         assert_eq!(newer.after, Some(RowImage { state: RefundState::Sending, fence: 34 }));
@@ -333,6 +345,24 @@ mod tests {
         for guard in [WriteGuard::Fence(Token(99)), WriteGuard::Unfenced] {
             assert_eq!(store.write(WriteKind::Claim, RefundId(815), guard).unwrap().rows_updated, 0);
         }
+    }
+
+    /// A write turned away reads the row back: a newer fence, or a row another holder with
+    /// an older token already finished, which no fence turned this write away from.
+    #[test]
+    fn a_write_that_updates_nothing_says_whether_a_newer_fence_or_a_finished_row_turned_it_away() {
+        let finished = store_with(RefundState::Sent, 33);
+        let claim = finished.write(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(34))).unwrap();
+        assert_eq!(claim.found, Some(RowImage { state: RefundState::Sent, fence: 33 }));
+        assert!(claim.found_finished(WriteKind::Claim, Token(34)), "sent under an older fence");
+        let newer = store_with(RefundState::Sent, 34);
+        let stale = newer.write(WriteKind::Confirm, RefundId(815), WriteGuard::Fence(Token(33))).unwrap();
+        assert!(!stale.found_finished(WriteKind::Confirm, Token(33)), "a newer fence turned it away");
+        let again = newer.write(WriteKind::Confirm, RefundId(815), WriteGuard::Fence(Token(34))).unwrap();
+        assert!(again.found_finished(WriteKind::Confirm, Token(34)), "already confirmed with this token");
+        let sending = store_with(RefundState::Sending, 34);
+        let claimed = sending.write(WriteKind::Claim, RefundId(815), WriteGuard::Fence(Token(35))).unwrap();
+        assert_eq!((claimed.rows_updated, claimed.found), (1, None), "nothing read back when a row changed");
     }
 
     #[test]

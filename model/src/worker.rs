@@ -276,14 +276,37 @@ where
         if outcome.rows_updated > 0 {
             return Ok(true);
         }
-        match (self.config.mechanism.spec().on_rejected_write, guard) {
-            (OnRejectedWrite::Abandon, WriteGuard::Fence(token)) => {
+        let spec = self.config.mechanism.spec();
+        match guard {
+            WriteGuard::Fence(token) if outcome.found_finished(kind, token) => {
+                let fence = outcome.found.map_or(0, |row| row.fence);
+                ports.probe.reached(Step::RowAlreadySent { refund, write: kind, token, fence }).await;
+                self.turned_away(spec.on_row_already_sent, refund, kind, AbandonReason::RowAlreadySent).await
+            }
+            WriteGuard::Fence(token) if spec.on_rejected_write == OnRejectedWrite::Abandon => {
                 let violation = FenceViolation { refund, token, write: kind };
                 ports.probe.reached(Step::FenceViolation { violation }).await;
                 Err(Abandon(AbandonReason::FenceViolation))
             }
-            _ => {
-                ports.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
+            WriteGuard::Fence(_) | WriteGuard::Unfenced => {
+                self.turned_away(OnRejectedWrite::Skip, refund, kind, AbandonReason::FenceViolation).await
+            }
+        }
+    }
+
+    /// A write that updated nothing, answered as `rule` says: skip the row, or give the
+    /// batch up for `reason`.
+    async fn turned_away(
+        &self,
+        rule: OnRejectedWrite,
+        refund: RefundId,
+        kind: WriteKind,
+        reason: AbandonReason,
+    ) -> Result<bool, Abandon> {
+        match rule {
+            OnRejectedWrite::Abandon => Err(Abandon(reason)),
+            OnRejectedWrite::Skip => {
+                self.ports.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
                 Ok(false)
             }
         }

@@ -21,10 +21,11 @@ pub enum Sometimes {
     GatewayErrorRetried,
     RedisRefused,
     RefundsArrivedWhileLeased,
+    RowFoundSent,
 }
 
 impl Sometimes {
-    pub const ALL: [Sometimes; 8] = [
+    pub const ALL: [Sometimes; 9] = [
         Sometimes::LeaseExpiredWhileHeld,
         Sometimes::StaleWriteRejected,
         Sometimes::JobDeliveredAgain,
@@ -33,18 +34,20 @@ impl Sometimes {
         Sometimes::GatewayErrorRetried,
         Sometimes::RedisRefused,
         Sometimes::RefundsArrivedWhileLeased,
+        Sometimes::RowFoundSent,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             Sometimes::LeaseExpiredWhileHeld => "a lease expired while held",
-            Sometimes::StaleWriteRejected => "a stale write was rejected",
+            Sometimes::StaleWriteRejected => "a stale write was rejected by a newer fence",
             Sometimes::JobDeliveredAgain => "a job was delivered again",
             Sometimes::CounterWentBackwards => "a counter went backwards",
             Sometimes::RefundTimedOut => "a refund call timed out",
             Sometimes::GatewayErrorRetried => "a gateway request was retried",
             Sometimes::RedisRefused => "a Redis command was refused while it restarted",
             Sometimes::RefundsArrivedWhileLeased => "refunds arrived while their merchant's lease was held",
+            Sometimes::RowFoundSent => "a write found its row already sent by another holder",
         }
     }
 }
@@ -79,9 +82,11 @@ pub struct Touched {
     /// The `Sometimes` situations reached, by their place in `Sometimes::ALL`.
     pub sometimes: Bits,
     /// What the mechanism cost, counted in the same pass: leases granted (each job needs
-    /// one; every one more is a handoff), and writes a fence turned away.
+    /// one; every one more is a handoff), writes a fence turned away, and writes that found
+    /// their row already sent by another holder.
     pub leases: u32,
     pub fence_rejections: u32,
+    pub found_sent: u32,
 }
 
 impl Touched {
@@ -121,9 +126,6 @@ impl Touched {
                     held.remove(key.as_str());
                     touched.reached(Sometimes::LeaseExpiredWhileHeld)
                 }
-                EventKind::Write { rows: 0, token: Some(_), .. } => {
-                    touched.reached(Sometimes::StaleWriteRejected)
-                }
                 EventKind::JobDelivered { delivery, .. } if *delivery > 1 => {
                     touched.reached(Sometimes::JobDeliveredAgain)
                 }
@@ -146,7 +148,14 @@ impl Touched {
                 EventKind::RefundsArrived { merchant, .. } if held.contains(merchant.lock_key().as_str()) => {
                     touched.reached(Sometimes::RefundsArrivedWhileLeased)
                 }
-                EventKind::Step { step: Step::FenceViolation { .. }, .. } => touched.fence_rejections += 1,
+                EventKind::Step { step: Step::FenceViolation { .. }, .. } => {
+                    touched.fence_rejections += 1;
+                    touched.reached(Sometimes::StaleWriteRejected)
+                }
+                EventKind::Step { step: Step::RowAlreadySent { .. }, .. } => {
+                    touched.found_sent += 1;
+                    touched.reached(Sometimes::RowFoundSent)
+                }
                 EventKind::TokenIssued { key, token, .. } => {
                     let previous = last_token.insert(key.as_str(), token.0);
                     if previous.is_some_and(|previous| token.0 <= previous) {

@@ -106,6 +106,7 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
             | Step::AfterConfirm { .. }
             | Step::WriteSkipped { .. }
             | Step::FenceViolation { .. }
+            | Step::RowAlreadySent { .. }
             | Step::BatchCompleted { .. } => {}
         }
     }

@@ -6,7 +6,7 @@
 use crate::live::clock::wall_us;
 use crate::live::server::free_port;
 use crate::live::store::Refunds;
-use fencesim_model::store::{ALL_ROWS, CLEAR, NEXT_SEQUENCE, OPEN_ROWS, SCHEMA};
+use fencesim_model::store::{ALL_ROWS, CLEAR, NEXT_SEQUENCE, OPEN_ROWS, ROW_IMAGE, SCHEMA};
 use fencesim_model::{
     Cents, MerchantId, RefundId, RefundRow, RefundState, RowImage, Statements, Token, WriteGuard, WriteKind,
     WriteOutcome,
@@ -133,19 +133,27 @@ impl Refunds for PgRefunds {
     ) -> Result<(WriteOutcome, u64), String> {
         let sql = stamped(Statements::SQLITE.of(kind, guard.token().is_some()));
         let id = i64::from(refund.0);
-        let rows = self.run(move |client| match guard {
-            WriteGuard::Fence(token) => client.query(&sql, &[&token.0, &id]),
-            WriteGuard::Unfenced => client.query(&sql, &[&id]),
+        let rows = self.run(move |client| {
+            let written = match guard {
+                WriteGuard::Fence(token) => client.query(&sql, &[&token.0, &id]),
+                WriteGuard::Unfenced => client.query(&sql, &[&id]),
+            }?;
+            // Nothing changed: the row as it stands says why.
+            let found = match written.is_empty() {
+                true => client.query(&dialect(ROW_IMAGE), &[&id])?,
+                false => Vec::new(),
+            };
+            Ok::<_, postgres::Error>((written, found))
         })?;
-        let rows = rows.map_err(|e| e.to_string())?;
+        let (rows, found) = rows.map_err(|e| e.to_string())?;
+        let image = |row: &postgres::Row| Ok::<_, String>(RowImage { state: state(row.get(0))?, fence: row.get(1) });
+        let found = found.first().map(image).transpose()?;
         let (after, at_us) = match rows.first() {
-            Some(row) => {
-                (Some(RowImage { state: state(row.get(0))?, fence: row.get(1) }), row.get::<_, i64>(2) as u64)
-            }
+            Some(row) => (Some(image(row)?), row.get::<_, i64>(2) as u64),
             // Nothing changed: the time the answer came back is as good as any.
             None => (None, wall_us()),
         };
-        Ok((WriteOutcome { rows_updated: rows.len() as u64, after }, at_us))
+        Ok((WriteOutcome { rows_updated: rows.len() as u64, after, found }, at_us))
     }
 
     fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String> {

@@ -47,7 +47,12 @@ pub fn run_seed(
     let jobs = scenario.world.all_jobs().count() as u64;
     // every job needs one lease; each one more is a handoff (the job changed hands)
     let handoffs = u64::from(touched.leases).saturating_sub(jobs);
-    let costs = Costs { jobs, handoffs, fence_rejections: touched.fence_rejections.into() };
+    let costs = Costs {
+        jobs,
+        handoffs,
+        fence_rejections: touched.fence_rejections.into(),
+        found_sent: touched.found_sent.into(),
+    };
     let trace_hash = outcome.trace_hash;
     let failure = if violations.is_empty() { None } else { Some(Box::new(outcome)) };
     Ok(SeedResult { seed, violations, trace_hash, touched, costs, failure })

@@ -1,9 +1,11 @@
 //! The simulated Redis: a pure core of keys with expiry by Redis's own clock.
 //!
 //! `apply(command, now)` is all the behaviour there is; the world's clients call it and
-//! record what happened. Keys expire when Redis's clock passes their deadline: the world
-//! asks `next_expiry` and removes them at that exact millisecond with `expire_due`, and a
-//! command that arrives in the same millisecond sees them gone already.
+//! record what happened. Keys expire when Redis's clock passes their deadline, as the real
+//! server's do: a key is still there at its deadline's millisecond and gone from the next
+//! one. The world asks `next_expiry` for that first millisecond without the key and removes
+//! it then with `expire_due`, and a command that arrives in the same millisecond sees it
+//! gone already.
 
 use std::collections::BTreeMap;
 
@@ -162,13 +164,14 @@ impl RedisCore {
         self.keys.insert(key.to_owned(), Entry { value, expires_at_ms: None });
     }
 
-    /// The next time, on the simulation's clock, at which a key expires.
+    /// The next time, on the simulation's clock, at which a key expires: the millisecond
+    /// after its deadline, the first one a real server would not answer with it.
     pub fn next_expiry(&self) -> Option<u64> {
         self.keys
             .values()
             .filter_map(|e| e.expires_at_ms)
             .min()
-            .map(|at| (at as i64 - self.clock_offset_ms).max(0) as u64)
+            .map(|at| (at as i64 + 1 - self.clock_offset_ms).max(0) as u64)
     }
 
     /// Removes every key whose deadline has passed, in deadline order.
@@ -177,12 +180,13 @@ impl RedisCore {
         let mut due: Vec<(u64, String)> = self
             .keys
             .iter()
-            .filter_map(|(k, e)| e.expires_at_ms.filter(|&at| at <= redis_now).map(|at| (at, k.clone())))
+            .filter_map(|(k, e)| e.expires_at_ms.filter(|&at| at < redis_now).map(|at| (at, k.clone())))
             .collect();
         due.sort();
         for (at, key) in due {
             let entry = self.keys.remove(&key).expect("due key is present");
-            let at_ms = ((at as i64 - self.clock_offset_ms).max(0) as u64).max(self.jumped_at_ms).min(now_ms);
+            let gone = at as i64 + 1 - self.clock_offset_ms;
+            let at_ms = (gone.max(0) as u64).max(self.jumped_at_ms).min(now_ms);
             out.push(Expired { key, value: entry.value, at_ms });
         }
     }
@@ -355,16 +359,17 @@ mod tests {
     }
 
     #[test]
-    fn set_nx_px_grants_once_and_the_key_expires_at_its_exact_deadline() {
+    fn set_nx_px_grants_once_and_the_key_is_there_at_its_deadline_and_gone_a_millisecond_later() {
         let mut r = RedisCore::new();
         let set = |v| Command::SetNxPx { key: "lock:settle:m_4471", value: v, ttl_ms: 30_000 };
         assert_eq!(run(&mut r, set("A#1"), 0).0, Reply::Ok);
         assert_eq!(run(&mut r, set("B#1"), 29_999).0, Reply::Nil);
-        assert_eq!(r.next_expiry(), Some(30_000));
-        let (reply, expired) = run(&mut r, set("B#1"), 30_000);
+        assert_eq!(run(&mut r, set("B#1"), 30_000), (Reply::Nil, vec![]), "still there at its deadline");
+        assert_eq!(r.next_expiry(), Some(30_001));
+        let (reply, expired) = run(&mut r, set("B#1"), 30_001);
         assert_eq!(reply, Reply::Ok);
         assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0].at_ms, 30_000);
+        assert_eq!(expired[0].at_ms, 30_001);
         assert_eq!(expired[0].value, Value::Str("A#1".into()));
     }
 
@@ -397,13 +402,15 @@ mod tests {
         let ext = |v| Command::CompareAndExtend { key: "k", value: v, ttl_ms: 100 };
         assert_eq!(run(&mut r, ext("B#1"), 50).0, Reply::Int(0));
         assert_eq!(run(&mut r, ext("A#1"), 50).0, Reply::Int(1));
-        assert_eq!(r.next_expiry(), Some(150));
+        assert_eq!(r.next_expiry(), Some(151));
         assert_eq!(run(&mut r, Command::PExpire { key: "k", ttl_ms: 10 }, 60).0, Reply::Int(1));
         let mut expired = Vec::new();
         r.expire_due(70, &mut expired);
+        assert!(expired.is_empty(), "there at its deadline");
+        r.expire_due(71, &mut expired);
         assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0].at_ms, 70);
-        assert_eq!(run(&mut r, Command::Del { key: "k" }, 71).0, Reply::Int(0));
+        assert_eq!(expired[0].at_ms, 71);
+        assert_eq!(run(&mut r, Command::Del { key: "k" }, 72).0, Reply::Int(0));
     }
 
     #[test]
@@ -436,7 +443,7 @@ mod tests {
         let mut r = RedisCore::new();
         run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 30_000 }, 0);
         r.jump_clock(20_000, 5);
-        assert_eq!(r.next_expiry(), Some(10_000));
+        assert_eq!(r.next_expiry(), Some(10_001));
         let expired = r.expire_now("k", 11).unwrap();
         assert_eq!(expired.at_ms, 11);
     }
@@ -453,9 +460,11 @@ mod tests {
         r.expire_due(1_050, &mut expired);
         let dated: Vec<(&str, u64)> = expired.iter().map(|e| (e.key.as_str(), e.at_ms)).collect();
         assert_eq!(dated, [("early", 1_050)], "dated at the jump, not at 200 ms");
-        // a key the jump did not reach expires at its deadline on the jumped clock
+        // a key the jump did not reach expires just past its deadline on the jumped clock
         r.expire_due(5_000, &mut expired);
-        assert_eq!(expired.last().map(|e| (e.key.as_str(), e.at_ms)), Some(("late", 5_000)));
+        assert_eq!(expired.len(), 1, "there at its deadline");
+        r.expire_due(5_001, &mut expired);
+        assert_eq!(expired.last().map(|e| (e.key.as_str(), e.at_ms)), Some(("late", 5_001)));
     }
 
     #[test]

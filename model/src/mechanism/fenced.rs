@@ -10,5 +10,6 @@ pub const SPEC: Spec = Spec {
     safety: Safety::UnlessCounterLost,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
+    on_row_already_sent: OnRejectedWrite::Abandon,
     ..Spec::BASE
 };

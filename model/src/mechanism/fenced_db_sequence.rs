@@ -9,5 +9,6 @@ pub const SPEC: Spec = Spec {
     safety: Safety::Safe,
     tokens: TokenPolicy::DbSequence,
     on_rejected_write: OnRejectedWrite::Abandon,
+    on_row_already_sent: OnRejectedWrite::Abandon,
     ..Spec::BASE
 };

@@ -11,6 +11,7 @@ pub const SPEC: Spec = Spec {
     safety: Safety::UnlessCounterLost,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
+    on_row_already_sent: OnRejectedWrite::Abandon,
     renewal: true,
     ..Spec::BASE
 };

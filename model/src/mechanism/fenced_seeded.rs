@@ -10,6 +10,7 @@ pub const SPEC: Spec = Spec {
     safety: Safety::Unsafe,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
+    on_row_already_sent: OnRejectedWrite::Abandon,
     seed_counter_on_restart: true,
     ..Spec::BASE
 };

@@ -21,7 +21,7 @@ pub enum TokenPolicy {
 pub enum OnRejectedWrite {
     /// Skip the row and go on: nothing tells the worker its lease is gone.
     Skip,
-    /// A fence violation: abandon the batch, never retry with the same token.
+    /// Give the batch up (a fence violation: never retry with the same token).
     Abandon,
 }
 
@@ -68,6 +68,10 @@ pub struct Spec {
     pub safety: Safety,
     pub tokens: TokenPolicy,
     pub on_rejected_write: OnRejectedWrite,
+    /// What a fenced worker does when a write finds its row already `sent` by another
+    /// holder (no newer fence turned it away). The article's rule counts every write that
+    /// updated nothing as a fence violation and abandons; its mechanisms keep that rule.
+    pub on_row_already_sent: OnRejectedWrite,
     pub lease: LeaseKind,
     pub release: ReleasePolicy,
     /// Renew the lease from a background task every third of the TTL.
@@ -87,6 +91,7 @@ impl Spec {
         safety: Safety::Unsafe,
         tokens: TokenPolicy::None,
         on_rejected_write: OnRejectedWrite::Skip,
+        on_row_already_sent: OnRejectedWrite::Skip,
         lease: LeaseKind::Single,
         release: ReleasePolicy::CompareAndDelete,
         renewal: false,

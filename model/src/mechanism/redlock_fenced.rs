@@ -12,6 +12,7 @@ pub const SPEC: Spec = Spec {
     safety: Safety::Safe,
     tokens: TokenPolicy::DbSequence,
     on_rejected_write: OnRejectedWrite::Abandon,
+    on_row_already_sent: OnRejectedWrite::Abandon,
     lease: LeaseKind::Redlock,
     renewal: true,
     check_before_write: true,

@@ -35,6 +35,10 @@ fn step_words(worker: fencesim_model::WorkerId, step: &Step) -> String {
             "{worker}: FenceViolation, its {} of {} with token {} was turned away",
             violation.write, violation.refund, violation.token
         ),
+        Step::RowAlreadySent { refund, write, token, fence } => format!(
+            "{worker}'s {write} of {refund} with token {token} finds the row already sent (fence {fence}): \
+             another holder finished it, no fence turned this write away"
+        ),
         Step::BatchAbandoned { reason } => format!("{worker} abandons the batch ({reason})"),
         Step::BatchCompleted { merchant } => format!("{worker} completes the batch for {merchant}"),
         Step::GatewayFailed { refund, call, error, attempt } => {

@@ -26,6 +26,13 @@ impl Narrator<'_> {
                 ),
                 vec![format!("Note over {worker}: FenceViolation")],
             ),
+            Step::RowAlreadySent { refund, write, token, fence } => (
+                format!(
+                    "its {write} of {refund} with token {token} finds the row already sent, under fence {fence}: \
+                     another holder finished it, and no fence turned this write away"
+                ),
+                vec![format!("Note over {worker}: {refund} already sent")],
+            ),
             Step::BatchAbandoned { reason } => (
                 format!("abandons the batch ({reason}), without acking the job"),
                 vec![format!("Note over {worker}: abandons the batch")],
