@@ -5,7 +5,7 @@
 //! write, the chains cite it, and a write whose outcome the rule does not predict is a
 //! store that does not enforce the protocol (a planted statement, say).
 
-use fencesim_model::{RefundState, RowImage, Token, WriteKind};
+use fencesim_model::{RefundState, RowImage, Token, WriteKind, WriteOutcome};
 use fencesim_sim::{EventKind, RunRecord, WorldConfig};
 use std::collections::BTreeMap;
 
@@ -36,6 +36,14 @@ pub fn rule_accepts(write: WriteKind, token: Option<Token>, before: RowImage) ->
     }
 }
 
+/// Whether a fenced write that changed nothing found its row finished by another holder
+/// (`sent`, under a fence the token passes) rather than turned away by a newer fence: the
+/// worker's own reading of the row it read back.
+pub fn found_finished(write: WriteKind, token: Option<Token>, before: RowImage) -> bool {
+    let found = WriteOutcome { rows_updated: 0, after: None, found: Some(before) };
+    token.is_some_and(|token| found.found_finished(write, token))
+}
+
 /// The rule, and how this write fared by it: "confirm: accepted only if the row is sending
 /// and its fence equals the token; the row was sending with fence 34, the token 33:
 /// turned away".
@@ -58,6 +66,9 @@ pub fn rule_words(write: WriteKind, token: Option<Token>, before: RowImage, rows
     let found = format!("the row was {} with fence {}{with}", before.state, before.fence);
     let verdict = match (rule_accepts(write, token, before), rows > 0) {
         (true, true) => "accepted".to_owned(),
+        (false, false) if found_finished(write, token, before) => {
+            "it changed nothing: another holder had already sent the row, no newer fence turned it away".to_owned()
+        }
         (false, false) => match token {
             Some(_) => "turned away".to_owned(),
             None => "it changed nothing".to_owned(),

@@ -122,12 +122,16 @@ fn rejections(outcome: &Outcome) -> String {
             _ => None,
         })
         .collect();
-    let count = outcome.tally().fence_rejections;
-    if count == 0 {
-        return "the store turned no write away".to_owned();
+    let tally = outcome.tally();
+    let finished = match tally.found_sent {
+        0 => String::new(),
+        n => format!("; {n} write(s) found their row already sent by another holder, which no fence turned away"),
+    };
+    if tally.fence_rejections == 0 {
+        return format!("the store turned no write away{finished}");
     }
     let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
-    format!("the store turned {} away {}", names.join(" and "), times(count))
+    format!("the store turned {} away {}{finished}", names.join(" and "), times(tally.fence_rejections))
 }
 
 /// What a lookup that finds a refund does, when this run's lookups all found none.

@@ -32,8 +32,8 @@ pub fn comparison(seed: u64) -> Result<Vec<Outcome>, String> {
 /// The outcome table, as Markdown.
 pub fn outcome_table(outcomes: &[Outcome]) -> String {
     let mut out = String::from(
-        "| mechanism | gateway | refunds sent | gateway refunds | EUR moved | double refunds | stale confirms | rows claimed by two leases | fence rejections | violations |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| mechanism | gateway | refunds sent | gateway refunds | EUR moved | double refunds | stale confirms | rows claimed by two leases | fence rejections | found sent | violations |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for outcome in outcomes {
         let tally = outcome.tally();
@@ -41,7 +41,7 @@ pub fn outcome_table(outcomes: &[Outcome]) -> String {
             outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             outcome.scenario.world.mechanism,
             outcome.scenario.world.gateway_mode,
             group_thousands(tally.refunds_sent as u64),
@@ -51,6 +51,7 @@ pub fn outcome_table(outcomes: &[Outcome]) -> String {
             tally.stale_confirms,
             tally.rows_claimed_by_two,
             tally.fence_rejections,
+            tally.found_sent,
             if broken.is_empty() { "none".to_owned() } else { broken.join(", ") },
         );
     }

@@ -3,7 +3,7 @@
 //! routine stretches folded, and the rows whose history was not routine.
 
 use super::{spans, Bar, Fold, Mark, RowView, Span};
-use crate::check::before::{rows_before, rule_words};
+use crate::check::before::{found_finished, rows_before, rule_words};
 use crate::runner::Outcome;
 use crate::tell::story::plain_rows;
 use fencesim_model::{group_thousands, GatewayRef, RefundId, RowImage, Step, WorkerId, WriteKind};
@@ -151,7 +151,9 @@ fn mark_of(
     };
     let (made, refund) = match &event.kind {
         EventKind::Write { worker, write, refund, token, rows, .. } => {
+            let finished = before.is_some_and(|row| found_finished(*write, *token, row));
             let kind = match (rows, token) {
+                (0, Some(_)) if finished => "none",
                 (0, Some(_)) => "rejected",
                 (0, None) => "none",
                 _ => "ok",

@@ -317,7 +317,7 @@ mod tests {
 
     /// The worked example under the fence, as the article tells it: A believes it holds
     /// the lease with token 33 from 10:00:00 until it is turned away at 10:00:34, Redis's
-    /// epoch 1 ends at 10:00:30, A is frozen from 10:00:26 to 10:00:34, and r_815 goes
+    /// epoch 1 ends as its key goes, the millisecond after 10:00:30, A is frozen from 10:00:26 to 10:00:34, and r_815 goes
     /// sending with fence 33, then with B's 34, then sent with 34.
     #[test]
     fn the_worked_example_is_drawn_as_the_article_tells_it() {
@@ -328,7 +328,7 @@ mod tests {
         assert!(a.label.ends_with("token 33"), "{}", a.label);
         let epochs: Vec<(usize, u64, u64)> =
             view.lanes.leases.iter().map(|bar| (bar.worker, bar.from, bar.to)).collect();
-        assert_eq!(epochs[0], (0, 0, 30_000));
+        assert_eq!(epochs[0], (0, 0, 30_001));
         assert_eq!((epochs[1].0, epochs[1].1), (1, 31_000));
         let pause: Vec<(usize, u64, u64)> =
             view.lanes.bands.iter().map(|bar| (bar.worker, bar.from, bar.to)).collect();

@@ -17,8 +17,8 @@ const TERMS = [
 
 const LEGEND = [
   ['circle ok', 'a write the database accepted (a claim or a confirm)'],
-  ['circle rejected', 'a write turned away by the row: it changed 0 rows (the fence\'s rule in its detail)'],
-  ['circle none', 'a write without a token that changed nothing, a lookup that found nothing, or a refused call'],
+  ['circle rejected', 'a write turned away by a newer fence: it changed 0 rows (the fence\'s rule in its detail)'],
+  ['circle none', 'a write that changed nothing with no fence at work (no token, or the row already sent by another holder), a lookup that found nothing, or a refused call'],
   ['circle paid', 'a refund that moved money'],
   ['circle paid-again', 'money paid again for a row already paid'],
   ['circle replayed', 'the gateway answered from its idempotency record: no money moved'],
