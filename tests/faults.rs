@@ -376,8 +376,11 @@ fn a_claim_that_finds_its_row_finished_by_the_older_holder_is_not_counted_as_a_f
             _ => None,
         })
         .collect();
-    let found: Vec<&Step> =
-        steps.iter().filter(|(_, step)| matches!(step, Step::RowAlreadySent { .. })).map(|(_, s)| s).collect();
+    let found: Vec<&Step> = steps
+        .iter()
+        .filter(|(_, step)| matches!(step, Step::RowAlreadySent { .. }))
+        .map(|(_, s)| s)
+        .collect();
     assert!(
         matches!(found.as_slice(), [Step::RowAlreadySent { write: WriteKind::Claim, fence: 1, .. }]),
         "{steps:?}"

@@ -67,7 +67,8 @@ pub fn rule_words(write: WriteKind, token: Option<Token>, before: RowImage, rows
     let verdict = match (rule_accepts(write, token, before), rows > 0) {
         (true, true) => "accepted".to_owned(),
         (false, false) if found_finished(write, token, before) => {
-            "it changed nothing: another holder had already sent the row, no newer fence turned it away".to_owned()
+            "it changed nothing: another holder had already sent the row, no newer fence turned it away"
+                .to_owned()
         }
         (false, false) => match token {
             Some(_) => "turned away".to_owned(),

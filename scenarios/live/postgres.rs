@@ -146,7 +146,8 @@ impl Refunds for PgRefunds {
             Ok::<_, postgres::Error>((written, found))
         })?;
         let (rows, found) = rows.map_err(|e| e.to_string())?;
-        let image = |row: &postgres::Row| Ok::<_, String>(RowImage { state: state(row.get(0))?, fence: row.get(1) });
+        let image =
+            |row: &postgres::Row| Ok::<_, String>(RowImage { state: state(row.get(0))?, fence: row.get(1) });
         let found = found.first().map(image).transpose()?;
         let (after, at_us) = match rows.first() {
             Some(row) => (Some(image(row)?), row.get::<_, i64>(2) as u64),

@@ -125,7 +125,9 @@ fn rejections(outcome: &Outcome) -> String {
     let tally = outcome.tally();
     let finished = match tally.found_sent {
         0 => String::new(),
-        n => format!("; {n} write(s) found their row already sent by another holder, which no fence turned away"),
+        n => format!(
+            "; {n} write(s) found their row already sent by another holder, which no fence turned away"
+        ),
     };
     if tally.fence_rejections == 0 {
         return format!("the store turned no write away{finished}");

@@ -18,8 +18,10 @@ pub enum Value {
 #[derive(Clone, Debug)]
 struct Entry {
     value: Value,
-    /// Deadline on Redis's clock.
-    expires_at_ms: Option<u64>,
+    /// The first millisecond on Redis's clock without the key: one past its deadline (a
+    /// real server keeps a key through its deadline's millisecond), or the very moment an
+    /// expiry of 0 ms was set.
+    gone_at_ms: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +152,16 @@ pub struct RedisCore {
     recent: std::collections::VecDeque<Logged>,
 }
 
+/// When a key set at `redis_now` with `ttl_ms` is gone: through its deadline's millisecond
+/// it is there, as on a real server; an expiry of 0 ms removes it at once, as `PEXPIRE 0`
+/// does.
+fn gone_at(redis_now: u64, ttl_ms: u64) -> u64 {
+    match ttl_ms {
+        0 => redis_now,
+        ttl => redis_now + ttl + 1,
+    }
+}
+
 impl RedisCore {
     pub fn new() -> RedisCore {
         RedisCore::default()
@@ -161,7 +173,7 @@ impl RedisCore {
 
     /// Sets a key without expiry, as a scenario's starting state (`fence:settle:m = 32`).
     pub fn preset(&mut self, key: &str, value: Value) {
-        self.keys.insert(key.to_owned(), Entry { value, expires_at_ms: None });
+        self.keys.insert(key.to_owned(), Entry { value, gone_at_ms: None });
     }
 
     /// The next time, on the simulation's clock, at which a key expires: the millisecond
@@ -169,9 +181,9 @@ impl RedisCore {
     pub fn next_expiry(&self) -> Option<u64> {
         self.keys
             .values()
-            .filter_map(|e| e.expires_at_ms)
+            .filter_map(|e| e.gone_at_ms)
             .min()
-            .map(|at| (at as i64 + 1 - self.clock_offset_ms).max(0) as u64)
+            .map(|at| (at as i64 - self.clock_offset_ms).max(0) as u64)
     }
 
     /// Removes every key whose deadline has passed, in deadline order.
@@ -180,13 +192,12 @@ impl RedisCore {
         let mut due: Vec<(u64, String)> = self
             .keys
             .iter()
-            .filter_map(|(k, e)| e.expires_at_ms.filter(|&at| at < redis_now).map(|at| (at, k.clone())))
+            .filter_map(|(k, e)| e.gone_at_ms.filter(|&at| at <= redis_now).map(|at| (at, k.clone())))
             .collect();
         due.sort();
         for (at, key) in due {
             let entry = self.keys.remove(&key).expect("due key is present");
-            let gone = at as i64 + 1 - self.clock_offset_ms;
-            let at_ms = (gone.max(0) as u64).max(self.jumped_at_ms).min(now_ms);
+            let at_ms = ((at as i64 - self.clock_offset_ms).max(0) as u64).max(self.jumped_at_ms).min(now_ms);
             out.push(Expired { key, value: entry.value, at_ms });
         }
     }
@@ -200,7 +211,7 @@ impl RedisCore {
     /// Removes `key` now, as if its deadline had been brought forward to this moment.
     pub fn expire_now(&mut self, key: &str, now_ms: u64) -> Option<Expired> {
         let entry = self.keys.remove(key)?;
-        entry.expires_at_ms?;
+        entry.gone_at_ms?;
         Some(Expired { key: key.to_owned(), value: entry.value, at_ms: now_ms })
     }
 
@@ -262,8 +273,10 @@ impl RedisCore {
             Command::SetNx { key, value } => self.set_if_absent(key, value, None, redis_now),
             Command::SetPx { ttl_ms: 0, .. } => Reply::Error(INVALID_EXPIRE),
             Command::SetPx { key, value, ttl_ms } => {
-                let entry =
-                    Entry { value: Value::Str(value.to_owned()), expires_at_ms: Some(redis_now + ttl_ms) };
+                let entry = Entry {
+                    value: Value::Str(value.to_owned()),
+                    gone_at_ms: Some(gone_at(redis_now, ttl_ms)),
+                };
                 self.keys.insert(key.to_owned(), entry);
                 Reply::Ok
             }
@@ -277,7 +290,7 @@ impl RedisCore {
             Command::PExpire { key, ttl_ms } => match self.keys.get_mut(key) {
                 None => Reply::Int(0),
                 Some(entry) => {
-                    entry.expires_at_ms = Some(redis_now + ttl_ms);
+                    entry.gone_at_ms = Some(gone_at(redis_now, ttl_ms));
                     Reply::Int(1)
                 }
             },
@@ -291,13 +304,13 @@ impl RedisCore {
             }
             Command::PTtl { key } => Reply::Int(match self.keys.get(key) {
                 None => -2,
-                Some(Entry { expires_at_ms: None, .. }) => -1,
-                Some(Entry { expires_at_ms: Some(at), .. }) => at.saturating_sub(redis_now) as i64,
+                Some(Entry { gone_at_ms: None, .. }) => -1,
+                Some(Entry { gone_at_ms: Some(at), .. }) => at.saturating_sub(redis_now + 1) as i64,
             }),
             Command::CompareAndExtend { key, value, ttl_ms } => {
                 if self.holds(key, value) {
                     let entry = self.keys.get_mut(key).expect("held key is present");
-                    entry.expires_at_ms = Some(redis_now + ttl_ms);
+                    entry.gone_at_ms = Some(gone_at(redis_now, ttl_ms));
                     Reply::Int(1)
                 } else {
                     Reply::Int(0)
@@ -314,8 +327,10 @@ impl RedisCore {
         if self.keys.contains_key(key) {
             return Reply::Nil;
         }
-        let entry =
-            Entry { value: Value::Str(value.to_owned()), expires_at_ms: ttl_ms.map(|ttl| redis_now + ttl) };
+        let entry = Entry {
+            value: Value::Str(value.to_owned()),
+            gone_at_ms: ttl_ms.map(|ttl| gone_at(redis_now, ttl)),
+        };
         self.keys.insert(key.to_owned(), entry);
         Reply::Ok
     }
@@ -323,7 +338,7 @@ impl RedisCore {
     /// `INCR`: a missing key counts from 0; a value that is not an integer is an error.
     fn incr(&mut self, key: &str) -> Reply {
         let entry =
-            self.keys.entry(key.to_owned()).or_insert(Entry { value: Value::Int(0), expires_at_ms: None });
+            self.keys.entry(key.to_owned()).or_insert(Entry { value: Value::Int(0), gone_at_ms: None });
         let current = match &entry.value {
             Value::Int(n) => *n,
             Value::Str(s) => match s.parse::<i64>() {
@@ -411,6 +426,18 @@ mod tests {
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].at_ms, 71);
         assert_eq!(run(&mut r, Command::Del { key: "k" }, 72).0, Reply::Int(0));
+    }
+
+    /// An expiry of 0 ms is already past, as on a real server: the key is gone to the next
+    /// command in the same millisecond, and PTTL reads 0 at a deadline's own millisecond.
+    #[test]
+    fn pexpire_0_removes_the_key_at_once_and_pttl_reads_0_at_the_deadline() {
+        let mut r = RedisCore::new();
+        run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 100 }, 0);
+        assert_eq!(run(&mut r, Command::PTtl { key: "k" }, 100).0, Reply::Int(0));
+        assert_eq!(run(&mut r, Command::PExpire { key: "k", ttl_ms: 0 }, 50).0, Reply::Int(1));
+        let (reply, expired) = run(&mut r, Command::Get { key: "k" }, 50);
+        assert_eq!((reply, expired.len(), expired[0].at_ms), (Reply::Nil, 1, 50));
     }
 
     #[test]

@@ -47,7 +47,8 @@ fn matrix_table(out: &mut String, cells: &[Cell], seeds: u64) {
         .filter(|invariant| invariant.fails_runs())
         .map(|invariant| invariant.name)
         .collect();
-    let _ = writeln!(out, "| mechanism | gateway | {} | handoffs | rejections | found sent |", names.join(" | "));
+    let _ =
+        writeln!(out, "| mechanism | gateway | {} | handoffs | rejections | found sent |", names.join(" | "));
     let _ = writeln!(out, "|---|---|{}---:|---:|---:|", "---|".repeat(names.len()));
     for cell in cells {
         let row: Vec<String> = names
