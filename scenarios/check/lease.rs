@@ -106,6 +106,9 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
             | Step::AfterConfirm { .. }
             | Step::WriteSkipped { .. }
             | Step::FenceViolation { .. }
+            | Step::AfterSettlementLookup { .. }
+            | Step::AfterPost { .. }
+            | Step::SettlementFenceViolation { .. }
             | Step::BatchCompleted { .. } => {}
         }
     }

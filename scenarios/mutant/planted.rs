@@ -4,10 +4,12 @@
 use super::Mutant;
 use fencesim_model::{
     BackendError, Cents, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseClient,
-    LeaseStore, MerchantId, Receipt, RedisInstance, RefundId, RefundStore, Statements, Token, TokenClient,
-    TokenSource, WorkerId, WriteGuard, WriteOutcome,
+    LeaseStore, MerchantId, Receipt, RedisInstance, RefundId, RefundStore, SettlementStatements, Statements,
+    Token, TokenClient, TokenSource, WorkerId, WriteGuard, WriteOutcome,
 };
-use fencesim_sim::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
+use fencesim_sim::port::{
+    ClockClient, GatewayClient, QueueClient, RedisClient, SettlementClient, StoreClient,
+};
 use fencesim_sim::{Connections, Wired, WiredOf, Wiring};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -34,6 +36,8 @@ static CONFIRM_FENCE_AT_LEAST: LazyLock<String> =
     LazyLock::new(|| rewrite(Statements::SQLITE.confirm_fenced, "fence = ?1", "fence >= ?1"));
 static CONFIRM_WITHOUT_FENCE: LazyLock<String> =
     LazyLock::new(|| rewrite(Statements::SQLITE.confirm_fenced, "fence = ?1", "?1 = ?1"));
+static POSTING_WITHOUT_FENCE: LazyLock<String> =
+    LazyLock::new(|| rewrite(SettlementStatements::SQLITE.balance_fenced, "fence <= ?1", "?1 = ?1"));
 
 impl Wiring for Planted {
     type Lease = PlantedLease<LeaseClient<PlantedRedis, ClockClient>>;
@@ -41,6 +45,7 @@ impl Wiring for Planted {
     type Store = PlantedStore;
     type Gateway = PlantedGateway;
     type Queue = PlantedQueue;
+    type Settlement = SettlementClient;
 
     fn wire(&self, connections: Connections) -> WiredOf<Self> {
         let mutant = self.0;
@@ -67,7 +72,7 @@ impl Wiring for Planted {
             calls: Mutex::new(BTreeMap::new()),
         };
         let queue = PlantedQueue { inner: connections.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
-        Wired { lease, tokens, store, gateway, queue }
+        Wired { lease, tokens, store, gateway, queue, settlement: connections.settlement }
     }
 
     fn statements(&self) -> Statements {
@@ -90,6 +95,40 @@ impl Wiring for Planted {
             | Mutant::ReleaseByGetThenDel
             | Mutant::AcquireSetnxThenPexpire
             | Mutant::ExtendTtlAsSeconds
+            | Mutant::TokenWrapsAt32Bits
+            | Mutant::RenewalIgnoresResult
+            | Mutant::TimeoutTakenAsFailure
+            | Mutant::FailureTakenAsRefunded
+            | Mutant::RetryMintsNewKey
+            | Mutant::ExpiryJudgedOnClientClock
+            | Mutant::SubsecondTtlTruncated
+            | Mutant::PostingWithoutFence => right,
+        }
+    }
+
+    fn settlement_statements(&self) -> SettlementStatements {
+        let right = SettlementStatements::SQLITE;
+        match self.0 {
+            Mutant::PostingWithoutFence => {
+                SettlementStatements { balance_fenced: &POSTING_WITHOUT_FENCE, ..right }
+            }
+            Mutant::ClaimFenceAtMost
+            | Mutant::ConfirmFenceAtLeast
+            | Mutant::ConfirmWithoutFence
+            | Mutant::ClaimRowCountIgnored
+            | Mutant::TokenPerJob
+            | Mutant::TokenPerWorker
+            | Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::ExtendRecreates
+            | Mutant::NoReseedAfterRestart
+            | Mutant::KeyPerAttempt
+            | Mutant::ClaimAcceptsSent
+            | Mutant::AckOnReceive
+            | Mutant::ReleaseByGetThenDel
+            | Mutant::AcquireSetnxThenPexpire
+            | Mutant::ExtendTtlAsSeconds
+            | Mutant::FenceComparedAsText
             | Mutant::TokenWrapsAt32Bits
             | Mutant::RenewalIgnoresResult
             | Mutant::TimeoutTakenAsFailure

@@ -141,6 +141,13 @@ impl ScenarioBuilder {
         self
     }
 
+    /// The world has the second store, the merchant's settlement ledger, each request to
+    /// it taking `latency_ms`: settling a refund also posts it there.
+    pub fn settlement_ledger(mut self, latency_ms: u64) -> Self {
+        self.scenario.world.settlement = Some(fencesim_sim::Settlement { latency_ms });
+        self
+    }
+
     pub fn settles_within_ms(mut self, ms: u64) -> Self {
         self.scenario.world.settle_ms = ms;
         self

@@ -80,6 +80,7 @@ pub fn worked_example() -> Scenario {
         .gateway_latency(worked_example_latency())
         .lookup_latency_ms(5)
         .pause_at_step(A, StepKind::AfterClaim, R_815.0, 8_000)
+        .settlement_ledger(0)
         .settles_within_ms(120_000)
         .build()
 }

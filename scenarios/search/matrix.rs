@@ -1,6 +1,7 @@
 //! The matrix: every mechanism with both gateway modes over the same seeds of the random
 //! scenario, each one's first failure shrunk; the TTL sweep: how a longer TTL trades
-//! violations for an outage; and the debate over majority leases (`debate`).
+//! violations for an outage; the debate over majority leases (`debate`); and the second
+//! store under each fault kind alone (`second_store`).
 
 use crate::check::coverage::Coverage;
 use crate::check::table::INVARIANTS;
@@ -10,6 +11,7 @@ use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::debate::{debate, DebateRow};
 use crate::search::explore::{run_seed, run_seeds};
 use crate::search::pool::Pool;
+use crate::search::second_store::{second_store, StoreRow};
 use crate::search::seeds::SeedRange;
 use crate::search::shrink::shrink_scenario;
 use fencesim_model::{Mechanism, Step, StepKind, WorkerId};
@@ -34,6 +36,8 @@ pub struct MatrixSizes {
     pub sweep_seeds: u64,
     /// Per setting and mechanism of the debate.
     pub debate_seeds: u64,
+    /// Per fault kind and mechanism of the second store's measurement.
+    pub store_seeds: u64,
 }
 
 /// Runs every part of the matrix over seeds 1 to its size, on `jobs` threads.
@@ -42,7 +46,8 @@ pub fn run_matrix(sizes: MatrixSizes, jobs: usize) -> Result<MatrixFound, String
     let cells = matrix(SeedRange::first(sizes.seeds)?, jobs, &mut coverage)?;
     let sweep = sweep(sizes.sweep_seeds)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?, jobs)?;
-    Ok(MatrixFound { cells, sweep, debate, coverage })
+    let second_store = second_store(SeedRange::first(sizes.store_seeds)?, jobs)?;
+    Ok(MatrixFound { cells, sweep, debate, second_store, coverage })
 }
 
 /// What one matrix run finds: the cells, the TTL sweep's rows, the debate's rows, and
@@ -51,6 +56,8 @@ pub struct MatrixFound {
     pub cells: Vec<Cell>,
     pub sweep: Vec<SweepRow>,
     pub debate: Vec<DebateRow>,
+    /// The second store, unfenced and fenced, under each fault kind alone.
+    pub second_store: Vec<StoreRow>,
     pub coverage: Coverage,
 }
 

@@ -75,6 +75,20 @@ pub(crate) fn fault_words(fault: &FaultKind) -> (String, String) {
             ),
             format!("Note over {worker},D: slow answer"),
         ),
+        FaultKind::SettlementDelay { worker, delay_ms } => (
+            format!(
+                "{worker}'s next settlement-ledger request is held up {} ms on the way",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},L: slow hop"),
+        ),
+        FaultKind::SettlementReplyDelay { worker, delay_ms } => (
+            format!(
+                "the answer to {worker}'s next settlement-ledger request is held up {} ms on the way back",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},L: slow answer"),
+        ),
         FaultKind::GatewayLatency { .. }
         | FaultKind::LostResponse { .. }
         | FaultKind::GatewayConflicts { .. }
@@ -119,6 +133,8 @@ fn gateway_fault_words(fault: &FaultKind) -> (String, String) {
         | FaultKind::DbDelay { .. }
         | FaultKind::RedisDelay { .. }
         | FaultKind::RedisReplyDelay { .. }
-        | FaultKind::DbReplyDelay { .. } => fault_words(fault),
+        | FaultKind::DbReplyDelay { .. }
+        | FaultKind::SettlementDelay { .. }
+        | FaultKind::SettlementReplyDelay { .. } => fault_words(fault),
     }
 }
