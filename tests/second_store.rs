@@ -1,0 +1,162 @@
+//! The second store, the merchant's settlement ledger: its invariants can fail, a world
+//! with it is as deterministic as one without, a replay file written before it existed
+//! still means what it meant, and the mechanisms that fence both stores keep it clean.
+
+use fencesim::check::{check_all, Check, Facts};
+use fencesim::model::{Cents, Mechanism, MerchantId, RefundId, RefundState, Token, WorkerId};
+use fencesim::runner::{run, run_with};
+use fencesim::scenario::{self, worked_example, FaultMask, A, B, M_4471, R_815};
+use fencesim::sim::{Epoch, Event, EventKind, GatewayMode, RunRecord, WallMs};
+use fencesim::tell::replay_file::ReplayFile;
+
+fn record(events: Vec<EventKind>) -> RunRecord {
+    let world = worked_example().world;
+    let epoch = |number, worker, value: &str, granted_at_ms, expired_at_ms| Epoch {
+        number,
+        worker,
+        key: "lock:settle:m_4471".into(),
+        value: value.into(),
+        granted_at_ms,
+        expired_at_ms,
+    };
+    RunRecord {
+        seed: 0,
+        events: events.into_iter().enumerate().map(|(at, kind)| Event { at_ms: at as u64, kind }).collect(),
+        final_rows: world.rows.clone(),
+        ledger: Vec::new(),
+        settlement_entries: Vec::new(),
+        settlement_balances: Vec::new(),
+        epochs: vec![epoch(1, A, "A#1", 0, Some(5)), epoch(2, B, "B#1", 6, None)],
+        settled: true,
+        ended_at_ms: 100,
+        last_fault_ms: None,
+        open_jobs: Vec::new(),
+        leaked_tasks: 0,
+    }
+}
+
+fn check(record: &RunRecord, invariant: &str) -> Check {
+    let world = worked_example().world;
+    let checks = check_all(&Facts { record, world: &world, base: WallMs::hms(10, 0, 0) });
+    checks.into_iter().find(|check| check.invariant == invariant).unwrap()
+}
+
+fn posted(worker: WorkerId, epoch: u32, cents: i64, token: Option<i64>) -> EventKind {
+    EventKind::SettlementPosted {
+        worker,
+        epoch: Some(epoch),
+        refund: R_815,
+        merchant: M_4471,
+        amount: Cents(cents),
+        token: token.map(Token),
+        rows: 1,
+        balance: None,
+    }
+}
+
+#[test]
+fn a_refund_posted_twice_breaks_posted_once_at_the_second_posting() {
+    let history = record(vec![posted(B, 2, 7025, None), posted(A, 1, 7025, None)]);
+    let posted_once = check(&history, "posted-once");
+    assert!(posted_once.is_violation());
+    assert_eq!(posted_once.breaches[0].event, Some(1), "the second posting is the breach");
+    assert!(posted_once.breaches[0].detail.contains("r_815 was posted to the settlement ledger twice"));
+    let once = record(vec![posted(B, 2, 7025, Some(34))]);
+    assert!(check(&once, "posted-once").holds());
+    // a posting turned away is no posting
+    let mut refused = posted(A, 1, 7025, Some(33));
+    if let EventKind::SettlementPosted { rows, .. } = &mut refused {
+        *rows = 0;
+    }
+    assert!(check(&record(vec![posted(B, 2, 7025, Some(34)), refused]), "posted-once").holds());
+}
+
+#[test]
+fn a_posting_for_another_amount_than_the_rows_breaks_posted_once() {
+    let wrong = check(&record(vec![posted(B, 2, 7026, Some(34))]), "posted-once");
+    assert!(wrong.is_violation());
+    assert!(wrong.breaches[0].detail.contains("the row says 70.25 EUR"), "{:?}", wrong.breaches);
+}
+
+#[test]
+fn a_balance_that_is_not_the_refunds_sent_breaks_balance_matches_sent_at_rest() {
+    let mut history = record(Vec::new());
+    let row = history.final_rows.iter_mut().find(|row| row.id == R_815).unwrap();
+    row.state = RefundState::Sent;
+    history.settlement_balances = vec![(M_4471, Cents(7025))];
+    assert!(check(&history, "balance-matches-sent").holds(), "r_815 sent, 70.25 EUR posted");
+    history.settlement_balances = vec![(M_4471, Cents(14_050))];
+    let twice = check(&history, "balance-matches-sent");
+    assert!(twice.is_violation());
+    assert!(twice.breaches[0]
+        .detail
+        .contains("balance is 140.50 EUR, but its sent refunds add up to 70.25 EUR"));
+    history.settlement_balances = vec![(M_4471, Cents(7025)), (MerchantId(9), Cents(1))];
+    assert!(
+        check(&history, "balance-matches-sent").is_violation(),
+        "a balance of a merchant with no rows sent"
+    );
+    history.settled = false;
+    assert!(check(&history, "balance-matches-sent").holds(), "an unsettled run is not at rest");
+}
+
+#[test]
+fn a_world_with_the_second_store_gives_the_same_bytes_for_the_same_seed() {
+    for mechanism in [Mechanism::FencedOneStore, Mechanism::Fenced, Mechanism::TtlOnly] {
+        let built =
+            scenario::build("random", 11, mechanism, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+        assert!(built.world.settlement.is_some(), "random worlds have the second store");
+        let first = run(&built, 11).unwrap();
+        let second = std::thread::spawn(move || run(&built, 11).unwrap()).join().unwrap();
+        assert_eq!(first.trace_hash, second.trace_hash, "{mechanism}");
+        assert!(first.trace_bytes() == second.trace_bytes(), "{mechanism}: trace bytes differ");
+        let postings =
+            first.record.events.iter().filter(|e| matches!(e.kind, EventKind::SettlementPosted { .. }));
+        assert!(postings.count() > 0, "{mechanism}: the run posts to the second store");
+    }
+}
+
+#[test]
+fn a_replay_file_written_before_the_second_store_loads_without_it_and_replays_to_its_hash() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/regressions/token-drawn-after-the-lease-expired.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("settlement"), "the file predates the second store");
+    let file = ReplayFile::load(&path).unwrap();
+    let scenario = file.scenario().unwrap();
+    assert_eq!(scenario.world.settlement, None, "an old file means one store");
+    let outcome = run_with(&scenario, file.seed, file.mutant).unwrap();
+    assert_eq!(format!("{:016x}", outcome.trace_hash), file.expected_trace_hash);
+    assert!(!outcome.record.events.iter().any(|e| e.kind.actor() == fencesim::sim::Actor::Settlement));
+}
+
+#[test]
+fn a_mechanism_about_the_second_store_needs_a_world_that_has_one() {
+    let mut world = worked_example().with_mechanism(Mechanism::FencedOneStore, GatewayMode::Idempotent).world;
+    world.settlement = None;
+    let refused = world.validate().unwrap_err();
+    assert!(refused.contains("fenced-one-store") && refused.contains("settlement"), "{refused}");
+}
+
+/// The mechanisms that fence both stores keep the second store's invariants over random
+/// worlds with every fault kind on, the second store's delays included; fenced-one-store
+/// breaks them.
+#[test]
+fn fencing_both_stores_keeps_the_ledger_clean_and_fencing_one_does_not() {
+    let broken = |mechanism: Mechanism| {
+        (1..=150u64)
+            .filter(|&seed| {
+                let built =
+                    scenario::build("random", seed, mechanism, GatewayMode::Idempotent, FaultMask::ALL)
+                        .unwrap();
+                let outcome = run(&built, seed).unwrap();
+                ["posted-once", "balance-matches-sent"].iter().any(|name| outcome.check(name).is_violation())
+            })
+            .collect::<Vec<u64>>()
+    };
+    for mechanism in [Mechanism::Fenced, Mechanism::FencedDbSequence] {
+        assert_eq!(broken(mechanism), Vec::<u64>::new(), "{mechanism}");
+    }
+    assert!(!broken(Mechanism::FencedOneStore).is_empty());
+    let _ = RefundId(0);
+}
