@@ -110,7 +110,10 @@ impl Outcome {
                 EventKind::Write { write: WriteKind::Claim, refund, rows, epoch, .. } if *rows > 0 => {
                     claimers.entry(*refund).or_default().insert(*epoch);
                 }
-                EventKind::Step { step: Step::FenceViolation { .. }, .. } => fence_rejections += 1,
+                EventKind::Step {
+                    step: Step::FenceViolation { .. } | Step::SettlementFenceViolation { .. },
+                    ..
+                } => fence_rejections += 1,
                 _ => {}
             }
         }

@@ -5,12 +5,12 @@
 use fencesim::check::{check_all, Check, Facts};
 use fencesim::model::{Cents, Mechanism, MerchantId, RefundId, RefundState, Token, WorkerId};
 use fencesim::runner::{run, run_with};
-use fencesim::scenario::{self, worked_example, FaultMask, A, B, M_4471, R_815};
+use fencesim::scenario::{self, worked_example, worked_example_two_stores, FaultMask, A, B, M_4471, R_815};
 use fencesim::sim::{Epoch, Event, EventKind, GatewayMode, RunRecord, WallMs};
 use fencesim::tell::replay_file::ReplayFile;
 
 fn record(events: Vec<EventKind>) -> RunRecord {
-    let world = worked_example().world;
+    let world = worked_example_two_stores().world;
     let epoch = |number, worker, value: &str, granted_at_ms, expired_at_ms| Epoch {
         number,
         worker,
@@ -36,7 +36,7 @@ fn record(events: Vec<EventKind>) -> RunRecord {
 }
 
 fn check(record: &RunRecord, invariant: &str) -> Check {
-    let world = worked_example().world;
+    let world = worked_example_two_stores().world;
     let checks = check_all(&Facts { record, world: &world, base: WallMs::hms(10, 0, 0) });
     checks.into_iter().find(|check| check.invariant == invariant).unwrap()
 }
@@ -98,6 +98,11 @@ fn a_balance_that_is_not_the_refunds_sent_breaks_balance_matches_sent_at_rest() 
     );
     history.settled = false;
     assert!(check(&history, "balance-matches-sent").holds(), "an unsettled run is not at rest");
+    history.settled = true;
+    let world = worked_example().world;
+    let one_store = check_all(&Facts { record: &history, world: &world, base: WallMs::hms(10, 0, 0) });
+    let balance = one_store.iter().find(|check| check.invariant == "balance-matches-sent").unwrap();
+    assert!(balance.holds(), "a world with one store has no balance to check");
 }
 
 #[test]
