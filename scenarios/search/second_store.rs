@@ -31,6 +31,17 @@ pub fn only(kind: FaultName) -> FaultMask {
     FaultMask(1 << kind as u32)
 }
 
+/// The row with every kind off: what a batch that outlasts its TTL does by itself.
+pub const NO_FAULT: &str = "none";
+
+/// The faults a row has on: `none`, or one kind by its name.
+pub fn mask_of(kind: &str) -> Result<FaultMask, String> {
+    match kind {
+        NO_FAULT => Ok(FaultMask::NONE),
+        name => FaultName::parse(name).map(only),
+    }
+}
+
 /// The command that runs `seed` of a row again and tells its story.
 pub fn store_command(kind: &str, mechanism: Mechanism, seed: u64) -> String {
     let off: Vec<&str> = FaultName::all().map(FaultName::name).filter(|name| *name != kind).collect();
@@ -57,12 +68,13 @@ pub struct StoreRow {
 
 fn store_row(
     pool: &Pool<'_>,
-    kind: FaultName,
+    kind: &str,
     mechanism: Mechanism,
     seeds: SeedRange,
 ) -> Result<StoreRow, String> {
+    let mask = mask_of(kind)?;
     let mut row = StoreRow {
-        kind: kind.name().to_owned(),
+        kind: kind.to_owned(),
         mechanism,
         seeds: 0,
         broken: 0,
@@ -74,7 +86,7 @@ fn store_row(
         pool,
         seeds,
         false,
-        |seed| run_seed("random", seed, mechanism, GatewayMode::Idempotent, only(kind), None),
+        |seed| run_seed("random", seed, mechanism, GatewayMode::Idempotent, mask, None),
         |_| {},
         |result| {
             if result.seed == 1 {
@@ -94,12 +106,12 @@ fn store_row(
     Ok(row)
 }
 
-/// Every fault kind with both mechanisms over `seeds`.
+/// No fault, then every fault kind alone, with both mechanisms over `seeds`.
 pub fn second_store(seeds: SeedRange, jobs: usize) -> Result<Vec<StoreRow>, String> {
     let never = AtomicBool::new(false);
     let pool = Pool { jobs, interrupted: &never };
     let mut rows = Vec::new();
-    for kind in FaultName::all() {
+    for kind in std::iter::once(NO_FAULT).chain(FaultName::all().map(FaultName::name)) {
         for mechanism in STORE_MECHANISMS {
             rows.push(store_row(&pool, kind, mechanism, seeds)?);
         }
@@ -158,8 +170,8 @@ pub fn shrink_store_failures(rows: &[StoreRow], jobs: usize) -> Result<Vec<Store
         |_| false,
         |index| {
             let (row, seed, invariant) = failing[index as usize];
-            let kind = FaultName::parse(&row.kind)?;
-            let found = scenario::build("random", seed, row.mechanism, GatewayMode::Idempotent, only(kind))?;
+            let found =
+                scenario::build("random", seed, row.mechanism, GatewayMode::Idempotent, mask_of(&row.kind)?)?;
             let breaks =
                 |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
             let outcome = run(&shrink_scenario(&found, breaks)?, seed)?;
@@ -191,5 +203,10 @@ mod tests {
         let command = store_command("pause", Mechanism::FencedOneStore, 7);
         let off = command.split("--without ").nth(1).unwrap();
         assert_eq!(FaultMask::ALL.without_names(off).unwrap(), mask);
+        let none = store_command(NO_FAULT, Mechanism::FencedOneStore, 7);
+        let off = none.split("--without ").nth(1).unwrap();
+        assert_eq!(FaultMask::ALL.without_names(off).unwrap(), FaultMask::NONE);
+        assert_eq!(mask_of(NO_FAULT), Ok(FaultMask::NONE));
+        assert!(mask_of("chaos").unwrap_err().contains("unknown fault kind 'chaos'"));
     }
 }
