@@ -464,8 +464,25 @@ mod tests {
     #[test]
     fn only_the_sql_mutants_change_the_statements() {
         for mutant in Mutant::ALL {
-            let changed = Planted(mutant).statements() != Statements::SQLITE;
+            let changed = Planted(mutant).statements() != Statements::SQLITE
+                || Planted(mutant).settlement_statements() != SettlementStatements::SQLITE;
             assert_eq!(changed, mutant.planted_in().contains("statement"), "{mutant}");
+        }
+    }
+
+    /// The ledger's posting without its fence takes a posting whose token is older than
+    /// the ledger's fence; the right statement turns it away.
+    #[test]
+    fn the_posting_without_its_fence_takes_a_stale_posting() {
+        use fencesim_model::{Posting, SqliteSettlement};
+        let posting = Posting { refund: RefundId(815), merchant: MerchantId(4471), amount: Cents(7025) };
+        for (statements, rows) in [
+            (SettlementStatements::SQLITE, 0),
+            (Planted(Mutant::PostingWithoutFence).settlement_statements(), 1),
+        ] {
+            let ledger = SqliteSettlement::open_in_memory().unwrap().with_statements(statements);
+            ledger.enroll(MerchantId(4471), Token(34)).unwrap();
+            assert_eq!(ledger.post(posting, WriteGuard::Fence(Token(33))).unwrap().rows_updated, rows);
         }
     }
 }
