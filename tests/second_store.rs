@@ -233,3 +233,22 @@ fn each_shrunk_second_store_failure_replays_and_still_breaks_its_invariant() {
         assert!(outcome.check(&invariant).is_violation(), "{kind}: {invariant}");
     }
 }
+
+/// `run --json` tells the second store: postings taken and turned away, the refunds posted
+/// twice, the journal and the balance; a world with one store has no such key.
+#[test]
+fn run_json_tells_the_second_stores_postings() {
+    let json = |mechanism: Mechanism| {
+        let scenario = worked_example_two_stores().with_mechanism(mechanism, GatewayMode::Idempotent);
+        run(&scenario, 1).unwrap().to_json()["settlement"].clone()
+    };
+    let unfenced = json(Mechanism::FencedOneStore);
+    assert_eq!(unfenced["postings"], 1201, "{unfenced}");
+    assert_eq!(unfenced["refunds_posted_twice"], 1, "{unfenced}");
+    assert_eq!(unfenced["balances"][0]["balance_cents"], 8_437_025, "{unfenced}");
+    let fenced = json(Mechanism::Fenced);
+    assert_eq!((fenced["postings"].as_u64(), fenced["postings_turned_away"].as_u64()), (Some(1200), Some(1)));
+    assert_eq!(fenced["refunds_posted_twice"], 0);
+    let one_store = run(&worked_example(), 1).unwrap().to_json();
+    assert!(one_store.get("settlement").is_none(), "{one_store}");
+}
