@@ -252,3 +252,19 @@ fn run_json_tells_the_second_stores_postings() {
     let one_store = run(&worked_example(), 1).unwrap().to_json();
     assert!(one_store.get("settlement").is_none(), "{one_store}");
 }
+
+/// The live arm has one store: a mechanism about the second store is refused with exit 2
+/// and a message that says where to run it, before any server is needed.
+#[test]
+fn the_live_arm_refuses_a_mechanism_about_the_second_store_and_says_where_to_run_it() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["live", "--mechanism", "fenced-one-store"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("fenced-one-store") && said.contains("one store only") && said.contains("fencesim run"),
+        "{said}"
+    );
+}
