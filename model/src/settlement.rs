@@ -37,7 +37,8 @@ CREATE TABLE merchant_balance (
 pub struct SettlementStatements {
     /// `?1` token, `?2` merchant: takes the merchant's ledger fence if it is older.
     pub enroll: &'static str,
-    /// `?1` token, `?2` merchant, `?3` amount: the balance moves only under the fence.
+    /// `?1` token, `?2` merchant, `?3` amount: the balance moves only under the fence; each
+    /// balance statement returns the balance it left (no row: it moved nothing).
     pub balance_fenced: &'static str,
     /// `?1` merchant, `?2` amount.
     pub balance_unfenced: &'static str,
@@ -51,9 +52,11 @@ impl SettlementStatements {
      ON CONFLICT (merchant) DO UPDATE SET fence = excluded.fence
      WHERE merchant_balance.fence < excluded.fence",
         balance_fenced: "UPDATE merchant_balance SET balance_cents = balance_cents + ?3, fence = ?1
-     WHERE merchant = ?2 AND fence <= ?1",
+     WHERE merchant = ?2 AND fence <= ?1
+     RETURNING balance_cents",
         balance_unfenced: "INSERT INTO merchant_balance (merchant, balance_cents) VALUES (?1, ?2)
-     ON CONFLICT (merchant) DO UPDATE SET balance_cents = balance_cents + excluded.balance_cents",
+     ON CONFLICT (merchant) DO UPDATE SET balance_cents = balance_cents + excluded.balance_cents
+     RETURNING balance_cents",
         entry: "INSERT INTO settlement_entry (refund, merchant, amount_cents, fence) VALUES (?1, ?2, ?3, ?4)",
     };
 }
@@ -175,20 +178,26 @@ impl SqliteSettlement {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         let Posting { refund, merchant, amount } = posting;
-        let rows = match guard {
+        let balance = |row: &rusqlite::Row<'_>| row.get::<_, i64>(0);
+        let moved = match guard {
             WriteGuard::Fence(token) => tx
                 .prepare_cached(self.statements.balance_fenced)?
-                .execute(params![token.0, merchant.0, amount.0])?,
-            WriteGuard::Unfenced => {
-                tx.prepare_cached(self.statements.balance_unfenced)?.execute(params![merchant.0, amount.0])?
-            }
-        } as u64;
+                .query_row(params![token.0, merchant.0, amount.0], balance),
+            WriteGuard::Unfenced => tx
+                .prepare_cached(self.statements.balance_unfenced)?
+                .query_row(params![merchant.0, amount.0], balance),
+        }
+        .optional()?;
+        let rows = u64::from(moved.is_some());
         if rows > 0 {
             let fence = guard.token().map(|t| t.0);
             tx.prepare_cached(self.statements.entry)?
                 .execute(params![refund.0, merchant.0, amount.0, fence])?;
         }
-        let balance = balance_of(&tx, merchant)?;
+        let balance = match moved {
+            Some(cents) => Some(Cents(cents)),
+            None => balance_of(&tx, merchant)?,
+        };
         tx.commit()?;
         Ok(SettlementOutcome { rows_updated: rows, balance })
     }
