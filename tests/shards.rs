@@ -165,7 +165,10 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
         .expect("fencesim merge runs");
     assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
     let of = |root: &str| {
-        written(&dir.join(root), &["reports/guarantees.md", "reports/sweep.svg"], "reports/shrunk")
+        let mut files =
+            written(&dir.join(root), &["reports/guarantees.md", "reports/sweep.svg"], "reports/shrunk");
+        files.extend(written(&dir.join(root), &[], "reports/second-store"));
+        files
     };
     let (one, merged) = (of("one"), of("merged"));
     assert!(one.len() > 1, "the small matrix has failures to shrink: {one:?}");

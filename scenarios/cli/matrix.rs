@@ -10,7 +10,9 @@ use fencesim::search::matrix::{
     SWEEP_SEEDS,
 };
 use fencesim::search::matrix_shards::matrix_shard;
-use fencesim::search::second_store::{shrink_store_failures, store_shrunk_file, STORE_SEEDS};
+use fencesim::search::second_store::{
+    shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR,
+};
 use fencesim::search::seeds::Shard;
 use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
@@ -56,11 +58,12 @@ pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
     let store_shrunk = shrink_store_failures(&found.second_store, jobs)?;
     let text = guarantees_report(found, &shrunk, &store_shrunk);
-    let dir = root.join(SHRUNK_DIR);
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+    for dir in [SHRUNK_DIR, STORE_SHRUNK_DIR].map(|dir| root.join(dir)) {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for failure in &shrunk {
         let path = root.join(shrunk_file(failure.mechanism, failure.gateway));
         ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;

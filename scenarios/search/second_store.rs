@@ -152,9 +152,13 @@ pub struct StoreShrunk {
     pub outcome: Outcome,
 }
 
+/// Where the second store's shrunk first failures are kept, from the project root: a
+/// folder of their own beside the matrix's cells' (`reports/shrunk`).
+pub const STORE_SHRUNK_DIR: &str = "reports/second-store";
+
 /// Where a row's shrunk first failure is kept, from the project root.
 pub fn store_shrunk_file(kind: &str, mechanism: Mechanism) -> String {
-    format!("{}/second-store-{mechanism}-{kind}.json", crate::search::matrix::SHRUNK_DIR)
+    format!("{STORE_SHRUNK_DIR}/{mechanism}-{kind}.json")
 }
 
 /// Each row's first failure of the second store, shrunk.
