@@ -91,7 +91,8 @@ fn first_failing_seeds(out: &mut String, cells: &[Cell]) {
 fn shrunk_failures(out: &mut String, shrunk: &[ShrunkFailure]) {
     out.push_str(
         "\n## First failures, shrunk\n\nEach mechanism's first failing seed, shrunk while it still breaks the same \
-         invariant: the plan by delta debugging, then the faults' numbers, then the world (cut down at once to one \
+         invariant (when it does not shrink to the suite's target of 3 faults, 3 workers and 5 rows, the next failing \
+         seed within 40 that does, or the smallest of them; *seed* is the one shrunk): the plan by delta debugging, then the faults' numbers, then the world (cut down at once to one \
          merchant and a few workers and rows, then workers, merchants, rows, TTL and visibility timeout one by one). The smallest story of what breaks each mechanism; `fencesim replay FILE` tells it.\n\n\
          | mechanism | gateway | invariant | seed | faults | workers | rows | replay file |\n|---|---|---|---:|---:|---:|---:|---|\n",
     );
