@@ -117,7 +117,10 @@ impl Outcome {
                 EventKind::Write { write: WriteKind::Claim, refund, rows, epoch, .. } if *rows > 0 => {
                     claimers.entry(*refund).or_default().insert(*epoch);
                 }
-                EventKind::Step { step: Step::FenceViolation { .. }, .. } => fence_rejections += 1,
+                EventKind::Step {
+                    step: Step::FenceViolation { .. } | Step::SettlementFenceViolation { .. },
+                    ..
+                } => fence_rejections += 1,
                 EventKind::Step { step: Step::RowAlreadySent { .. }, .. } => found_sent += 1,
                 _ => {}
             }
@@ -167,7 +170,7 @@ impl Outcome {
                 })
             })
             .collect();
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "scenario": self.scenario.name,
             "mechanism": self.scenario.world.mechanism.name(),
             "gateway": self.scenario.world.gateway_mode.name(),
@@ -182,7 +185,39 @@ impl Outcome {
             "double_refunds": tally.double_refunds,
             "stale_confirms": tally.stale_confirms,
             "violations": violations,
-        })
+        });
+        if let Some(settlement) = self.settlement_json() {
+            json["settlement"] = settlement;
+        }
+        json
+    }
+
+    /// What the second store saw, in a world that has one: postings taken and turned away,
+    /// the refunds posted more than once, the journal's length and each merchant's balance.
+    fn settlement_json(&self) -> Option<serde_json::Value> {
+        self.scenario.world.settlement?;
+        let (mut taken, mut turned_away) = (BTreeMap::<RefundId, u32>::new(), 0u64);
+        for event in &self.record.events {
+            if let EventKind::SettlementPosted { refund, rows, .. } = &event.kind {
+                match rows {
+                    0 => turned_away += 1,
+                    _ => *taken.entry(*refund).or_default() += 1,
+                }
+            }
+        }
+        let balances: Vec<_> = self
+            .record
+            .settlement_balances
+            .iter()
+            .map(|(merchant, cents)| serde_json::json!({ "merchant": merchant.to_string(), "balance_cents": cents.0 }))
+            .collect();
+        Some(serde_json::json!({
+            "postings": taken.values().map(|&n| u64::from(n)).sum::<u64>(),
+            "postings_turned_away": turned_away,
+            "refunds_posted_twice": taken.values().filter(|&&n| n > 1).count(),
+            "entries": self.record.settlement_entries.len(),
+            "balances": balances,
+        }))
     }
 
     /// The history as JSON Lines.

@@ -53,7 +53,7 @@ fn chains_end_at_their_breaches(path: &Path, outcome: &Outcome) {
 
 #[test]
 fn every_shrunk_failure_has_a_chain_that_ends_at_its_breach() {
-    for path in files("reports/shrunk") {
+    for path in files("reports/shrunk").into_iter().chain(files("reports/second-store")) {
         chains_end_at_their_breaches(&path, &replayed(&path));
     }
 }

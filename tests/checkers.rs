@@ -16,6 +16,8 @@ fn record(events: Vec<EventKind>) -> RunRecord {
         events: events.into_iter().enumerate().map(|(at, kind)| Event { at_ms: at as u64, kind }).collect(),
         final_rows: world.rows.clone(),
         ledger: Vec::new(),
+        settlement_entries: Vec::new(),
+        settlement_balances: Vec::new(),
         epochs: vec![
             Epoch {
                 number: 1,

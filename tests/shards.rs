@@ -152,7 +152,7 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
     let dir = std::env::temp_dir().join(format!("fencesim-matrix-shards-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a directory");
-    let small = ["--seeds", "12", "--sweep-seeds", "4", "--debate-seeds", "8"];
+    let small = ["--seeds", "12", "--sweep-seeds", "4", "--debate-seeds", "8", "--store-seeds", "4"];
     let files = shards_of(&dir, "matrix", &[&["matrix"][..], &small].concat());
     let mut one = Command::new(FENCESIM);
     let one = one.args(["matrix", "--jobs", "1", "--root"]).arg(dir.join("one")).args(small).output();
@@ -165,7 +165,10 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
         .expect("fencesim merge runs");
     assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
     let of = |root: &str| {
-        written(&dir.join(root), &["reports/guarantees.md", "reports/sweep.svg"], "reports/shrunk")
+        let mut files =
+            written(&dir.join(root), &["reports/guarantees.md", "reports/sweep.svg"], "reports/shrunk");
+        files.extend(written(&dir.join(root), &[], "reports/second-store"));
+        files
     };
     let (one, merged) = (of("one"), of("merged"));
     assert!(one.len() > 1, "the small matrix has failures to shrink: {one:?}");

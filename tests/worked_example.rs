@@ -2,7 +2,7 @@
 
 use fencesim::model::{Mechanism, RefundId, RefundState, Step, Token, WriteKind};
 use fencesim::runner::{run, Outcome, DEFAULT_SEED};
-use fencesim::scenario::{worked_example, A, B, R_815};
+use fencesim::scenario::{worked_example, worked_example_two_stores, A, B, R_815};
 use fencesim::sim::{CallOutcome, Event, EventKind, FaultKind, GatewayMode, WallMs};
 use std::sync::OnceLock;
 
@@ -355,4 +355,71 @@ fn a_worker_that_acks_on_delivery_and_crashes_after_r_100_leaves_1_100_refunds_u
     assert!(right.check("rows-settled").holds());
     assert!(right.passed(), "{}", right.breach_lines("", false));
     assert_eq!(right.tally().refunds_sent, 1_200);
+}
+
+/// The postings of `refund` to the settlement ledger that it took, by whom, with what token.
+fn postings(outcome: &Outcome, refund: RefundId) -> Vec<(fencesim::model::WorkerId, Option<Token>, u64)> {
+    find(
+        outcome,
+        |kind| matches!(kind, EventKind::SettlementPosted { refund: r, rows: 1, .. } if *r == refund),
+    )
+    .iter()
+    .map(|event| match event.kind {
+        EventKind::SettlementPosted { worker, token, .. } => (worker, token, event.at_ms),
+        _ => unreachable!(),
+    })
+    .collect()
+}
+
+/// The article's second act: the batch writes two stores, and the second has no fence.
+/// A wakes at 10:00:34, the refund rows turn its confirm away, and by then its posting
+/// of r_815 to the settlement ledger has gone through beside B's.
+fn two_stores(mechanism: Mechanism) -> Outcome {
+    let scenario = worked_example_two_stores().with_mechanism(mechanism, GatewayMode::Idempotent);
+    run(&scenario, DEFAULT_SEED).expect("the second act runs")
+}
+
+#[test]
+fn with_the_second_store_unfenced_a_wakes_and_posts_r_815_a_second_time() {
+    let outcome = two_stores(Mechanism::FencedOneStore);
+    let posted = postings(&outcome, R_815);
+    assert_eq!(
+        posted,
+        vec![(B, None, at(10, 0, 31) + 30), (A, None, at(10, 0, 34))],
+        "B posts, then A again"
+    );
+    let check = outcome.check("posted-once");
+    assert!(check.is_violation(), "{:?}", check.breaches);
+    assert!(check.breaches[0].detail.contains("r_815 was posted to the settlement ledger twice"));
+    let balance = outcome.check("balance-matches-sent");
+    assert!(balance.is_violation(), "the balance is 70.25 EUR over the refunds sent: {:?}", balance.breaches);
+    // the first store is as safe as under fenced: r_815 sent once, by B, paid once
+    let ledger_ok = outcome.check("ledger-matches-rows");
+    assert!(ledger_ok.holds() && outcome.check("no-stale-confirm").holds(), "{ledger_ok:?}");
+    let violation = find(
+        &outcome,
+        |kind| matches!(kind, EventKind::Step { worker, step: Step::FenceViolation { .. } } if *worker == A),
+    );
+    assert_eq!(violation.len(), 1, "the rows still turn A's confirm away");
+}
+
+/// The same act with both stores fenced: B took the ledger's fence with token 34 when its
+/// batch began, so A's posting with 33 is turned away, and r_815 is posted once.
+#[test]
+fn with_both_stores_fenced_a_wakes_and_its_posting_of_r_815_is_turned_away() {
+    let outcome = &two_stores(Mechanism::Fenced);
+    assert_eq!(postings(outcome, R_815), vec![(B, Some(Token(34)), at(10, 0, 31) + 30)]);
+    let turned_away = find(
+        outcome,
+        |kind| matches!(kind, EventKind::SettlementPosted { worker, refund, token: Some(Token(33)), rows: 0, .. } if *worker == A && *refund == R_815),
+    );
+    assert_eq!(turned_away.len(), 1);
+    assert_eq!(turned_away[0].at_ms, at(10, 0, 34));
+    let violation = find(
+        outcome,
+        |kind| matches!(kind, EventKind::Step { worker, step: Step::SettlementFenceViolation { .. } } if *worker == A),
+    );
+    assert_eq!(violation.len(), 1, "A abandons at the ledger's fence, before its confirm");
+    assert!(outcome.check("posted-once").holds() && outcome.check("balance-matches-sent").holds());
+    assert_eq!(outcome.record.settlement_entries.len(), 1200, "one entry per refund");
 }

@@ -22,6 +22,7 @@ pub mod named;
 pub mod payment;
 pub mod ports;
 pub mod refund;
+pub mod settlement;
 pub mod step;
 pub mod store;
 pub mod worker;
@@ -34,10 +35,14 @@ pub use mechanism::{Mechanism, Safety};
 pub use payment::{Retry, RETRY};
 pub use ports::{
     BackendError, Clock, Gateway, GatewayCall, GatewayError, IdempotencyKey, JobQueue, LeaseStore, Probe,
-    RedisInstance, RefundStore, TokenSource,
+    RedisInstance, RefundStore, SettlementStore, TokenSource,
 };
 pub use refund::{
     FenceViolation, Receipt, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome,
+};
+pub use settlement::{
+    Posting, SettlementEntry, SettlementOutcome, SettlementStatements, SettlementViolation, SettlementWrite,
+    SqliteSettlement,
 };
 pub use step::{AbandonReason, Step, StepKind};
 pub use store::{SqliteRefunds, Statements};

@@ -4,6 +4,7 @@
 use crate::ids::{Cents, MerchantId, RefundId, Token};
 use crate::job::Delivery;
 use crate::refund::{Receipt, RefundRow, WriteGuard, WriteOutcome};
+use crate::settlement::{Posting, SettlementOutcome};
 use crate::step::Step;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -118,6 +119,24 @@ pub trait RefundStore {
         &self,
         merchant: MerchantId,
     ) -> impl Future<Output = Result<Token, BackendError>> + Send;
+}
+
+/// The second store: the merchant's settlement ledger, on a database of its own.
+pub trait SettlementStore {
+    /// Takes the merchant's ledger fence with `token` if the stored one is older.
+    fn enroll(
+        &self,
+        merchant: MerchantId,
+        token: Token,
+    ) -> impl Future<Output = Result<SettlementOutcome, BackendError>> + Send;
+    /// Is an entry for `refund` in the journal already?
+    fn posted(&self, refund: RefundId) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// One entry for the refund and its amount added to the balance, under `guard`.
+    fn post(
+        &self,
+        posting: Posting,
+        guard: WriteGuard,
+    ) -> impl Future<Output = Result<SettlementOutcome, BackendError>> + Send;
 }
 
 /// How a gateway call can fail. What the caller may conclude differs by kind, so a

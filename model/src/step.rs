@@ -6,6 +6,7 @@ use crate::ids::{MerchantId, RefundId, Token};
 use crate::job::Job;
 use crate::ports::{GatewayCall, GatewayError};
 use crate::refund::{FenceViolation, Receipt, WriteKind};
+use crate::settlement::SettlementViolation;
 use serde::{Deserialize, Serialize};
 use strum::{EnumCount, EnumDiscriminants, EnumIter, IntoStaticStr};
 
@@ -98,6 +99,20 @@ pub enum Step {
         /// The fence the finished row holds.
         fence: i64,
     },
+    /// A row found in `sending`: the worker asked the settlement ledger whether the refund
+    /// is posted already (a holder before it may have posted and stopped short of the confirm).
+    AfterSettlementLookup {
+        refund: RefundId,
+        posted: bool,
+    },
+    /// The refund is posted to the settlement ledger and the confirm has not gone out yet.
+    AfterPost {
+        refund: RefundId,
+    },
+    /// A fenced write to the settlement ledger changed nothing: its fence is newer.
+    SettlementFenceViolation {
+        violation: SettlementViolation,
+    },
     // New steps go last: a trace's hash includes each step's variant position.
 }
 
@@ -158,7 +173,9 @@ impl StepKind {
             | StepKind::AfterConfirm
             | StepKind::WriteSkipped
             | StepKind::GatewayFailed
-            | StepKind::RowAlreadySent => true,
+            | StepKind::RowAlreadySent
+            | StepKind::AfterSettlementLookup
+            | StepKind::AfterPost => true,
             StepKind::JobReceived
             | StepKind::LeaseAcquired
             | StepKind::LeaseBusy
@@ -168,7 +185,8 @@ impl StepKind {
             | StepKind::FenceViolation
             | StepKind::BatchAbandoned
             | StepKind::BatchCompleted
-            | StepKind::Released => false,
+            | StepKind::Released
+            | StepKind::SettlementFenceViolation => false,
         }
     }
 }

@@ -7,14 +7,18 @@
 //!    gateway whether the refund already exists; claim it; call the gateway with the refund
 //!    id as idempotency key (unless the refund already existed), retrying as `payment`
 //!    says when the gateway fails; confirm it;
+//!    in a world with a second store (the settlement ledger), the holder takes the ledger's
+//!    fence when its batch begins, asks the ledger too for a row found in `sending`, and
+//!    posts each refund between the gateway call and the confirm;
 //! 5. release the lease by compare-and-delete; ack the job only when the batch completed.
 
 use crate::ids::{MerchantId, RefundId, Token, WorkerId};
 use crate::job::{Delivery, Job};
 use crate::mechanism::{Mechanism, OnRejectedWrite, ReleasePolicy, TokenPolicy};
 use crate::payment::Payer;
-use crate::ports::{Clock, Gateway, JobQueue, LeaseStore, Probe, RefundStore, TokenSource};
+use crate::ports::{Clock, Gateway, JobQueue, LeaseStore, Probe, RefundStore, SettlementStore, TokenSource};
 use crate::refund::{FenceViolation, RefundRow, RefundState, WriteGuard, WriteKind};
+use crate::settlement::{Posting, SettlementViolation, SettlementWrite};
 use crate::step::{AbandonReason, Step};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -33,13 +37,17 @@ pub struct WorkerConfig {
     pub id: WorkerId,
     pub mechanism: Mechanism,
     pub ttl_ms: u64,
+    /// Whether the world has the second store: settling a refund also posts it there.
+    pub settlement: bool,
 }
 
 /// The connections a worker process has to the world.
-pub struct Ports<L, T, S, G, Q, P, K> {
+pub struct Ports<L, T, S, G, Q, P, K, D> {
     pub lease: L,
     pub tokens: T,
     pub store: S,
+    /// The settlement ledger (used only when the world has it).
+    pub settlement: D,
     pub gateway: G,
     pub queue: Q,
     pub probe: P,
@@ -47,9 +55,9 @@ pub struct Ports<L, T, S, G, Q, P, K> {
 }
 
 /// One worker process with its connections to the world.
-pub struct Worker<L, T, S, G, Q, P, K> {
+pub struct Worker<L, T, S, G, Q, P, K, D> {
     pub config: WorkerConfig,
-    pub ports: Ports<L, T, S, G, Q, P, K>,
+    pub ports: Ports<L, T, S, G, Q, P, K, D>,
     /// Names this process among the worker's lives, so that lock values stay unique
     /// across a crash and restart.
     pub incarnation: u32,
@@ -64,10 +72,17 @@ struct Held<'a> {
     lost: &'a AtomicBool,
 }
 
+/// A write that updated no row, in either store.
+#[derive(Clone, Copy)]
+enum Rejected {
+    Row { refund: RefundId, write: WriteKind },
+    Settlement { refund: Option<RefundId>, write: SettlementWrite },
+}
+
 /// The end of a batch that did not complete, with the reason to report.
 struct Abandon(AbandonReason);
 
-impl<L, T, S, G, Q, P, K> Worker<L, T, S, G, Q, P, K>
+impl<L, T, S, G, Q, P, K, D> Worker<L, T, S, G, Q, P, K, D>
 where
     L: LeaseStore + Send + Sync,
     T: TokenSource + Send + Sync,
@@ -76,8 +91,9 @@ where
     Q: JobQueue + Send + Sync,
     P: Probe + Send + Sync,
     K: Clock + Send + Sync,
+    D: SettlementStore + Send + Sync,
 {
-    pub fn new(config: WorkerConfig, ports: Ports<L, T, S, G, Q, P, K>, incarnation: u32) -> Self {
+    pub fn new(config: WorkerConfig, ports: Ports<L, T, S, G, Q, P, K, D>, incarnation: u32) -> Self {
         Worker { config, ports, incarnation, acquisitions: 0 }
     }
 
@@ -202,6 +218,7 @@ where
     ) -> Result<(), Abandon> {
         let ports = &self.ports;
         let guard = self.config.mechanism.guard(token);
+        self.enroll(merchant, token).await?;
 
         let rows =
             ports.store.open_refunds(merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
@@ -239,10 +256,12 @@ where
         let payer = Payer { gateway: &ports.gateway, probe: &ports.probe, clock: &ports.clock };
         // A row left in `sending` may mean a call already went out: ask before paying.
         let mut paid = None;
+        let mut posted = false;
         if row.state == RefundState::Sending {
             let found = payer.look_up(row.id).await.map_err(Abandon)?;
             ports.probe.reached(Step::AfterLookup { refund: row.id, found: found.is_some() }).await;
             paid = found;
+            posted = self.settlement_lookup(row.id).await?;
         }
 
         self.still_holding(row.id, held).await?;
@@ -256,6 +275,9 @@ where
             None => payer.pay(row).await.map_err(Abandon)?,
         };
         ports.probe.reached(Step::AfterGatewayCall { refund: row.id, receipt }).await;
+        if !posted {
+            self.post(row, guard.token(), held).await?;
+        }
 
         self.still_holding(row.id, held).await?;
         if self.write(WriteKind::Confirm, row.id, guard).await? {
@@ -273,42 +295,98 @@ where
             WriteKind::Confirm => ports.store.confirm(refund, guard).await,
         }
         .map_err(|_| Abandon(AbandonReason::BackendError))?;
-        if outcome.rows_updated > 0 {
-            return Ok(true);
-        }
-        let spec = self.config.mechanism.spec();
         match guard {
             WriteGuard::Fence(token) if outcome.found_finished(kind, token) => {
                 let fence = outcome.found.map_or(0, |row| row.fence);
                 ports.probe.reached(Step::RowAlreadySent { refund, write: kind, token, fence }).await;
-                self.turned_away(spec.on_row_already_sent, refund, kind, AbandonReason::RowAlreadySent).await
+                match self.config.mechanism.spec().on_row_already_sent {
+                    OnRejectedWrite::Abandon => Err(Abandon(AbandonReason::RowAlreadySent)),
+                    OnRejectedWrite::Skip => {
+                        ports.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
+                        Ok(false)
+                    }
+                }
             }
-            WriteGuard::Fence(token) if spec.on_rejected_write == OnRejectedWrite::Abandon => {
-                let violation = FenceViolation { refund, token, write: kind };
-                ports.probe.reached(Step::FenceViolation { violation }).await;
-                Err(Abandon(AbandonReason::FenceViolation))
-            }
-            WriteGuard::Fence(_) | WriteGuard::Unfenced => {
-                self.turned_away(OnRejectedWrite::Skip, refund, kind, AbandonReason::FenceViolation).await
-            }
+            _ => self.decide(outcome.rows_updated, guard, Rejected::Row { refund, write: kind }).await,
         }
     }
 
-    /// A write that updated nothing, answered as `rule` says: skip the row, or give the
-    /// batch up for `reason`.
-    async fn turned_away(
-        &self,
-        rule: OnRejectedWrite,
-        refund: RefundId,
-        kind: WriteKind,
-        reason: AbandonReason,
-    ) -> Result<bool, Abandon> {
-        match rule {
-            OnRejectedWrite::Abandon => Err(Abandon(reason)),
-            OnRejectedWrite::Skip => {
-                self.ports.probe.reached(Step::WriteSkipped { refund, write: kind }).await;
+    /// What a write that updated `rows` rows means, for either store: a row updated goes
+    /// on (`Ok(true)`); none is a fence violation that abandons the batch, or a write the
+    /// mechanism skips (`Ok(false)`).
+    async fn decide(&self, rows: u64, guard: WriteGuard, rejected: Rejected) -> Result<bool, Abandon> {
+        if rows > 0 {
+            return Ok(true);
+        }
+        let probe = &self.ports.probe;
+        match (self.config.mechanism.spec().on_rejected_write, guard, rejected) {
+            (OnRejectedWrite::Abandon, WriteGuard::Fence(token), Rejected::Row { refund, write }) => {
+                let violation = FenceViolation { refund, token, write };
+                probe.reached(Step::FenceViolation { violation }).await;
+                Err(Abandon(AbandonReason::FenceViolation))
+            }
+            (OnRejectedWrite::Abandon, WriteGuard::Fence(token), Rejected::Settlement { refund, write }) => {
+                let violation = SettlementViolation { refund, token, write };
+                probe.reached(Step::SettlementFenceViolation { violation }).await;
+                Err(Abandon(AbandonReason::FenceViolation))
+            }
+            (_, _, Rejected::Row { refund, write }) => {
+                probe.reached(Step::WriteSkipped { refund, write }).await;
                 Ok(false)
             }
+            // An unfenced posting always lands; a skipped enrolment or posting leaves the
+            // ledger as it was and the batch goes on.
+            (_, _, Rejected::Settlement { .. }) => Ok(false),
         }
+    }
+
+    /// Takes the settlement ledger's fence for the batch, when the world has the ledger
+    /// and the mechanism fences it.
+    async fn enroll(&self, merchant: MerchantId, token: Option<Token>) -> Result<(), Abandon> {
+        let guard = self.config.mechanism.settlement_guard(token);
+        let WriteGuard::Fence(token) = guard else { return Ok(()) };
+        if !self.config.settlement {
+            return Ok(());
+        }
+        let outcome = self
+            .ports
+            .settlement
+            .enroll(merchant, token)
+            .await
+            .map_err(|_| Abandon(AbandonReason::BackendError))?;
+        let rejected = Rejected::Settlement { refund: None, write: SettlementWrite::Enroll };
+        self.decide(outcome.rows_updated, guard, rejected).await.map(|_| ())
+    }
+
+    /// For a row found in `sending`: is the refund posted to the ledger already?
+    async fn settlement_lookup(&self, refund: RefundId) -> Result<bool, Abandon> {
+        if !self.config.settlement {
+            return Ok(false);
+        }
+        let posted =
+            self.ports.settlement.posted(refund).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
+        self.ports.probe.reached(Step::AfterSettlementLookup { refund, posted }).await;
+        Ok(posted)
+    }
+
+    /// Posts the refund to the settlement ledger, under the mechanism's guard for it.
+    async fn post(&self, row: &RefundRow, token: Option<Token>, held: &Held<'_>) -> Result<(), Abandon> {
+        if !self.config.settlement {
+            return Ok(());
+        }
+        self.still_holding(row.id, held).await?;
+        let guard = self.config.mechanism.settlement_guard(token);
+        let posting = Posting { refund: row.id, merchant: row.merchant, amount: row.amount };
+        let outcome = self
+            .ports
+            .settlement
+            .post(posting, guard)
+            .await
+            .map_err(|_| Abandon(AbandonReason::BackendError))?;
+        let rejected = Rejected::Settlement { refund: Some(row.id), write: SettlementWrite::Post };
+        if self.decide(outcome.rows_updated, guard, rejected).await? {
+            self.ports.probe.reached(Step::AfterPost { refund: row.id }).await;
+        }
+        Ok(())
     }
 }

@@ -24,6 +24,9 @@ pub fn hop_of(kind: &EventKind) -> Option<(WorkerId, Hop)> {
         | RefundCalled { worker, .. }
         | GatewayRefused { worker, .. }
         | RefundTimedOut { worker, .. } => Some((*worker, Hop::Gateway)),
+        SettlementEnrolled { worker, .. }
+        | SettlementPosted { worker, .. }
+        | SettlementLookup { worker, .. } => Some((*worker, Hop::Settlement)),
         JobEnqueued { .. }
         | JobDelivered { .. }
         | VisibilityExpired { .. }
@@ -49,6 +52,10 @@ pub fn hold_up(fault: &FaultKind) -> Option<(WorkerId, Hop, u64, bool)> {
         FaultKind::GatewayTimeout { worker, late_ms } => Some((worker, Hop::Gateway, late_ms, false)),
         FaultKind::RedisReplyDelay { worker, delay_ms } => Some((worker, Hop::Redis, delay_ms, true)),
         FaultKind::DbReplyDelay { worker, delay_ms } => Some((worker, Hop::Database, delay_ms, true)),
+        FaultKind::SettlementDelay { worker, delay_ms } => Some((worker, Hop::Settlement, delay_ms, false)),
+        FaultKind::SettlementReplyDelay { worker, delay_ms } => {
+            Some((worker, Hop::Settlement, delay_ms, true))
+        }
         FaultKind::Pause { .. }
         | FaultKind::Crash { .. }
         | FaultKind::ExpireLease { .. }
@@ -67,6 +74,7 @@ pub fn hop_name(hop: Hop) -> &'static str {
         Hop::Redis => "redis",
         Hop::Database => "database",
         Hop::Gateway => "gateway",
+        Hop::Settlement => "settlement",
     }
 }
 

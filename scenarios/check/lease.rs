@@ -107,6 +107,9 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
             | Step::WriteSkipped { .. }
             | Step::FenceViolation { .. }
             | Step::RowAlreadySent { .. }
+            | Step::AfterSettlementLookup { .. }
+            | Step::AfterPost { .. }
+            | Step::SettlementFenceViolation { .. }
             | Step::BatchCompleted { .. } => {}
         }
     }

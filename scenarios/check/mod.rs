@@ -14,6 +14,7 @@ pub mod liveness;
 pub mod money;
 pub mod order;
 pub mod rows;
+pub mod settlement;
 pub mod table;
 
 pub use facts::{Breach, Facts, PerRow};

@@ -3,7 +3,7 @@
 
 use crate::check::chain::{self, Chain};
 use crate::check::facts::{Breach, Facts};
-use crate::check::{lease, liveness, money, order, rows};
+use crate::check::{lease, liveness, money, order, rows, settlement};
 use serde::Serialize;
 
 /// When an invariant must hold.
@@ -27,7 +27,7 @@ pub struct Invariant {
 }
 
 /// Every invariant of the design, in the order reports list them.
-pub const INVARIANTS: [Invariant; 11] = [
+pub const INVARIANTS: [Invariant; 13] = [
     Invariant {
         name: "no-double-refund",
         kind: CheckKind::Always,
@@ -81,6 +81,18 @@ pub const INVARIANTS: [Invariant; 11] = [
         kind: CheckKind::OnceHealed,
         check: liveness::progress,
         chain: chain::progress_chain,
+    },
+    Invariant {
+        name: "posted-once",
+        kind: CheckKind::Always,
+        check: settlement::posted_once,
+        chain: chain::posting_chain,
+    },
+    Invariant {
+        name: "balance-matches-sent",
+        kind: CheckKind::AtRest,
+        check: settlement::balance_matches_sent,
+        chain: chain::balance_chain,
     },
     Invariant {
         name: "single-holder",

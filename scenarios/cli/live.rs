@@ -81,6 +81,12 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         Ok(program) => program,
         Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
     };
+    if !args.strategy.spec().fence_settlement {
+        return bad_input(format!(
+            "--mechanism {}: the live arm has one store only, and this mechanism is about a second one; run it in the simulation (fencesim run --mechanism {})",
+            args.strategy, args.strategy
+        ));
+    }
     let store = match (args.database.as_str(), args.db, args.postgres) {
         ("postgres", None, url) => StoreChoice::Postgres(url),
         ("sqlite", file, None) => StoreChoice::Sqlite(file),

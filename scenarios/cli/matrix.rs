@@ -1,5 +1,5 @@
 //! `fencesim matrix`: every mechanism with both gateway modes over the same seeds, the TTL
-//! sweep, and the debate over majority leases; writes `reports/guarantees.md` and the
+//! sweep, the debate over majority leases and the second store under each fault kind; writes `reports/guarantees.md` and the
 //! sweep's chart, `reports/sweep.svg`.
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
@@ -10,6 +10,9 @@ use fencesim::search::matrix::{
     SWEEP_SEEDS,
 };
 use fencesim::search::matrix_shards::matrix_shard;
+use fencesim::search::second_store::{
+    shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR,
+};
 use fencesim::search::seeds::Shard;
 use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
@@ -28,6 +31,9 @@ pub struct MatrixArgs {
     /// Seeds per setting and mechanism in the debate over majority leases
     #[arg(long, default_value_t = DEBATE_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
     debate_seeds: u64,
+    /// Seeds per fault kind and mechanism in the second store's measurement
+    #[arg(long, default_value_t = STORE_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+    store_seeds: u64,
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
     /// The project root to write under
@@ -50,14 +56,20 @@ pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<
 /// run go): the end of a matrix run, or of a merge of its shards.
 pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
-    let text = guarantees_report(found, &shrunk);
-    let dir = root.join(SHRUNK_DIR);
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+    let store_shrunk = shrink_store_failures(&found.second_store, jobs)?;
+    let text = guarantees_report(found, &shrunk, &store_shrunk);
+    for dir in [SHRUNK_DIR, STORE_SHRUNK_DIR].map(|dir| root.join(dir)) {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for failure in &shrunk {
         let path = root.join(shrunk_file(failure.mechanism, failure.gateway));
+        ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
+    }
+    for failure in &store_shrunk {
+        let path = root.join(store_shrunk_file(&failure.kind, failure.mechanism));
         ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
     }
     write_report(root, GUARANTEES_REPORT, &text)?;
@@ -66,8 +78,12 @@ pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<
 }
 
 pub fn run(args: MatrixArgs) -> ExitCode {
-    let sizes =
-        MatrixSizes { seeds: args.seeds, sweep_seeds: args.sweep_seeds, debate_seeds: args.debate_seeds };
+    let sizes = MatrixSizes {
+        seeds: args.seeds,
+        sweep_seeds: args.sweep_seeds,
+        debate_seeds: args.debate_seeds,
+        store_seeds: args.store_seeds,
+    };
     if let Some(shard) = args.shard {
         return match matrix_shard(sizes, shard, args.jobs) {
             Ok(found) => {

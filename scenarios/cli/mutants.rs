@@ -42,6 +42,10 @@ pub struct MutantsArgs {
     /// Only these mutants (comma-separated names): prints their rows and writes no report
     #[arg(long, value_delimiter = ',')]
     only: Vec<Mutant>,
+    /// With --only: also keep each chosen mutant's shrunk catching run as
+    /// reports/mutants/NAME.json under --root (the other mutants' files stay)
+    #[arg(long, requires = "only")]
+    keep_shrunk: bool,
     /// Run shard K of N (from 1) of the catalogue, the small scope's plans and the
     /// false-alarm seeds: print what it found as JSON and write nothing; `fencesim merge`
     /// puts the N shards together
@@ -55,6 +59,18 @@ fn run_only(args: &MutantsArgs) -> ExitCode {
         Ok(reports) => reports,
         Err(error) => return bad_input(error),
     };
+    if args.keep_shrunk {
+        let dir = args.root.join(MUTANT_FILES);
+        for report in &reports {
+            let kept = report
+                .shrunk_file
+                .as_ref()
+                .map(|file| file.write_as(&dir.join(format!("{}.json", report.name))));
+            if let Some(Err(error)) = kept {
+                return bad_input(error);
+            }
+        }
+    }
     match args.json {
         true => println!("{}", serde_json::json!({ "mutants": reports })),
         false => print!("{}", mutant_table(&reports)),

@@ -354,6 +354,8 @@ fn record(
         events: merged.events,
         final_rows,
         ledger,
+        settlement_entries: Vec::new(),
+        settlement_balances: Vec::new(),
         epochs: merged.epochs,
         ended_at_ms,
         last_fault_ms,

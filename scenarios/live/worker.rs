@@ -12,8 +12,9 @@ use crate::live::queue::LiveQueue;
 use crate::live::redis::{connect, LiveRedis};
 use crate::live::store::{LiveStore, Refunds, StoreAt};
 use fencesim_model::{
-    LeaseClient, Mechanism, Ports, Probe, SqliteRefunds, Step, StepKind, TokenClient, Worker, WorkerConfig,
-    WorkerId,
+    BackendError, LeaseClient, Mechanism, MerchantId, Ports, Posting, Probe, RefundId, SettlementOutcome,
+    SettlementStore, SqliteRefunds, Step, StepKind, Token, TokenClient, Worker, WorkerConfig, WorkerId,
+    WriteGuard,
 };
 use fencesim_sim::port::step_recorded;
 use fencesim_sim::{EventKind, Fault, Trigger};
@@ -114,8 +115,10 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), Str
         queue,
         probe,
         clock: spec.clock,
+        settlement: NoSettlement,
     };
-    let worker = Worker::new(WorkerConfig { id, mechanism: spec.mechanism, ttl_ms: spec.ttl_ms }, ports, 1);
+    let config = WorkerConfig { id, mechanism: spec.mechanism, ttl_ms: spec.ttl_ms, settlement: false };
+    let worker = Worker::new(config, ports, 1);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -126,4 +129,25 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), Str
     std::thread::sleep(Duration::from_micros(first_ask.saturating_sub(wall_us())));
     runtime.block_on(worker.run());
     Ok(())
+}
+
+/// The live arm has no second store: its worlds have one store only, and `fencesim live`
+/// refuses a mechanism that is about the second store. The worker never calls this port
+/// (its config says there is no ledger); a call would be answered as a backend error.
+struct NoSettlement;
+
+const NO_SETTLEMENT: &str = "the live arm has no settlement ledger";
+
+impl SettlementStore for NoSettlement {
+    async fn enroll(&self, _: MerchantId, _: Token) -> Result<SettlementOutcome, BackendError> {
+        Err(BackendError(NO_SETTLEMENT.into()))
+    }
+
+    async fn posted(&self, _: RefundId) -> Result<bool, BackendError> {
+        Err(BackendError(NO_SETTLEMENT.into()))
+    }
+
+    async fn post(&self, _: Posting, _: WriteGuard) -> Result<SettlementOutcome, BackendError> {
+        Err(BackendError(NO_SETTLEMENT.into()))
+    }
 }

@@ -55,6 +55,7 @@ pub fn acts(mutant: Mutant, facts: &Facts<'_>) -> Vec<usize> {
         Mutant::ExpiryJudgedOnClientClock => all.filter(|&at| told_held_after_end(&cx, at)).collect(),
         Mutant::TimeoutTakenAsFailure => all.filter(|&at| failed_after_timeout(&cx, at)).collect(),
         Mutant::FailureTakenAsRefunded => all.filter(|&at| confirmed_unpaid(&cx, at)).collect(),
+        Mutant::PostingWithoutFence => all.filter(|&at| posted_under_newer_fence(&cx, at)).collect(),
     };
     kept
 }
@@ -185,4 +186,20 @@ fn confirmed_unpaid(cx: &Cx<'_>, at: usize) -> bool {
     });
     // a call that answered, or a lookup that found the refund, is what a confirm rests on
     !matches!(last.map(|event| &event.kind), Some(EventKind::RefundCalled { .. } | EventKind::Lookup { .. }))
+}
+
+/// A fenced posting the ledger took although a newer token had already taken the
+/// merchant's ledger fence (by its enrolment or a posting of its own).
+fn posted_under_newer_fence(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::SettlementPosted { merchant, token: Some(token), rows: 1.., .. } = &cx.events[at].kind
+    else {
+        return false;
+    };
+    cx.events[..at].iter().any(|event| match &event.kind {
+        EventKind::SettlementEnrolled { merchant: m, token: t, rows: 1.., .. }
+        | EventKind::SettlementPosted { merchant: m, token: Some(t), rows: 1.., .. } => {
+            m == merchant && t > token
+        }
+        _ => false,
+    })
 }

@@ -74,6 +74,9 @@ pub enum Mutant {
     /// The TTL is passed in whole seconds: a lease under a second gets an expiry of 0, and
     /// Redis deletes the key at once.
     SubsecondTtlTruncated,
+    /// The settlement ledger's posting moves the balance without its fence predicate: the
+    /// refund rows are fenced, the second store's statement was written without one.
+    PostingWithoutFence,
 }
 
 /// What the catalogue knows of one mutant.
@@ -288,6 +291,17 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's SET NX PX",
         source: Some("\"Bug: RedisTaskLock truncates sub-second TTL to zero causing immediate lock deletion\" (a Rust web framework's issue 2719)"),
+    },
+    // Modelled on a common mistake, not one report: a second table added to a fenced batch
+    // later (a reporting or accounting store) gets its write copied from the unfenced
+    // version of the code, and the review checks only that the first table's fence stayed.
+    Spec {
+        mutant: Mutant::PostingWithoutFence,
+        name: "posting-without-fence",
+        baseline: Mechanism::Fenced,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the settlement ledger's posting statement",
+        source: None,
     },
 ];
 

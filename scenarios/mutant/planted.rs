@@ -4,10 +4,12 @@
 use super::Mutant;
 use fencesim_model::{
     BackendError, Cents, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseClient,
-    LeaseStore, MerchantId, Receipt, RedisInstance, RefundId, RefundStore, Statements, Token, TokenClient,
-    TokenSource, WorkerId, WriteGuard, WriteOutcome,
+    LeaseStore, MerchantId, Receipt, RedisInstance, RefundId, RefundStore, SettlementStatements, Statements,
+    Token, TokenClient, TokenSource, WorkerId, WriteGuard, WriteOutcome,
 };
-use fencesim_sim::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
+use fencesim_sim::port::{
+    ClockClient, GatewayClient, QueueClient, RedisClient, SettlementClient, StoreClient,
+};
 use fencesim_sim::{Connections, Wired, WiredOf, Wiring};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -34,6 +36,8 @@ static CONFIRM_FENCE_AT_LEAST: LazyLock<String> =
     LazyLock::new(|| rewrite(Statements::SQLITE.confirm_fenced, "fence = ?1", "fence >= ?1"));
 static CONFIRM_WITHOUT_FENCE: LazyLock<String> =
     LazyLock::new(|| rewrite(Statements::SQLITE.confirm_fenced, "fence = ?1", "?1 = ?1"));
+static POSTING_WITHOUT_FENCE: LazyLock<String> =
+    LazyLock::new(|| rewrite(SettlementStatements::SQLITE.balance_fenced, "fence <= ?1", "?1 = ?1"));
 
 impl Wiring for Planted {
     type Lease = PlantedLease<LeaseClient<PlantedRedis, ClockClient>>;
@@ -41,6 +45,7 @@ impl Wiring for Planted {
     type Store = PlantedStore;
     type Gateway = PlantedGateway;
     type Queue = PlantedQueue;
+    type Settlement = SettlementClient;
 
     fn wire(&self, connections: Connections) -> WiredOf<Self> {
         let mutant = self.0;
@@ -67,7 +72,7 @@ impl Wiring for Planted {
             calls: Mutex::new(BTreeMap::new()),
         };
         let queue = PlantedQueue { inner: connections.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
-        Wired { lease, tokens, store, gateway, queue }
+        Wired { lease, tokens, store, gateway, queue, settlement: connections.settlement }
     }
 
     fn statements(&self) -> Statements {
@@ -90,6 +95,40 @@ impl Wiring for Planted {
             | Mutant::ReleaseByGetThenDel
             | Mutant::AcquireSetnxThenPexpire
             | Mutant::ExtendTtlAsSeconds
+            | Mutant::TokenWrapsAt32Bits
+            | Mutant::RenewalIgnoresResult
+            | Mutant::TimeoutTakenAsFailure
+            | Mutant::FailureTakenAsRefunded
+            | Mutant::RetryMintsNewKey
+            | Mutant::ExpiryJudgedOnClientClock
+            | Mutant::SubsecondTtlTruncated
+            | Mutant::PostingWithoutFence => right,
+        }
+    }
+
+    fn settlement_statements(&self) -> SettlementStatements {
+        let right = SettlementStatements::SQLITE;
+        match self.0 {
+            Mutant::PostingWithoutFence => {
+                SettlementStatements { balance_fenced: &POSTING_WITHOUT_FENCE, ..right }
+            }
+            Mutant::ClaimFenceAtMost
+            | Mutant::ConfirmFenceAtLeast
+            | Mutant::ConfirmWithoutFence
+            | Mutant::ClaimRowCountIgnored
+            | Mutant::TokenPerJob
+            | Mutant::TokenPerWorker
+            | Mutant::ReleaseWithDel
+            | Mutant::SharedLockValue
+            | Mutant::ExtendRecreates
+            | Mutant::NoReseedAfterRestart
+            | Mutant::KeyPerAttempt
+            | Mutant::ClaimAcceptsSent
+            | Mutant::AckOnReceive
+            | Mutant::ReleaseByGetThenDel
+            | Mutant::AcquireSetnxThenPexpire
+            | Mutant::ExtendTtlAsSeconds
+            | Mutant::FenceComparedAsText
             | Mutant::TokenWrapsAt32Bits
             | Mutant::RenewalIgnoresResult
             | Mutant::TimeoutTakenAsFailure
@@ -425,8 +464,25 @@ mod tests {
     #[test]
     fn only_the_sql_mutants_change_the_statements() {
         for mutant in Mutant::ALL {
-            let changed = Planted(mutant).statements() != Statements::SQLITE;
+            let changed = Planted(mutant).statements() != Statements::SQLITE
+                || Planted(mutant).settlement_statements() != SettlementStatements::SQLITE;
             assert_eq!(changed, mutant.planted_in().contains("statement"), "{mutant}");
+        }
+    }
+
+    /// The ledger's posting without its fence takes a posting whose token is older than
+    /// the ledger's fence; the right statement turns it away.
+    #[test]
+    fn the_posting_without_its_fence_takes_a_stale_posting() {
+        use fencesim_model::{Posting, SqliteSettlement};
+        let posting = Posting { refund: RefundId(815), merchant: MerchantId(4471), amount: Cents(7025) };
+        for (statements, rows) in [
+            (SettlementStatements::SQLITE, 0),
+            (Planted(Mutant::PostingWithoutFence).settlement_statements(), 1),
+        ] {
+            let ledger = SqliteSettlement::open_in_memory().unwrap().with_statements(statements);
+            ledger.enroll(MerchantId(4471), Token(34)).unwrap();
+            assert_eq!(ledger.post(posting, WriteGuard::Fence(Token(33))).unwrap().rows_updated, rows);
         }
     }
 }

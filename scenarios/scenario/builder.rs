@@ -24,9 +24,15 @@ impl Scenario {
     }
 
     /// The same world under another mechanism and gateway mode.
+    /// A mechanism that is about the second store (it leaves it unfenced) brings the
+    /// store with it, with no latency of its own, into a world that has none: the same
+    /// story with one store more, which is what such a mechanism is measured on.
     pub fn with_mechanism(mut self, mechanism: Mechanism, gateway: GatewayMode) -> Scenario {
         self.world.mechanism = mechanism;
         self.world.gateway_mode = gateway;
+        if !mechanism.spec().fence_settlement && self.world.settlement.is_none() {
+            self.world.settlement = Some(fencesim_sim::Settlement { latency_ms: 0 });
+        }
         self
     }
 }
@@ -138,6 +144,13 @@ impl ScenarioBuilder {
     /// Leaves out every fault planned so far (a variation of a story starts from its world).
     pub fn without_faults(mut self) -> Self {
         self.scenario.world.faults.faults.clear();
+        self
+    }
+
+    /// The world has the second store, the merchant's settlement ledger, each request to
+    /// it taking `latency_ms`: settling a refund also posts it there.
+    pub fn settlement_ledger(mut self, latency_ms: u64) -> Self {
+        self.scenario.world.settlement = Some(fencesim_sim::Settlement { latency_ms });
         self
     }
 

@@ -12,4 +12,4 @@ pub mod worked_example;
 pub use builder::{Scenario, ScenarioBuilder};
 pub use random::{random_scenario, FaultMask};
 pub use registry::{build, known, mechanism_named, ScenarioName};
-pub use worked_example::{worked_example, A, B, M_4471, R_815};
+pub use worked_example::{worked_example, worked_example_two_stores, A, B, M_4471, R_815};

@@ -7,7 +7,8 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Size, Trigger, WallMs, WorldConfig,
+    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Settlement, Size, Trigger, WallMs,
+    WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -29,6 +30,7 @@ const COUNTERS: u64 = 4;
 const RESTART: u64 = 5;
 const TRIGGERS: u64 = 6;
 const ARRIVALS: u64 = 7;
+const SETTLEMENT: u64 = 8;
 /// The share of seeds whose refunds do not all arrive at the start.
 const ARRIVAL_SHARE: f64 = 0.75;
 
@@ -161,6 +163,9 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
         redis_restart_ms: stream(seed, RESTART).gen_range(0..=RESTART_MS_MOST),
         arrivals: Vec::new(),
+        // every random world has the second store, its latency drawn on a stream of its
+        // own so that the rest of the world is what the seed drew before it existed
+        settlement: Some(Settlement { latency_ms: stream(seed, SETTLEMENT).gen_range(0..=3) }),
     }
 }
 
@@ -239,6 +244,7 @@ fn nth_call(hop: Hop, rng: &mut ChaCha8Rng) -> u32 {
         Hop::Redis => rng.gen_range(1..=8),
         Hop::Database => rng.gen_range(1..=40),
         Hop::Gateway => rng.gen_range(1..=20),
+        Hop::Settlement => rng.gen_range(1..=20),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::scenario::builder::Scenario;
 use crate::scenario::random::{random_scenario, FaultMask};
-use crate::scenario::worked_example::worked_example;
+use crate::scenario::worked_example::{worked_example, worked_example_two_stores};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
 
@@ -13,15 +13,19 @@ pub enum ScenarioName {
     WorkedExample,
     /// The seed's own world and swarm fault plan.
     Random,
+    /// The worked example's second act: the batch also posts to a second store.
+    WorkedExampleTwoStores,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 2] = [ScenarioName::WorkedExample, ScenarioName::Random];
+    pub const ALL: [ScenarioName; 3] =
+        [ScenarioName::WorkedExample, ScenarioName::Random, ScenarioName::WorkedExampleTwoStores];
 
     pub fn name(self) -> &'static str {
         match self {
             ScenarioName::WorkedExample => "worked-example",
             ScenarioName::Random => "random",
+            ScenarioName::WorkedExampleTwoStores => "worked-example-two-stores",
         }
     }
 
@@ -51,6 +55,9 @@ pub fn build(
     Ok(match ScenarioName::lookup(name)? {
         ScenarioName::WorkedExample => worked_example().with_mechanism(mechanism, gateway),
         ScenarioName::Random => random_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::WorkedExampleTwoStores => {
+            worked_example_two_stores().with_mechanism(mechanism, gateway)
+        }
     })
 }
 

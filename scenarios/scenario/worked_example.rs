@@ -84,6 +84,16 @@ pub fn worked_example() -> Scenario {
         .build()
 }
 
+/// The second act: the same story, in a world where settling a refund also posts it to
+/// a second store, the merchant's settlement ledger (between the gateway call and the
+/// confirm). A wakes at 10:00:34 and posts r_815 before its confirm: with the ledger
+/// unfenced that posting goes through beside B's; fenced, it is turned away.
+pub fn worked_example_two_stores() -> Scenario {
+    let mut scenario = worked_example().to_builder().settlement_ledger(0).build();
+    scenario.name = "worked-example-two-stores";
+    scenario
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ use crate::runner::Costs;
 use crate::search::debate::{debate, debate_rows, DebateRow};
 use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, MatrixFound, MatrixSizes, SweepShare};
 use crate::search::merge::{in_order, ShardReport};
+use crate::search::second_store::{second_store, store_rows, StoreRow};
 use crate::search::seeds::{SeedRange, Shard};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
@@ -26,6 +27,7 @@ pub fn matrix_run(sizes: MatrixSizes, shard: Option<Shard>) -> Value {
         "seeds": sizes.seeds,
         "sweep_seeds": sizes.sweep_seeds,
         "debate_seeds": sizes.debate_seeds,
+        "store_seeds": sizes.store_seeds,
         "shard": shard,
     })
 }
@@ -47,6 +49,7 @@ pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Val
     let cells = matrix(SeedRange::first(sizes.seeds)?.shard(shard)?, jobs, &mut coverage)?;
     let sweep = sweep_shares(SeedRange::first(sizes.sweep_seeds)?.shard(shard)?)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?.shard(shard)?, jobs)?;
+    let second_store = second_store(SeedRange::first(sizes.store_seeds)?.shard(shard)?, jobs)?;
     let cells: Vec<CellShare> = cells
         .into_iter()
         .map(|cell| CellShare {
@@ -62,6 +65,7 @@ pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Val
         "cells": cells,
         "sweep": sweep,
         "debate": debate,
+        "second_store": second_store,
         "coverage": coverage,
     }))
 }
@@ -98,8 +102,8 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
 /// from the `--json` of each of its shards.
 pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
     let (shards, _) = in_order(shards)?;
-    let (mut cells, mut sweeps, mut debates, mut coverage) =
-        (Vec::new(), Vec::new(), Vec::new(), Coverage::new());
+    let (mut cells, mut sweeps, mut debates, mut stores, mut coverage) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Coverage::new());
     for shard in shards {
         let name = &shard.name;
         let unreadable = |what: &str, error: serde_json::Error| format!("{name}: unreadable {what}: {error}");
@@ -112,7 +116,16 @@ pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
         let debate: Vec<DebateRow> =
             serde_json::from_value(shard.report["debate"].clone()).map_err(|e| unreadable("debate", e))?;
         debates.push(debate);
+        let store: Vec<StoreRow> = serde_json::from_value(shard.report["second_store"].clone())
+            .map_err(|e| unreadable("second-store rows", e))?;
+        stores.push(store);
         coverage.absorb(&shard.report["coverage"]).map_err(|error| format!("{name}: {error}"))?;
     }
-    Ok(MatrixFound { cells, sweep: sweep_rows(&sweeps)?, debate: debate_rows(&debates)?, coverage })
+    Ok(MatrixFound {
+        cells,
+        sweep: sweep_rows(&sweeps)?,
+        debate: debate_rows(&debates)?,
+        second_store: store_rows(&stores)?,
+        coverage,
+    })
 }

@@ -14,6 +14,7 @@ pub mod mutant_shards;
 pub mod mutants;
 pub mod pool;
 pub mod props;
+pub mod second_store;
 pub mod seeds;
 pub mod shrink;
 pub mod smaller;

@@ -287,6 +287,7 @@ pub fn render(seed: u64) -> Result<String, String> {
     out.push_str(&outcome_table(&outcomes));
     out.push('\n');
     out.push_str(&explain(&outcomes));
+    out.push_str(&crate::tell::second_act::second_act(seed)?);
     out.push('\n');
     out.push_str(MORAL);
     let _ = writeln!(out, "\nSee it on one time axis: {WORKED_EXAMPLE_PAGE} (written by `fencesim report`)");

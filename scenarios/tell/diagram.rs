@@ -18,6 +18,9 @@ pub fn sequence_diagram(outcome: &Outcome, lines: &[Line]) -> String {
         }
     }
     let _ = writeln!(out, "  participant D as Database");
+    if outcome.scenario.world.settlement.is_some() {
+        let _ = writeln!(out, "  participant L as Settlement ledger");
+    }
     let _ = writeln!(out, "  participant G as Gateway");
     for line in lines {
         for step in &line.diagram {

@@ -9,6 +9,7 @@ pub mod failure;
 pub mod outcomes;
 pub mod replay_file;
 pub mod reports;
+pub mod second_act;
 pub mod story;
 pub mod timeline;
 pub mod write;

@@ -89,6 +89,18 @@ pub struct WorldConfig {
     /// Refunds and jobs that arrive later, in no particular order; none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrivals: Vec<Arrival>,
+    /// The second store, the merchant's settlement ledger: a SQLite database of its own
+    /// that each settled refund is posted to. None (the default, and every file written
+    /// before it existed): the world has one store only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settlement: Option<Settlement>,
+}
+
+/// The second store's shape: how long each request to it takes on its own hop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settlement {
+    pub latency_ms: u64,
 }
 
 fn is_zero(ms: &u64) -> bool {
@@ -116,6 +128,7 @@ impl Default for WorldConfig {
             settle_ms: 120_000,
             redis_restart_ms: 0,
             arrivals: Vec::new(),
+            settlement: None,
         }
     }
 }
@@ -184,6 +197,12 @@ impl WorldConfig {
         }
         self.durations_within_limits()?;
         self.arrivals_fit()?;
+        if self.settlement.is_none() && !self.mechanism.spec().fence_settlement {
+            return Err(format!(
+                "mechanism {} is about a second store it leaves unfenced: the world needs one (settlement: {{\"latency_ms\": ...}})",
+                self.mechanism
+            ));
+        }
         self.faults.validate(self.workers, self.redis_instances() as u8)
     }
 
@@ -245,6 +264,7 @@ impl WorldConfig {
             ("db_latency_ms", self.db_latency_ms),
             ("redis_latency_ms", self.redis_latency_ms),
             ("redis_restart_ms", self.redis_restart_ms),
+            ("settlement.latency_ms", self.settlement.map_or(0, |s| s.latency_ms)),
             ("refund_latency", latencies.max().unwrap_or(0)),
         ];
         let faults = self.faults.faults.iter().map(|fault| {

@@ -195,6 +195,33 @@ pub enum EventKind {
         merchant: MerchantId,
         refunds: u32,
     },
+    /// The holder took the merchant's fence on the second store (the settlement ledger)
+    /// for its batch: `rows` 0 means the ledger's fence was newer than `token`.
+    SettlementEnrolled {
+        worker: WorkerId,
+        epoch: Option<u32>,
+        merchant: MerchantId,
+        token: Token,
+        rows: u64,
+    },
+    /// A posting to the settlement ledger, as SQLite executed it: with `rows` 1, one entry
+    /// for `refund` and its amount added to the merchant's balance (`balance` after it).
+    SettlementPosted {
+        worker: WorkerId,
+        epoch: Option<u32>,
+        refund: RefundId,
+        merchant: MerchantId,
+        amount: Cents,
+        token: Option<Token>,
+        rows: u64,
+        balance: Option<Cents>,
+    },
+    /// The worker asked the settlement ledger whether `refund` is posted already.
+    SettlementLookup {
+        worker: WorkerId,
+        refund: RefundId,
+        posted: bool,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -207,6 +234,8 @@ pub enum Actor {
     Gateway,
     Queue,
     Faults,
+    /// The second store, the settlement ledger.
+    Settlement,
 }
 
 impl fmt::Display for Actor {
@@ -218,6 +247,7 @@ impl fmt::Display for Actor {
             Actor::Gateway => f.write_str("gateway"),
             Actor::Queue => f.write_str("queue"),
             Actor::Faults => f.write_str("faults"),
+            Actor::Settlement => f.write_str("settlement"),
         }
     }
 }
@@ -248,6 +278,9 @@ impl EventKind {
             }
             Step { worker, .. } => Actor::Worker(*worker),
             FaultFired { .. } | Resumed { .. } | Restarted { .. } => Actor::Faults,
+            SettlementEnrolled { .. } | SettlementPosted { .. } | SettlementLookup { .. } => {
+                Actor::Settlement
+            }
         }
     }
 }

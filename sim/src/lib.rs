@@ -31,7 +31,7 @@ pub mod wiring;
 mod world;
 
 pub use clock::{SimClock, WallMs};
-pub use config::{Arrival, Latency, Limits, WorldConfig};
+pub use config::{Arrival, Latency, Limits, Settlement, WorldConfig};
 pub use fault::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Timing, Trigger};
 pub use gateway::{CallOutcome, GatewayMode, LedgerEntry};
 pub use history::{trace_hash, write_trace, Actor, Event, EventKind};

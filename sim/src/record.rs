@@ -3,7 +3,7 @@
 use crate::gateway::LedgerEntry;
 use crate::history::Event;
 use crate::ledger::Epoch;
-use fencesim_model::{Job, RefundRow};
+use fencesim_model::{Cents, Job, MerchantId, RefundRow, SettlementEntry};
 
 #[derive(Clone, Debug)]
 pub struct RunRecord {
@@ -11,6 +11,9 @@ pub struct RunRecord {
     pub events: Vec<Event>,
     pub final_rows: Vec<RefundRow>,
     pub ledger: Vec<LedgerEntry>,
+    /// The second store's journal and balances at the end (empty in a world without it).
+    pub settlement_entries: Vec<SettlementEntry>,
+    pub settlement_balances: Vec<(MerchantId, Cents)>,
     pub epochs: Vec<Epoch>,
     /// Every job was acked and every worker was idle when the run ended.
     pub settled: bool,

@@ -6,12 +6,14 @@ use crate::clock::SimClock;
 use crate::config::WorldConfig;
 use crate::fault::{CallCounter, FaultState};
 use crate::history::EventKind;
-use crate::port::{ClockClient, GatewayClient, Link, ProbeClient, QueueClient, RedisClient, StoreClient};
+use crate::port::{
+    ClockClient, GatewayClient, Link, ProbeClient, QueueClient, RedisClient, SettlementClient, StoreClient,
+};
 use crate::record::RunRecord;
 use crate::redis::RedisCore;
 use crate::wiring::{Connections, Plain, Wired, Wiring};
 use crate::world::{State, World};
-use fencesim_model::{Ports, RefundRow, SqliteRefunds, Worker, WorkerConfig, WorkerId};
+use fencesim_model::{Ports, RefundRow, SqliteRefunds, SqliteSettlement, Worker, WorkerConfig, WorkerId};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::JoinHandle;
 use std::sync::{Arc, Mutex};
@@ -30,6 +32,14 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
         .map_err(|e| format!("cannot open the refund store: {e}"))?
         .with_statements(wiring.statements());
     store.insert(&rows_at_start(config)).map_err(|e| format!("cannot load the refund rows: {e}"))?;
+    let settlement = match config.settlement {
+        Some(_) => Some(
+            SqliteSettlement::open_in_memory()
+                .map_err(|e| format!("cannot open the settlement ledger: {e}"))?
+                .with_statements(wiring.settlement_statements()),
+        ),
+        None => None,
+    };
     let mut redis = vec![RedisCore::new(); config.redis_instances()];
     config
         .mechanism
@@ -44,6 +54,7 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
             clock: SimClock::start(),
             state: Mutex::new(State::new(&config, redis)),
             store,
+            settlement,
             start_routine: wiring.start_routine(),
             calls: CallCounter::new(&config),
             changed: Notify::new(),
@@ -92,6 +103,7 @@ type SimWorker<W> = Worker<
     <W as Wiring>::Queue,
     ProbeClient,
     ClockClient,
+    <W as Wiring>::Settlement,
 >;
 
 fn new_worker<W: Wiring>(world: &Arc<World>, wiring: &W, id: WorkerId, incarnation: u32) -> SimWorker<W> {
@@ -102,14 +114,20 @@ fn new_worker<W: Wiring>(world: &Arc<World>, wiring: &W, id: WorkerId, incarnati
         worker: id,
         redis: (0..instances).map(|instance| RedisClient { link: link.clone(), instance }).collect(),
         store: StoreClient(link.clone()),
+        settlement: SettlementClient(link.clone()),
         gateway: GatewayClient(link.clone()),
         queue: QueueClient(link.clone()),
         clock: ClockClient(link.clone()),
     };
-    let Wired { lease, tokens, store, gateway, queue } = wiring.wire(connections);
-    let config = WorkerConfig { id, mechanism: world.config.mechanism, ttl_ms: world.config.ttl_ms };
+    let Wired { lease, tokens, store, gateway, queue, settlement } = wiring.wire(connections);
+    let config = WorkerConfig {
+        id,
+        mechanism: world.config.mechanism,
+        ttl_ms: world.config.ttl_ms,
+        settlement: world.config.settlement.is_some(),
+    };
     let probe = ProbeClient(link.clone());
-    let ports = Ports { lease, tokens, store, gateway, queue, probe, clock: ClockClient(link) };
+    let ports = Ports { lease, tokens, store, gateway, queue, probe, clock: ClockClient(link), settlement };
     Worker::new(config, ports, incarnation)
 }
 
@@ -137,12 +155,21 @@ async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord 
     let ended_at_ms = world.clock.now_ms();
     let leaked_tasks = wind_down(&world, settled, joins).await;
     let final_rows = world.store.all_rows().expect("the refund store can be read at the end of a run");
+    let (settlement_entries, settlement_balances) = match &world.settlement {
+        Some(ledger) => (
+            ledger.entries().expect("the settlement ledger can be read at the end of a run"),
+            ledger.balances().expect("the settlement balances can be read at the end of a run"),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
     let mut state = world.lock();
     RunRecord {
         seed,
         events: std::mem::take(&mut state.events),
         final_rows,
         ledger: state.gateway.ledger().to_vec(),
+        settlement_entries,
+        settlement_balances,
         epochs: state.ledger.take_epochs(),
         settled,
         ended_at_ms,

@@ -3,10 +3,10 @@
 //! wire a worker differently (wrap a port to plant a bug, say) without the model or the
 //! world knowing: it gets the same connections and hands back the ports the worker uses.
 
-use crate::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
+use crate::port::{ClockClient, GatewayClient, QueueClient, RedisClient, SettlementClient, StoreClient};
 use fencesim_model::{
-    Gateway, JobQueue, LeaseClient, LeaseStore, Mechanism, RefundStore, Statements, TokenClient, TokenSource,
-    WorkerId,
+    Gateway, JobQueue, LeaseClient, LeaseStore, Mechanism, RefundStore, SettlementStatements,
+    SettlementStore, Statements, TokenClient, TokenSource, WorkerId,
 };
 
 /// A worker's connections to the world, before any wiring.
@@ -16,6 +16,7 @@ pub struct Connections {
     /// One connection per Redis instance the mechanism's lease lives on.
     pub redis: Vec<RedisClient>,
     pub store: StoreClient,
+    pub settlement: SettlementClient,
     pub gateway: GatewayClient,
     pub queue: QueueClient,
     pub clock: ClockClient,
@@ -34,12 +35,13 @@ impl Connections {
 }
 
 /// The ports a wiring hands to a worker (the probe and the clock are always the world's own).
-pub struct Wired<L, T, S, G, Q> {
+pub struct Wired<L, T, S, G, Q, D> {
     pub lease: L,
     pub tokens: T,
     pub store: S,
     pub gateway: G,
     pub queue: Q,
+    pub settlement: D,
 }
 
 /// The wired ports of a wiring `W`.
@@ -49,6 +51,7 @@ pub type WiredOf<W> = Wired<
     <W as Wiring>::Store,
     <W as Wiring>::Gateway,
     <W as Wiring>::Queue,
+    <W as Wiring>::Settlement,
 >;
 
 pub trait Wiring: Send + Sync + 'static {
@@ -57,6 +60,7 @@ pub trait Wiring: Send + Sync + 'static {
     type Store: RefundStore + Send + Sync + 'static;
     type Gateway: Gateway + Send + Sync + 'static;
     type Queue: JobQueue + Send + Sync + 'static;
+    type Settlement: SettlementStore + Send + Sync + 'static;
 
     /// The ports of one worker process (called again for each new process after a crash).
     fn wire(&self, connections: Connections) -> WiredOf<Self>;
@@ -64,6 +68,11 @@ pub trait Wiring: Send + Sync + 'static {
     /// The SQL text the refund store writes with.
     fn statements(&self) -> Statements {
         Statements::SQLITE
+    }
+
+    /// The SQL text the settlement ledger writes with.
+    fn settlement_statements(&self) -> SettlementStatements {
+        SettlementStatements::SQLITE
     }
 
     /// Whether a restarted Redis runs the deployment's start-up routine.
@@ -81,11 +90,12 @@ impl Wiring for Plain {
     type Store = StoreClient;
     type Gateway = GatewayClient;
     type Queue = QueueClient;
+    type Settlement = SettlementClient;
 
     fn wire(&self, connections: Connections) -> WiredOf<Self> {
         let lease = connections.lease_over(connections.redis.clone());
         let tokens = connections.tokens_over(connections.redis[0].clone(), connections.store.clone());
-        let Connections { store, gateway, queue, .. } = connections;
-        Wired { lease, tokens, store, gateway, queue }
+        let Connections { store, gateway, queue, settlement, .. } = connections;
+        Wired { lease, tokens, store, gateway, queue, settlement }
     }
 }

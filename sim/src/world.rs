@@ -10,7 +10,7 @@ use crate::history::{Event, EventKind};
 use crate::ledger::EpochLedger;
 use crate::queue::{QueueCore, QueueEvent};
 use crate::redis::{Command, Expired, RedisCore, Reply, Value};
-use fencesim_model::{CounterAdmin, RefundRow, SqliteRefunds, WorkerId};
+use fencesim_model::{CounterAdmin, RefundRow, SqliteRefunds, SqliteSettlement, WorkerId};
 use madsim::runtime::NodeHandle;
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -34,6 +34,8 @@ pub(crate) struct World {
     pub config: WorldConfig,
     pub state: Mutex<State>,
     pub store: SqliteRefunds,
+    /// The second store, in a world that has one.
+    pub settlement: Option<SqliteSettlement>,
     /// Whether a restarted Redis runs the deployment's start-up routine.
     pub start_routine: bool,
     /// Counts each worker's requests and says which fire a call trigger.

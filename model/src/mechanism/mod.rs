@@ -80,6 +80,10 @@ pub struct Spec {
     pub check_before_write: bool,
     /// When Redis starts, seed the token counter from `MAX(fence)` of the merchant's rows.
     pub seed_counter_on_restart: bool,
+    /// Whether the second store (the settlement ledger) is fenced too, with its own fence
+    /// column and the same token, when the mechanism takes one. `false`: its postings carry
+    /// no predicate however carefully the refund rows are fenced.
+    pub fence_settlement: bool,
 }
 
 impl Spec {
@@ -97,6 +101,7 @@ impl Spec {
         renewal: false,
         check_before_write: false,
         seed_counter_on_restart: false,
+        fence_settlement: true,
     };
 }
 
@@ -135,6 +140,7 @@ mechanisms! {
     PlainDelRelease => plain_del_release,
     FencedRenewal => fenced_renewal,
     RedlockFenced => redlock_fenced,
+    FencedOneStore => fenced_one_store,
 }
 
 impl Mechanism {
@@ -170,6 +176,16 @@ impl Mechanism {
     }
 }
 
+impl Mechanism {
+    /// The guard this mechanism puts on a holder's writes to the settlement ledger.
+    pub fn settlement_guard(self, token: Option<Token>) -> WriteGuard {
+        match self.spec().fence_settlement {
+            true => self.guard(token),
+            false => WriteGuard::Unfenced,
+        }
+    }
+}
+
 crate::named_enum!(Mechanism, "mechanism");
 
 #[cfg(test)]
@@ -193,5 +209,14 @@ mod tests {
         assert_eq!(Mechanism::Redlock.guard(Some(Token(3))), WriteGuard::Unfenced);
         assert_eq!(Mechanism::Fenced.guard(Some(Token(3))), WriteGuard::Fence(Token(3)));
         assert_eq!(Mechanism::FencedDbSequence.guard(Some(Token(3))), WriteGuard::Fence(Token(3)));
+    }
+
+    #[test]
+    fn fenced_one_store_fences_the_rows_and_leaves_the_settlement_ledger_unfenced() {
+        let one = Mechanism::FencedOneStore;
+        assert_eq!(one.guard(Some(Token(3))), WriteGuard::Fence(Token(3)));
+        assert_eq!(one.settlement_guard(Some(Token(3))), WriteGuard::Unfenced);
+        assert_eq!(Mechanism::Fenced.settlement_guard(Some(Token(3))), WriteGuard::Fence(Token(3)));
+        assert_eq!(Mechanism::TtlOnly.settlement_guard(Some(Token(3))), WriteGuard::Unfenced);
     }
 }

@@ -12,12 +12,14 @@
 mod counter;
 mod money;
 mod rows;
+mod settlement;
 mod stale;
 mod words;
 
 pub use counter::{progress_chain, token_chain};
 pub use money::{double_refund_chain, ledger_chain, settled_chain};
 pub use rows::{lease_chain, row_chain, single_holder_chain};
+pub use settlement::{balance_chain, posting_chain};
 pub(crate) use words::against_the_rule;
 
 use crate::check::before::rows_before;

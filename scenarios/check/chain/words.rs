@@ -39,6 +39,7 @@ fn step_words(worker: fencesim_model::WorkerId, step: &Step) -> String {
             "{worker}'s {write} of {refund} with token {token} finds the row already sent (fence {fence}): \
              another holder finished it, no fence turned this write away"
         ),
+        Step::SettlementFenceViolation { violation } => format!("{worker}: FenceViolation, {violation}"),
         Step::BatchAbandoned { reason } => format!("{worker} abandons the batch ({reason})"),
         Step::BatchCompleted { merchant } => format!("{worker} completes the batch for {merchant}"),
         Step::GatewayFailed { refund, call, error, attempt } => {
@@ -53,6 +54,8 @@ fn step_words(worker: fencesim_model::WorkerId, step: &Step) -> String {
         | Step::AfterGatewayCall { .. }
         | Step::AfterConfirm { .. }
         | Step::WriteSkipped { .. }
+        | Step::AfterSettlementLookup { .. }
+        | Step::AfterPost { .. }
         | Step::Released { .. } => format!("{worker} reaches step {}", step.kind().name()),
     }
 }
@@ -97,6 +100,28 @@ fn redis_words(kind: &EventKind) -> Option<String> {
             format!("Redis instance {} restarts: {lost} key(s) lost or rolled back", instance + 1)
         }
         EventKind::CounterSeeded { key, value, .. } => format!("{key} is seeded from MAX(fence): {value}"),
+        _ => return None,
+    })
+}
+
+fn settlement_words(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::SettlementEnrolled { worker, merchant, token, rows, .. } => match rows {
+            0 => format!("{worker}'s enrolment with token {token} in {merchant}'s settlement ledger is turned away: its fence is newer"),
+            _ => format!("{worker} takes {merchant}'s settlement-ledger fence with token {token}"),
+        },
+        EventKind::SettlementPosted { worker, epoch, refund, amount, token, rows, .. } => {
+            let under = epoch.map_or(String::new(), |number| format!(" (epoch {number})"));
+            let with = token.map_or("without a fence".to_owned(), |token| format!("with token {token}"));
+            match rows {
+                0 => format!("{worker}{under} posts {refund} to the settlement ledger {with}: turned away, 0 rows"),
+                _ => format!("{worker}{under} posts {refund} ({amount}) to the settlement ledger {with}: accepted"),
+            }
+        }
+        EventKind::SettlementLookup { worker, refund, posted } => match posted {
+            true => format!("{worker} asks the settlement ledger about {refund}: posted already"),
+            false => format!("{worker} asks the settlement ledger about {refund}: not posted"),
+        },
         _ => return None,
     })
 }
@@ -159,6 +184,7 @@ pub(crate) fn told(cx: &Cx<'_>, index: usize) -> String {
     };
     redis_words(kind)
         .or_else(|| gateway_words(kind))
+        .or_else(|| settlement_words(kind))
         .or_else(queue)
         .or_else(other)
         .unwrap_or_else(|| format!("{} event", kind.actor()))

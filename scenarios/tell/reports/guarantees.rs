@@ -5,7 +5,9 @@
 use crate::check::INVARIANTS;
 use crate::search::debate::{replay_command, DebateRow, Setting, DEBATE_MECHANISMS};
 use crate::search::matrix::{shrunk_file, Cell, MatrixFound, ShrunkFailure, SweepRow};
+use crate::search::second_store::StoreShrunk;
 use crate::tell::chart::{self, Axis, Mark, Panel, Point, Series};
+use crate::tell::reports::second_store::second_store_section;
 use crate::tell::reports::{beside, table_rows, TableRow};
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode};
@@ -93,7 +95,8 @@ fn first_failing_seeds(out: &mut String, cells: &[Cell]) {
 fn shrunk_failures(out: &mut String, shrunk: &[ShrunkFailure]) {
     out.push_str(
         "\n## First failures, shrunk\n\nEach mechanism's first failing seed, shrunk while it still breaks the same \
-         invariant: the plan by delta debugging, then the faults' numbers, then the world (cut down at once to one \
+         invariant (when it does not shrink to the suite's target of 3 faults, 3 workers and 5 rows, the next failing \
+         seed within 40 that does, or the smallest of them; *seed* is the one shrunk): the plan by delta debugging, then the faults' numbers, then the world (cut down at once to one \
          merchant and a few workers and rows, then workers, merchants, rows, TTL and visibility timeout one by one). The smallest story of what breaks each mechanism; `fencesim replay FILE` tells it.\n\n\
          | mechanism | gateway | invariant | seed | faults | workers | rows | replay file |\n|---|---|---|---:|---:|---:|---:|---|\n",
     );
@@ -241,8 +244,12 @@ fn findings(out: &mut String, cells: &[Cell], sweep: &[SweepRow], seeds: u64) {
 }
 
 /// The report's text.
-pub fn guarantees_report(found: &MatrixFound, shrunk: &[ShrunkFailure]) -> String {
-    let MatrixFound { cells, sweep, debate, coverage } = found;
+pub fn guarantees_report(
+    found: &MatrixFound,
+    shrunk: &[ShrunkFailure],
+    store_shrunk: &[StoreShrunk],
+) -> String {
+    let MatrixFound { cells, sweep, debate, second_store, coverage } = found;
     let mut out = String::new();
     let seeds = cells.first().map_or(0, |cell| cell.seeds);
     matrix_table(&mut out, cells, seeds);
@@ -250,6 +257,7 @@ pub fn guarantees_report(found: &MatrixFound, shrunk: &[ShrunkFailure]) -> Strin
     shrunk_failures(&mut out, shrunk);
     sweep_table(&mut out, sweep);
     debate_table(&mut out, debate);
+    second_store_section(&mut out, second_store, store_shrunk);
     findings(&mut out, cells, sweep, seeds);
     let _ = writeln!(out, "\n## Coverage of the matrix\n\n```text\n{}```", coverage.render());
     out

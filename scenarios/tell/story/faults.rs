@@ -75,11 +75,35 @@ pub(crate) fn fault_words(fault: &FaultKind) -> (String, String) {
             ),
             format!("Note over {worker},D: slow answer"),
         ),
+        FaultKind::SettlementDelay { worker, delay_ms } => settlement_fault_words(worker, delay_ms, false),
+        FaultKind::SettlementReplyDelay { worker, delay_ms } => {
+            settlement_fault_words(worker, delay_ms, true)
+        }
         FaultKind::GatewayLatency { .. }
         | FaultKind::LostResponse { .. }
         | FaultKind::GatewayConflicts { .. }
         | FaultKind::GatewayTimeout { .. }
         | FaultKind::GatewayOutage { .. } => gateway_fault_words(fault),
+    }
+}
+
+/// A hold-up on the settlement ledger's hop (of the request, or of its `reply`) in words.
+fn settlement_fault_words(worker: fencesim_model::WorkerId, delay_ms: u64, reply: bool) -> (String, String) {
+    match reply {
+        false => (
+            format!(
+                "{worker}'s next settlement-ledger request is held up {} ms on the way",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},L: slow hop"),
+        ),
+        true => (
+            format!(
+                "the answer to {worker}'s next settlement-ledger request is held up {} ms on the way back",
+                fmt_ms(delay_ms)
+            ),
+            format!("Note over {worker},L: slow answer"),
+        ),
     }
 }
 
@@ -119,6 +143,8 @@ fn gateway_fault_words(fault: &FaultKind) -> (String, String) {
         | FaultKind::DbDelay { .. }
         | FaultKind::RedisDelay { .. }
         | FaultKind::RedisReplyDelay { .. }
-        | FaultKind::DbReplyDelay { .. } => fault_words(fault),
+        | FaultKind::DbReplyDelay { .. }
+        | FaultKind::SettlementDelay { .. }
+        | FaultKind::SettlementReplyDelay { .. } => fault_words(fault),
     }
 }

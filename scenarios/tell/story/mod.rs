@@ -9,6 +9,7 @@ mod narrator;
 mod queue;
 mod repeats;
 mod rhythm;
+mod settlement;
 mod store;
 mod worker;
 
@@ -52,6 +53,9 @@ impl Narrator<'_> {
             EventKind::FaultFired { .. } | EventKind::Restarted { .. } | EventKind::Resumed { .. } => {
                 self.fault_event(at, kind)
             }
+            EventKind::SettlementEnrolled { .. }
+            | EventKind::SettlementPosted { .. }
+            | EventKind::SettlementLookup { .. } => self.settlement_event(at, kind),
         }
     }
 }

@@ -46,7 +46,14 @@ pub(crate) fn plain_rows(events: &[Event]) -> BTreeSet<RefundId> {
                 };
                 (refund, next)
             }
-            EventKind::Lookup { refund, .. } => (refund, Rhythm::Irregular),
+            EventKind::Lookup { refund, .. } | EventKind::SettlementLookup { refund, .. } => {
+                (refund, Rhythm::Irregular)
+            }
+            // a posting between the payment and the confirm, by the lease that paid
+            EventKind::SettlementPosted { refund, epoch, rows, .. } => match rhythm.get(refund) {
+                Some(Rhythm::Paid(by)) if *by == *epoch && *rows == 1 => continue,
+                _ => (refund, Rhythm::Irregular),
+            },
             _ => continue,
         };
         rhythm.insert(*refund, next);

@@ -33,6 +33,17 @@ impl Narrator<'_> {
                 ),
                 vec![format!("Note over {worker}: {refund} already sent")],
             ),
+            Step::SettlementFenceViolation { violation } => (
+                format!(
+                    "FenceViolation: its {} with token {} was turned away by the settlement ledger's fence",
+                    match violation.refund {
+                        Some(refund) => format!("{} of {refund}", violation.write),
+                        None => violation.write.to_string(),
+                    },
+                    violation.token
+                ),
+                vec![format!("Note over {worker}: FenceViolation (settlement ledger)")],
+            ),
             Step::BatchAbandoned { reason } => (
                 format!("abandons the batch ({reason}), without acking the job"),
                 vec![format!("Note over {worker}: abandons the batch")],
@@ -56,6 +67,8 @@ impl Narrator<'_> {
             | Step::AfterGatewayCall { .. }
             | Step::AfterConfirm { .. }
             | Step::WriteSkipped { .. }
+            | Step::AfterSettlementLookup { .. }
+            | Step::AfterPost { .. }
             | Step::Released { .. } => return,
         };
         self.push(at, worker, text, diagram)

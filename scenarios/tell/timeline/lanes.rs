@@ -199,10 +199,38 @@ fn mark_of(
             let name: &'static str = FaultName::from(fault).name();
             return Some((mark("fault", WorkerId(0), "fault", format!("fault: {name}")), None));
         }
+        EventKind::SettlementPosted { worker, refund, .. } => {
+            (mark("write", *worker, posting_kind(&event.kind, paid), posting_label(&event.kind)), *refund)
+        }
         _ => return None,
     };
     Some((made, Some(refund)))
 }
+
+/// A posting's mark: accepted the first time, again after that, or turned away.
+fn posting_kind(kind: &EventKind, paid: &mut BTreeMap<RefundId, u32>) -> &'static str {
+    let EventKind::SettlementPosted { refund, rows, .. } = kind else { return "none" };
+    if *rows == 0 {
+        return "rejected";
+    }
+    // the paid map counts postings under the refund's number with a bit set, apart
+    match paid.entry(RefundId(refund.0 | POSTED)).and_modify(|n| *n += 1).or_insert(1) {
+        1 => "ok",
+        _ => "posted-again",
+    }
+}
+
+fn posting_label(kind: &EventKind) -> String {
+    let EventKind::SettlementPosted { worker, refund, amount, token, rows, .. } = kind else {
+        return String::new();
+    };
+    let with = token.map_or("without a fence".to_owned(), |token| format!("with token {token}"));
+    format!("{worker}: posts {refund} ({amount}) to the settlement ledger {with}: {rows} row(s)")
+}
+
+/// Set in a refund's number to count its postings to the settlement ledger apart from its
+/// payments.
+const POSTED: u32 = 1 << 31;
 
 /// What a stretch of routine marks did: every write in it changed nothing (the rows were
 /// found sent, and skipped), or the rows were claimed, paid and confirmed.

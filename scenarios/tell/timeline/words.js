@@ -16,11 +16,12 @@ const TERMS = [
 ];
 
 const LEGEND = [
-  ['circle ok', 'a write the database accepted (a claim or a confirm)'],
+  ['circle ok', 'a write the database accepted (a claim or a confirm, or a posting to the settlement ledger)'],
   ['circle rejected', 'a write turned away by a newer fence: it changed 0 rows (the fence\'s rule in its detail)'],
   ['circle none', 'a write that changed nothing with no fence at work (no token, or the row already sent by another holder), a lookup that found nothing, or a refused call'],
   ['circle paid', 'a refund that moved money'],
   ['circle paid-again', 'money paid again for a row already paid'],
+  ['circle posted-again', 'a refund posted to the settlement ledger (the second store) again'],
   ['circle replayed', 'the gateway answered from its idempotency record: no money moved'],
   ['circle found', 'a lookup that found the refund at the gateway'],
   ['triangle fault', 'a fault fired (a pause, a crash, a delay, a restart)'],

@@ -70,6 +70,12 @@ impl World {
             FaultKind::DbReplyDelay { worker, delay_ms } => {
                 state.faults.hold_up_reply(worker, Hop::Database, delay_ms)
             }
+            FaultKind::SettlementDelay { worker, delay_ms } => {
+                state.faults.hold_up(worker, Hop::Settlement, delay_ms)
+            }
+            FaultKind::SettlementReplyDelay { worker, delay_ms } => {
+                state.faults.hold_up_reply(worker, Hop::Settlement, delay_ms)
+            }
             FaultKind::GatewayOutage { for_ms } => {
                 state.faults.outage_until_ms = state.faults.outage_until_ms.max(now + for_ms)
             }

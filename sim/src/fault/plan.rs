@@ -56,6 +56,12 @@ pub enum FaultKind {
     RedisReplyDelay { worker: WorkerId, delay_ms: u64 },
     /// The answer to the worker's next database request is held up on its way back.
     DbReplyDelay { worker: WorkerId, delay_ms: u64 },
+    /// The worker's next request to the second store (the settlement ledger) is held up
+    /// on its way there.
+    SettlementDelay { worker: WorkerId, delay_ms: u64 },
+    /// The answer to the worker's next request to the settlement ledger is held up on its
+    /// way back: the posting has happened, and the worker learns of it late.
+    SettlementReplyDelay { worker: WorkerId, delay_ms: u64 },
     // New kinds go last: a trace's hash includes each event's variant position.
 }
 
@@ -127,7 +133,9 @@ impl FaultName {
             | FaultName::RedisDelay
             | FaultName::GatewayLatency
             | FaultName::RedisReplyDelay
-            | FaultName::DbReplyDelay => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
+            | FaultName::DbReplyDelay
+            | FaultName::SettlementDelay
+            | FaultName::SettlementReplyDelay => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::GatewayConflicts => Size::Ms(ttl_ms..=ttl_ms * 3),
             FaultName::GatewayTimeout => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::GatewayOutage => Size::Ms(ttl_ms / 10..=ttl_ms),
@@ -151,6 +159,7 @@ impl FaultName {
             | FaultName::RedisDelay
             | FaultName::RedisReplyDelay => Some(Hop::Redis),
             FaultName::DbDelay | FaultName::DbReplyDelay => Some(Hop::Database),
+            FaultName::SettlementDelay | FaultName::SettlementReplyDelay => Some(Hop::Settlement),
             FaultName::GatewayLatency
             | FaultName::LostResponse
             | FaultName::GatewayConflicts
@@ -167,7 +176,9 @@ impl FaultName {
             | FaultName::RedisDelay
             | FaultName::GatewayLatency
             | FaultName::RedisReplyDelay
-            | FaultName::DbReplyDelay => Timing::Stall,
+            | FaultName::DbReplyDelay
+            | FaultName::SettlementDelay
+            | FaultName::SettlementReplyDelay => Timing::Stall,
             FaultName::RedisClockJump | FaultName::ExpireLease => Timing::ClockShift,
             FaultName::Crash
             | FaultName::RedisRestart
@@ -203,6 +214,8 @@ impl FaultName {
             FaultName::GatewayOutage => FaultKind::GatewayOutage { for_ms: size },
             FaultName::RedisReplyDelay => FaultKind::RedisReplyDelay { worker, delay_ms: size },
             FaultName::DbReplyDelay => FaultKind::DbReplyDelay { worker, delay_ms: size },
+            FaultName::SettlementDelay => FaultKind::SettlementDelay { worker, delay_ms: size },
+            FaultName::SettlementReplyDelay => FaultKind::SettlementReplyDelay { worker, delay_ms: size },
         }
     }
 }
@@ -221,7 +234,9 @@ impl FaultKind {
             | FaultKind::GatewayTimeout { late_ms: ms, .. }
             | FaultKind::GatewayOutage { for_ms: ms }
             | FaultKind::RedisReplyDelay { delay_ms: ms, .. }
-            | FaultKind::DbReplyDelay { delay_ms: ms, .. } => ms,
+            | FaultKind::DbReplyDelay { delay_ms: ms, .. }
+            | FaultKind::SettlementDelay { delay_ms: ms, .. }
+            | FaultKind::SettlementReplyDelay { delay_ms: ms, .. } => ms,
             FaultKind::RedisRestart { persistence, .. } => {
                 Persistence::ALL.iter().position(|p| *p == persistence).expect("every mode is listed") as u64
             }
@@ -259,7 +274,9 @@ impl FaultKind {
             | FaultKind::GatewayTimeout { .. }
             | FaultKind::GatewayOutage { .. }
             | FaultKind::RedisReplyDelay { .. }
-            | FaultKind::DbReplyDelay { .. } => None,
+            | FaultKind::DbReplyDelay { .. }
+            | FaultKind::SettlementDelay { .. }
+            | FaultKind::SettlementReplyDelay { .. } => None,
         }
     }
 
@@ -297,7 +314,9 @@ impl FaultKind {
             | FaultKind::LostResponse { worker }
             | FaultKind::GatewayTimeout { worker, .. }
             | FaultKind::RedisReplyDelay { worker, .. }
-            | FaultKind::DbReplyDelay { worker, .. } => Some(worker),
+            | FaultKind::DbReplyDelay { worker, .. }
+            | FaultKind::SettlementDelay { worker, .. }
+            | FaultKind::SettlementReplyDelay { worker, .. } => Some(worker),
             FaultKind::ExpireLease { .. }
             | FaultKind::RedisClockJump { .. }
             | FaultKind::RedisRestart { .. }
@@ -324,7 +343,9 @@ impl FaultKind {
             | FaultKind::GatewayTimeout { .. }
             | FaultKind::GatewayOutage { .. }
             | FaultKind::RedisReplyDelay { .. }
-            | FaultKind::DbReplyDelay { .. } => None,
+            | FaultKind::DbReplyDelay { .. }
+            | FaultKind::SettlementDelay { .. }
+            | FaultKind::SettlementReplyDelay { .. } => None,
         }
     }
 
@@ -347,6 +368,8 @@ pub enum Hop {
     Database,
     /// Calls to the payment gateway (lookups and refunds).
     Gateway,
+    /// SQL statements to the second store, the settlement ledger.
+    Settlement,
 }
 
 impl Hop {
@@ -360,6 +383,7 @@ impl Hop {
             Hop::Redis => "Redis command",
             Hop::Database => "SQL statement",
             Hop::Gateway => "gateway call",
+            Hop::Settlement => "settlement statement",
         }
     }
 }

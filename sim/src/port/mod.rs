@@ -7,6 +7,7 @@ mod gateway;
 mod probe;
 mod queue;
 mod redis;
+mod settlement;
 mod store;
 
 use crate::fault::Hop;
@@ -19,6 +20,7 @@ pub use gateway::GatewayClient;
 pub use probe::{recorded as step_recorded, ProbeClient};
 pub use queue::QueueClient;
 pub use redis::RedisClient;
+pub use settlement::SettlementClient;
 pub use store::StoreClient;
 
 /// Who is connected: the world and the worker.
