@@ -162,6 +162,10 @@ impl RedisInstance for PlantedRedis {
             && self.inner.set_px(key, value, ttl_ms).await.is_ok();
         Ok(extended || recreated)
     }
+
+    async fn wait_replicas(&self, timeout_ms: u64) -> Result<bool, BackendError> {
+        self.inner.wait_replicas(timeout_ms).await
+    }
 }
 
 /// The lease, under `shared-lock-value` with one value for every worker, under

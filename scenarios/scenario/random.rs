@@ -7,7 +7,8 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Size, Trigger, WallMs, WorldConfig,
+    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Replication, Size, Trigger, WallMs,
+    WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -29,6 +30,9 @@ const COUNTERS: u64 = 4;
 const RESTART: u64 = 5;
 const TRIGGERS: u64 = 6;
 const ARRIVALS: u64 = 7;
+const REPLICA: u64 = 8;
+/// The share of seeds whose Redis (a lease on one instance) is a primary with a replica.
+const REPLICA_SHARE: f64 = 0.25;
 /// The share of seeds whose refunds do not all arrive at the start.
 const ARRIVAL_SHARE: f64 = 0.75;
 
@@ -161,7 +165,21 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
         redis_restart_ms: stream(seed, RESTART).gen_range(0..=RESTART_MS_MOST),
         arrivals: Vec::new(),
+        replica: replica(seed, mechanism, ttl_ms),
     }
+}
+
+/// A replica in one seed of four, for a lease on one instance (Redlock's instances are
+/// single servers): it lags the primary by up to a tenth of the TTL, and a failover to it
+/// takes up to half the TTL to switch the clients over. A worker that waits for it waits a
+/// fifth of the TTL, so a wait times out only when a failover breaks it.
+fn replica(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Option<Replication> {
+    let mut rng = stream(seed, REPLICA);
+    let drawn = rng.gen_bool(REPLICA_SHARE).then(|| Replication {
+        lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)),
+        switch_over_ms: rng.gen_range(0..=ttl_ms / 2),
+    });
+    drawn.filter(|_| mechanism.redis_instances() == 1)
 }
 
 /// Refunds that arrive while the run goes on, in three seeds of four: each merchant gets
@@ -370,8 +388,12 @@ impl Swarm<'_> {
 /// many are). Durations are scaled to the TTL, where races live.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
-    let kinds: Vec<FaultName> =
-        FaultName::all().filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();
+    // a kind the world cannot have (a failover without a replica) draws no coin, so that
+    // the plans of the worlds without one are what they were before the kind existed
+    let fits = |kind: FaultName| !kind.needs_replica() || world.replica.is_some();
+    let kinds: Vec<FaultName> = FaultName::all()
+        .filter(|&kind| allowed.allows(kind as usize) && fits(kind) && rng.gen_bool(0.5))
+        .collect();
     if kinds.is_empty() {
         return FaultPlan::none();
     }
@@ -431,13 +453,20 @@ mod tests {
     }
 
     #[test]
-    fn the_mechanism_changes_only_which_instance_a_fault_names() {
-        for seed in 0..50 {
+    fn the_mechanism_changes_only_which_instance_a_fault_names_and_whether_redis_has_a_replica() {
+        let mut replicated = 0;
+        for seed in 0..200 {
             let one = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
             let five = random_scenario(seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL);
             assert_eq!(one.world.rows, five.world.rows);
+            assert_eq!(five.world.replica, None, "Redlock's instances are single servers");
+            if one.world.replica.is_some() {
+                replicated += 1;
+                continue; // a replicated world may draw a failover as well
+            }
             assert_eq!(one.world.faults.faults.len(), five.world.faults.faults.len());
         }
+        assert!((30..=70).contains(&replicated), "one world in four has a replica: {replicated}");
     }
 
     #[test]

@@ -44,6 +44,7 @@ impl SmallWorld {
             db_latency_ms: 0,
             redis_latency_ms: 0,
             redis_restart_ms: 0,
+            replica: None,
             visibility_timeout_ms: self.ttl_ms + self.ttl_ms / 2,
             rows,
             jobs: vec![Job { id: JobId(1), merchant }],

@@ -4,6 +4,7 @@
 
 use crate::fault::{FaultPlan, Trigger};
 use crate::gateway::GatewayMode;
+use crate::replica::Replication;
 use fencesim_model::{Job, Mechanism, MerchantId, RefundId, RefundRow};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -89,6 +90,10 @@ pub struct WorldConfig {
     /// Refunds and jobs that arrive later, in no particular order; none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrivals: Vec<Arrival>,
+    /// A primary with one replica, replicated asynchronously; none (the default): a
+    /// single instance. Only a lease on one instance has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<Replication>,
 }
 
 fn is_zero(ms: &u64) -> bool {
@@ -116,6 +121,7 @@ impl Default for WorldConfig {
             settle_ms: 120_000,
             redis_restart_ms: 0,
             arrivals: Vec::new(),
+            replica: None,
         }
     }
 }
@@ -184,7 +190,14 @@ impl WorldConfig {
         }
         self.durations_within_limits()?;
         self.arrivals_fit()?;
-        self.faults.validate(self.workers, self.redis_instances() as u8)
+        if self.replica.is_some() && self.redis_instances() != 1 {
+            return Err(format!(
+                "replica: {} holds its lease on {} instances, each a single server; only a lease on one instance has a replica",
+                self.mechanism,
+                self.redis_instances()
+            ));
+        }
+        self.faults.validate(self.workers, self.redis_instances() as u8, self.replica.is_some())
     }
 
     /// Each job id once, each arriving row a row of the world of its job's merchant and in
@@ -245,6 +258,8 @@ impl WorldConfig {
             ("db_latency_ms", self.db_latency_ms),
             ("redis_latency_ms", self.redis_latency_ms),
             ("redis_restart_ms", self.redis_restart_ms),
+            ("replica.lag_ms", self.replica.map_or(0, |r| r.lag_ms)),
+            ("replica.switch_over_ms", self.replica.map_or(0, |r| r.switch_over_ms)),
             ("refund_latency", latencies.max().unwrap_or(0)),
         ];
         let faults = self.faults.faults.iter().map(|fault| {

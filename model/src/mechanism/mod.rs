@@ -50,8 +50,12 @@ pub enum ReleasePolicy {
 pub enum Safety {
     /// Nothing stops a holder whose lease ended from writing.
     Unsafe,
-    /// Safe as long as Redis keeps the token counter; a counter lost with a restart is not.
+    /// Safe as long as Redis keeps the token counter: a counter lost with a restart, or
+    /// sent back by a failover to a replica that had not received its last increments, is not.
     UnlessCounterLost,
+    /// Safe through a failover (each grant and each token is on the replica before it is
+    /// used), as long as a restart keeps the counter.
+    UnlessRestartLosesCounter,
     /// Safe under every fault the suite injects.
     Safe,
 }
@@ -76,6 +80,9 @@ pub struct Spec {
     pub check_before_write: bool,
     /// When Redis starts, seed the token counter from `MAX(fence)` of the merchant's rows.
     pub seed_counter_on_restart: bool,
+    /// `WAIT` for the replicas after the lease's `SET` and the token's `INCR`, and use
+    /// neither until every replica has it.
+    pub wait_replica: bool,
 }
 
 impl Spec {
@@ -92,6 +99,7 @@ impl Spec {
         renewal: false,
         check_before_write: false,
         seed_counter_on_restart: false,
+        wait_replica: false,
     };
 }
 
@@ -130,6 +138,7 @@ mechanisms! {
     PlainDelRelease => plain_del_release,
     FencedRenewal => fenced_renewal,
     RedlockFenced => redlock_fenced,
+    FencedWaitReplica => fenced_wait_replica,
 }
 
 impl Mechanism {
