@@ -21,10 +21,12 @@ pub enum Sometimes {
     GatewayErrorRetried,
     RedisRefused,
     RefundsArrivedWhileLeased,
+    FailoverLostLease,
+    FailoverSentCounterBack,
 }
 
 impl Sometimes {
-    pub const ALL: [Sometimes; 8] = [
+    pub const ALL: [Sometimes; 10] = [
         Sometimes::LeaseExpiredWhileHeld,
         Sometimes::StaleWriteRejected,
         Sometimes::JobDeliveredAgain,
@@ -33,6 +35,8 @@ impl Sometimes {
         Sometimes::GatewayErrorRetried,
         Sometimes::RedisRefused,
         Sometimes::RefundsArrivedWhileLeased,
+        Sometimes::FailoverLostLease,
+        Sometimes::FailoverSentCounterBack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +49,8 @@ impl Sometimes {
             Sometimes::GatewayErrorRetried => "a gateway request was retried",
             Sometimes::RedisRefused => "a Redis command was refused while it restarted",
             Sometimes::RefundsArrivedWhileLeased => "refunds arrived while their merchant's lease was held",
+            Sometimes::FailoverLostLease => "a failover lost a lease key",
+            Sometimes::FailoverSentCounterBack => "a failover sent a counter back",
         }
     }
 }
@@ -147,6 +153,14 @@ impl Touched {
                     touched.reached(Sometimes::RefundsArrivedWhileLeased)
                 }
                 EventKind::Step { step: Step::FenceViolation { .. }, .. } => touched.fence_rejections += 1,
+                EventKind::RedisFailedOver { leases_lost, counters_back, .. } => {
+                    if *leases_lost > 0 {
+                        touched.reached(Sometimes::FailoverLostLease);
+                    }
+                    if *counters_back > 0 {
+                        touched.reached(Sometimes::FailoverSentCounterBack);
+                    }
+                }
                 EventKind::TokenIssued { key, token, .. } => {
                     let previous = last_token.insert(key.as_str(), token.0);
                     if previous.is_some_and(|previous| token.0 <= previous) {

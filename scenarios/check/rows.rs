@@ -2,7 +2,7 @@
 //! go back to an older lease, and rows move only forward through their states.
 
 use crate::check::facts::{Breach, Facts, PerRow};
-use fencesim_model::{RefundState, Token, WorkerId, WriteKind};
+use fencesim_model::{RefundState, Step, Token, WorkerId, WriteKind};
 use fencesim_sim::EventKind;
 use std::collections::BTreeMap;
 
@@ -47,9 +47,9 @@ pub fn no_stale_confirm(facts: &Facts<'_>) -> Vec<Breach> {
 /// monotonic-fences: per row, accepted writes never go back to an older epoch and the
 /// stored fence never goes down; per counter, tokens are issued strictly increasing.
 ///
-/// What it misses: a token issued again after a wait for the replica refused it (the
-/// mechanism never uses such a token, so it is not counted; a mechanism that used it
-/// anyway shows up in token-order only once it writes with it).
+/// What it misses: under a mechanism that waits for the replica, a token issued again
+/// after the worker it was first issued to let it go unused (its wait failed): never used,
+/// it is not counted.
 pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
     let mut last_writer: PerRow<Option<(u32, WorkerId)>> = PerRow::new(facts.world);
@@ -97,8 +97,9 @@ pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
 }
 
 /// Per counter, the tokens issued for use rise strictly. A token counts when Redis issues
-/// it; under a mechanism that waits for the replica, once the replica has acknowledged it:
-/// a token whose wait failed is never used, and a failover may rightly issue it again.
+/// it; under a mechanism that waits for the replica, once its worker takes it for a batch
+/// (after the replica acknowledged it): a token whose wait failed is never used, and a
+/// failover may rightly issue it again.
 fn tokens_rise(facts: &Facts<'_>) -> Vec<Breach> {
     let waits = facts.world.mechanism.spec().wait_replica;
     let events = &facts.record.events;
@@ -112,10 +113,8 @@ fn tokens_rise(facts: &Facts<'_>) -> Vec<Breach> {
                 None
             }
             EventKind::TokenIssued { key, token, .. } => Some((index, key.as_str(), *token)),
-            EventKind::ReplicaWaited { worker, acked: true, .. } => waiting.remove(worker),
-            EventKind::ReplicaWaited { worker, acked: false, .. } | EventKind::RedisRefused { worker, .. } => {
-                waiting.remove(worker);
-                None
+            EventKind::Step { worker, step: Step::TokenTaken { token } } => {
+                waiting.remove(worker).filter(|(_, _, issued)| issued == token)
             }
             _ => None,
         };

@@ -74,6 +74,12 @@ pub enum Mutant {
     /// The TTL is passed in whole seconds: a lease under a second gets an expiry of 0, and
     /// Redis deletes the key at once.
     SubsecondTtlTruncated,
+    /// The client sends `WAIT 1 timeout` after the lease's `SET` and the token's `INCR` but
+    /// never reads its answer: a wait that timed out, or failed with the primary, is taken
+    /// as the replica's acknowledgement, and a failover can issue the same token again.
+    /// Modelled on a common mistake: `WAIT` treated as making a write durable, its count
+    /// never compared with the replicas asked for.
+    WaitAnswerIgnored,
 }
 
 /// What the catalogue knows of one mutant.
@@ -288,6 +294,14 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's SET NX PX",
         source: Some("\"Bug: RedisTaskLock truncates sub-second TTL to zero causing immediate lock deletion\" (a Rust web framework's issue 2719)"),
+    },
+    Spec {
+        mutant: Mutant::WaitAnswerIgnored,
+        name: "wait-answer-ignored",
+        baseline: Mechanism::FencedWaitReplica,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's WAIT",
+        source: None,
     },
 ];
 
