@@ -9,9 +9,11 @@ use fencesim::search::matrix::{
     run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
     SWEEP_SEEDS,
 };
+use fencesim::search::failover::{failover_file, failover_rows, shrink_failover_failures};
 use fencesim::search::matrix_shards::matrix_shard;
 use fencesim::search::seeds::Shard;
 use fencesim::tell::replay_file::ReplayFile;
+use fencesim::tell::reports::failover::failover_section;
 use fencesim::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
 use fencesim::tell::write::write_report;
 use std::path::{Path, PathBuf};
@@ -50,7 +52,10 @@ pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<
 /// run go): the end of a matrix run, or of a merge of its shards.
 pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
-    let text = guarantees_report(found, &shrunk);
+    let seeds = found.cells.first().map_or(REPORT_SEEDS, |cell| cell.seeds);
+    let failover = failover_rows(seeds, jobs)?;
+    let failover_shrunk = shrink_failover_failures(&failover)?;
+    let text = guarantees_report(found, &shrunk) + &failover_section(&failover, &failover_shrunk);
     let dir = root.join(SHRUNK_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
@@ -59,6 +64,9 @@ pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<
     for failure in &shrunk {
         let path = root.join(shrunk_file(failure.mechanism, failure.gateway));
         ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
+    }
+    for failure in &failover_shrunk {
+        ReplayFile::from_outcome(&failure.outcome).write_as(&root.join(failover_file(failure.mechanism)))?;
     }
     write_report(root, GUARANTEES_REPORT, &text)?;
     write_report(root, SWEEP_CHART, &sweep_chart(&text))?;

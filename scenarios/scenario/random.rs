@@ -175,11 +175,32 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
 /// fifth of the TTL, so a wait times out only when a failover breaks it.
 fn replica(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Option<Replication> {
     let mut rng = stream(seed, REPLICA);
-    let drawn = rng.gen_bool(REPLICA_SHARE).then(|| Replication {
-        lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)),
-        switch_over_ms: rng.gen_range(0..=ttl_ms / 2),
-    });
+    let drawn = rng.gen_bool(REPLICA_SHARE).then(|| replica_drawn(&mut rng, ttl_ms));
     drawn.filter(|_| mechanism.redis_instances() == 1)
+}
+
+fn replica_drawn(rng: &mut ChaCha8Rng, ttl_ms: u64) -> Replication {
+    Replication { lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)), switch_over_ms: rng.gen_range(0..=ttl_ms / 2) }
+}
+
+/// The replicated scenario: the seed's random world with a replica always (for a lease on
+/// one instance; the one the random scenario draws where it draws one), and its swarm plan
+/// drawn without restarts, so that a counter can go back only with a failover.
+pub fn replicated_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut world = random_world(seed, mechanism, gateway);
+    if mechanism.redis_instances() == 1 && world.replica.is_none() {
+        let mut rng = stream(seed, REPLICA);
+        let _ = rng.gen_bool(REPLICA_SHARE);
+        world.replica = Some(replica_drawn(&mut rng, world.ttl_ms));
+    }
+    add_arrivals(seed, &mut world);
+    world.faults = swarm_plan(seed, &world, allowed.without(FaultName::RedisRestart as usize));
+    Scenario { name: "replicated", base: WallMs::hms(12, 0, 0), world }
 }
 
 /// Refunds that arrive while the run goes on, in three seeds of four: each merchant gets

@@ -1,7 +1,7 @@
 //! What the command line and replay files choose by name: the scenarios and the mechanisms.
 
 use crate::scenario::builder::Scenario;
-use crate::scenario::random::{random_scenario, FaultMask};
+use crate::scenario::random::{random_scenario, replicated_scenario, FaultMask};
 use crate::scenario::worked_example::worked_example;
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
@@ -13,15 +13,18 @@ pub enum ScenarioName {
     WorkedExample,
     /// The seed's own world and swarm fault plan.
     Random,
+    /// The seed's own world with a replica always, and its plan without restarts.
+    Replicated,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 2] = [ScenarioName::WorkedExample, ScenarioName::Random];
+    pub const ALL: [ScenarioName; 3] = [ScenarioName::WorkedExample, ScenarioName::Random, ScenarioName::Replicated];
 
     pub fn name(self) -> &'static str {
         match self {
             ScenarioName::WorkedExample => "worked-example",
             ScenarioName::Random => "random",
+            ScenarioName::Replicated => "replicated",
         }
     }
 
@@ -51,6 +54,7 @@ pub fn build(
     Ok(match ScenarioName::lookup(name)? {
         ScenarioName::WorkedExample => worked_example().with_mechanism(mechanism, gateway),
         ScenarioName::Random => random_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::Replicated => replicated_scenario(seed, mechanism, gateway, allowed),
     })
 }
 
