@@ -5,7 +5,7 @@
 //! never expires a key by itself; promoted, it does, by its own clock. A failover promotes
 //! it with whatever had reached it: every change still on its way is lost.
 
-use crate::redis::{Entry, RedisCore};
+use crate::redis::{Command, Entry, Expired, RedisCore, Reply};
 use fencesim_model::WorkerId;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -31,7 +31,7 @@ enum Change {
 }
 
 /// The replication link: what the replica holds, and what is on its way to it.
-pub(crate) struct ReplicaLink {
+pub struct ReplicaLink {
     lag_ms: u64,
     /// The replica's data set, as far as the stream has reached it.
     copy: BTreeMap<String, Entry>,
@@ -46,7 +46,7 @@ pub(crate) struct ReplicaLink {
 }
 
 /// What a failover did.
-pub(crate) struct Promotion {
+pub struct Promotion {
     /// The promoted replica, expiring keys by its own clock from now on.
     pub core: RedisCore,
     /// Changes the replica never received.
@@ -57,6 +57,30 @@ impl ReplicaLink {
     pub fn new(primary: &RedisCore, lag_ms: u64, workers: usize) -> ReplicaLink {
         let copy = primary.entries().map(|(key, entry)| (key.clone(), entry.clone())).collect();
         ReplicaLink { lag_ms, copy, stream: VecDeque::new(), generation: 0, last_command: vec![(0, 0); workers] }
+    }
+
+    /// Applies one command to the primary at `now_ms`, and sends what it changed (the keys
+    /// it expired first, then the command's own key) on its way to the replica.
+    pub fn apply(
+        &mut self,
+        primary: &mut RedisCore,
+        cmd: Command<'_>,
+        now_ms: u64,
+        expired: &mut Vec<Expired>,
+    ) -> Reply {
+        let before = cmd.written_key().and_then(|key| primary.entry(key).cloned());
+        let from = expired.len();
+        let reply = primary.apply(cmd, now_ms, expired);
+        for e in &expired[from..] {
+            self.sent(&e.key, None, e.at_ms);
+        }
+        if let Some(key) = cmd.written_key() {
+            let after = primary.entry(key);
+            if after != before.as_ref() {
+                self.sent(key, after.cloned(), now_ms);
+            }
+        }
+        reply
     }
 
     /// The primary changed `key` at `now_ms` (to `entry`, or removed it).
@@ -121,13 +145,10 @@ impl ReplicaLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redis::{Command, Reply, Value};
+    use crate::redis::Value;
 
     fn apply(primary: &mut RedisCore, link: &mut ReplicaLink, cmd: Command<'_>, now: u64) -> Reply {
-        let reply = primary.apply(cmd, now, &mut Vec::new());
-        let key = cmd.written_key().expect("a write");
-        link.sent(key, primary.entry(key).cloned(), now);
-        reply
+        link.apply(primary, cmd, now, &mut Vec::new())
     }
 
     #[test]

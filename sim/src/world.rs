@@ -129,15 +129,13 @@ impl State {
     /// One command to one Redis instance at `now_ms`; a change it makes to the primary
     /// of a replicated instance goes on its way to the replica.
     pub fn redis(&mut self, instance: u8, cmd: Command<'_>, now_ms: u64) -> Reply {
-        let watched = cmd.written_key().filter(|_| instance == 0 && self.replica.is_some());
-        let before = watched.and_then(|key| self.redis[0].entry(key).cloned());
-        let reply = self.expiring(instance, |core, expired| core.apply(cmd, now_ms, expired));
-        if let (Some(key), Some(replica)) = (watched, self.replica.as_mut()) {
-            let after = self.redis[0].entry(key);
-            if after != before.as_ref() {
-                replica.sent(key, after.cloned(), now_ms);
-            }
-        }
+        let Some(replica) = self.replica.as_mut().filter(|_| instance == 0) else {
+            return self.expiring(instance, |core, expired| core.apply(cmd, now_ms, expired));
+        };
+        let mut expired = std::mem::take(&mut self.scratch_expired);
+        let reply = replica.apply(&mut self.redis[0], cmd, now_ms, &mut expired);
+        self.scratch_expired = expired;
+        self.record_expired(0);
         reply
     }
 }
