@@ -513,7 +513,10 @@ fn a_promoted_replica_keeps_what_reached_it_with_the_primarys_deadline_and_loses
     let simulated_ttl = promoted.apply(Command::PTtl { key: "lock:settle:m_1" }, 1_510, &mut Vec::new());
     let simulated_kept = kept(|command| promoted.apply(command, 1_510, &mut Vec::new()));
 
-    assert_eq!(keys_while_replica, 3, "while a replica it kept the expired key: it never expires keys itself");
+    assert_eq!(
+        keys_while_replica, 3,
+        "while a replica it kept the expired key: it never expires keys itself"
+    );
     let expected = [Reply::Bulk("A#1".into()), Reply::Nil, Reply::Bulk("3".into()), Reply::Nil];
     assert_eq!(real_kept, expected, "the real promoted replica");
     assert_eq!(simulated_kept, expected, "the simulated promoted replica");

@@ -60,7 +60,8 @@ fn waiting_for_the_replica_keeps_every_invariant_through_a_failover() {
     };
     let mechanism = Mechanism::FencedWaitReplica;
     let name = "fenced-wait-replica";
-    if let Some(found) = check(name, mechanism, GatewayMode::Idempotent, cases(200), &out(), config).unwrap() {
+    if let Some(found) = check(name, mechanism, GatewayMode::Idempotent, cases(200), &out(), config).unwrap()
+    {
         panic!("{}", found.report());
     }
 }

@@ -133,7 +133,9 @@ fn tokens_rise(facts: &Facts<'_>) -> Vec<Breach> {
         breaches.push(Breach {
             at_ms: events[at].at_ms,
             event: Some(at),
-            detail: format!("{key} issued token {token} to {worker} after token {previous}: tokens must only rise"),
+            detail: format!(
+                "{key} issued token {token} to {worker} after token {previous}: tokens must only rise"
+            ),
         });
     }
     breaches

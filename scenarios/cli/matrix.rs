@@ -5,11 +5,11 @@
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
 use fencesim::search::debate::DEBATE_SEEDS;
+use fencesim::search::failover::{failover_file, failover_rows, shrink_failover_failures};
 use fencesim::search::matrix::{
     run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
     SWEEP_SEEDS,
 };
-use fencesim::search::failover::{failover_file, failover_rows, shrink_failover_failures};
 use fencesim::search::matrix_shards::matrix_shard;
 use fencesim::search::seeds::Shard;
 use fencesim::tell::replay_file::ReplayFile;

@@ -180,7 +180,10 @@ fn replica(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Option<Replication> 
 }
 
 fn replica_drawn(rng: &mut ChaCha8Rng, ttl_ms: u64) -> Replication {
-    Replication { lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)), switch_over_ms: rng.gen_range(0..=ttl_ms / 2) }
+    Replication {
+        lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)),
+        switch_over_ms: rng.gen_range(0..=ttl_ms / 2),
+    }
 }
 
 /// The replicated scenario: the seed's random world with a replica always (for a lease on

@@ -18,7 +18,8 @@ pub enum ScenarioName {
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 3] = [ScenarioName::WorkedExample, ScenarioName::Random, ScenarioName::Replicated];
+    pub const ALL: [ScenarioName; 3] =
+        [ScenarioName::WorkedExample, ScenarioName::Random, ScenarioName::Replicated];
 
     pub fn name(self) -> &'static str {
         match self {

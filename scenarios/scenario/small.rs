@@ -7,7 +7,8 @@ use crate::scenario::builder::Scenario;
 use crate::scenario::random::TRIGGER_STEPS;
 use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, WorkerId};
 use fencesim_sim::{
-    Aim, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Replication, Size, Trigger, WallMs, WorldConfig,
+    Aim, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Replication, Size, Trigger, WallMs,
+    WorldConfig,
 };
 use proptest::prelude::*;
 use strum::EnumCount;
@@ -38,7 +39,8 @@ impl SmallWorld {
         // once; Redlock's instances are single servers, and a failover in its plan is left out
         let single = mechanism.redis_instances() == 1;
         let replica = single.then_some(Replication { lag_ms: (self.ttl_ms / 10).max(1), switch_over_ms: 0 });
-        let faults = self.faults.iter().filter(|f| single || !f.kind.kind().needs_replica()).cloned().collect();
+        let faults =
+            self.faults.iter().filter(|f| single || !f.kind.kind().needs_replica()).cloned().collect();
         let world = WorldConfig {
             workers: self.workers,
             mechanism,

@@ -49,7 +49,9 @@ pub fn failover_rows(seeds: u64, jobs: usize) -> Result<Vec<FailoverRow>, String
             &pool,
             SeedRange::first(seeds)?,
             false,
-            |seed| run_seed(FAILOVER_SCENARIO, seed, mechanism, GatewayMode::Idempotent, FaultMask::ALL, None),
+            |seed| {
+                run_seed(FAILOVER_SCENARIO, seed, mechanism, GatewayMode::Idempotent, FaultMask::ALL, None)
+            },
             |_| {},
             |result| {
                 let touched: &Touched = &result.touched;
@@ -77,7 +79,8 @@ pub fn shrink_failover_failures(rows: &[FailoverRow]) -> Result<Vec<ShrunkFailur
         let Some((seed, invariant, _)) = row.first else { continue };
         let gateway = GatewayMode::Idempotent;
         let found = scenario::build(FAILOVER_SCENARIO, seed, row.mechanism, gateway, FaultMask::ALL)?;
-        let breaks = |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
+        let breaks =
+            |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
         let outcome = run(&shrink_scenario(&found, breaks)?, seed)?;
         shrunk.push(ShrunkFailure { mechanism: row.mechanism, gateway, invariant, seed, outcome });
     }

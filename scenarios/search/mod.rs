@@ -6,8 +6,8 @@
 pub mod debate;
 pub mod exhaustive;
 pub mod explore;
-pub mod false_alarms;
 pub mod failover;
+pub mod false_alarms;
 pub mod matrix;
 pub mod matrix_shards;
 pub mod merge;

@@ -56,7 +56,13 @@ pub struct Promotion {
 impl ReplicaLink {
     pub fn new(primary: &RedisCore, lag_ms: u64, workers: usize) -> ReplicaLink {
         let copy = primary.entries().map(|(key, entry)| (key.clone(), entry.clone())).collect();
-        ReplicaLink { lag_ms, copy, stream: VecDeque::new(), generation: 0, last_command: vec![(0, 0); workers] }
+        ReplicaLink {
+            lag_ms,
+            copy,
+            stream: VecDeque::new(),
+            generation: 0,
+            last_command: vec![(0, 0); workers],
+        }
     }
 
     /// Applies one command to the primary at `now_ms`, and sends what it changed (the keys

@@ -439,7 +439,13 @@ impl Fault {
     /// The fault names only workers and instances a run of `workers` workers and
     /// `instances` Redis instances has, and needs a replica only in a `replicated` world; a
     /// reason if not.
-    pub fn validate(&self, index: usize, workers: u32, instances: u8, replicated: bool) -> Result<(), String> {
+    pub fn validate(
+        &self,
+        index: usize,
+        workers: u32,
+        instances: u8,
+        replicated: bool,
+    ) -> Result<(), String> {
         for worker in self.kind.worker().into_iter().chain(self.trigger.worker()) {
             if worker.0 >= workers {
                 return Err(format!(

@@ -183,7 +183,8 @@ impl RedisInstance for RedisClient {
     async fn wait_replicas(&self, timeout_ms: u64) -> Result<bool, BackendError> {
         let (worker, instance) = (self.worker(), self.instance);
         let world = &self.link.world;
-        let lost = || BackendError(format!("redis#{instance}: connection lost while waiting for the replica"));
+        let lost =
+            || BackendError(format!("redis#{instance}: connection lost while waiting for the replica"));
         let asked = self
             .call(|_, state, now| {
                 let Some(replica) = state.replica.as_ref().filter(|_| instance == 0) else { return Ok(None) };
