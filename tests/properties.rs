@@ -2,7 +2,8 @@
 
 use fencesim::model::Mechanism;
 use fencesim::runner::run;
-use fencesim::search::props::{cases, check, every_invariant_holds, no_double_refund};
+use fencesim::scenario::small::small_world_failing_over;
+use fencesim::search::props::{cases, check, check_over, every_invariant_holds, no_double_refund};
 use fencesim::sim::{FaultKind, GatewayMode};
 use fencesim::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
@@ -60,8 +61,9 @@ fn waiting_for_the_replica_keeps_every_invariant_through_a_failover() {
     };
     let mechanism = Mechanism::FencedWaitReplica;
     let name = "fenced-wait-replica";
-    if let Some(found) = check(name, mechanism, GatewayMode::Idempotent, cases(200), &out(), config).unwrap()
-    {
+    let worlds = small_world_failing_over();
+    let found = check_over(worlds, name, mechanism, GatewayMode::Idempotent, cases(200), &out(), config);
+    if let Some(found) = found.unwrap() {
         panic!("{}", found.report());
     }
 }
