@@ -5,7 +5,9 @@
 
 use crate::scenario::builder::Scenario;
 use crate::scenario::random::TRIGGER_STEPS;
-use fencesim_model::{Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, WorkerId};
+use fencesim_model::{
+    Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
+};
 use fencesim_sim::{
     Aim, Fault, FaultKind, FaultName, FaultPlan, GatewayMode, Hop, Latency, Replication, Size, Trigger,
     WallMs, WorldConfig,
@@ -95,13 +97,15 @@ fn fault(workers: u32, rows: u32, ttl: u64) -> impl Strategy<Value = Fault> {
     (kind, trigger).prop_map(|(kind, trigger)| Fault { kind, trigger })
 }
 
-/// Small worlds whose plan also fails the replica over, at the n-th time (1 to 3) a worker
-/// reaches a protocol step.
+/// Small worlds whose plan also fails the replica over, the first or second time a worker
+/// has been granted the lease or taken its token: within the replica's lag of a write
+/// that matters, where a failover loses it.
 pub fn small_world_failing_over() -> impl Strategy<Value = SmallWorld> {
-    let at = (0u32..4, 0..TRIGGER_STEPS.len(), 1u32..=3);
-    (small_world(), at).prop_map(|(mut world, (worker, step, nth))| {
+    let steps = [StepKind::LeaseAcquired, StepKind::TokenTaken];
+    let at = (0u32..4, 0..steps.len(), 1u32..=2);
+    (small_world(), at).prop_map(move |(mut world, (worker, step, nth))| {
         let worker = WorkerId(worker % world.workers);
-        let trigger = Trigger::Step { worker, step: TRIGGER_STEPS[step], nth };
+        let trigger = Trigger::Step { worker, step: steps[step], nth };
         world.faults.push(Fault { kind: FaultKind::RedisFailover { instance: 0 }, trigger });
         world
     })
