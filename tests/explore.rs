@@ -287,6 +287,20 @@ fn each_shrunk_first_failure_in_the_guarantees_report_replays_and_still_breaks_i
         assert!(small, "{file} shrank to {sizes:?} (faults, workers, rows): over the target of 3, 3 and 5");
         listed.insert(file.to_owned());
     }
+    // the failover section's files: each replays and still breaks what its row says
+    let failover = text.split("## A replica and a failover").nth(1).expect(stale);
+    for line in failover.lines().filter(|line| line.contains("`reports/shrunk/failover-")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let file = cells[7].trim_matches('`');
+        let replay = ReplayFile::load(&root.join(file)).unwrap_or_else(|e| panic!("{stale}: {e}"));
+        let outcome = run(&replay.scenario().unwrap(), replay.seed).unwrap();
+        assert_eq!(format!("{:016x}", outcome.trace_hash), replay.expected_trace_hash, "{stale} ({file})");
+        assert!(outcome.check(cells[2]).is_violation(), "{stale} ({file} breaks {})", cells[2]);
+        let world = &outcome.scenario.world;
+        let small = world.faults.faults.len() <= 3 && world.workers <= 3 && world.rows.len() <= 5;
+        assert!(small && world.replica.is_some(), "{file}: a small replicated world");
+        listed.insert(file.to_owned());
+    }
     let kept: std::collections::BTreeSet<String> = std::fs::read_dir(root.join("reports/shrunk"))
         .expect(stale)
         .map(|entry| format!("reports/shrunk/{}", entry.unwrap().file_name().to_string_lossy()))

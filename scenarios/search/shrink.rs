@@ -262,9 +262,15 @@ fn shrink_arrivals(scenario: &mut Scenario, still_fails: &mut impl StillFails) -
     Ok(())
 }
 
-/// The world cut down at once, then its arrivals, then fewer workers (any the plan does not
+/// The world without a replica its failure does not need (a plan with a failover needs
+/// one), cut down at once, then its arrivals, then fewer workers (any the plan does not
 /// name), fewer merchants, then fewer rows per merchant, while the scenario still fails.
 fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    if scenario.world.replica.is_some() {
+        let mut single = scenario.clone();
+        single.world.replica = None;
+        keep_if_fails(scenario, Some(single), still_fails)?;
+    }
     cut_down_world(scenario, still_fails)?;
     shrink_arrivals(scenario, still_fails)?;
     let mut worker = scenario.world.workers;
