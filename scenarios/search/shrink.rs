@@ -295,7 +295,8 @@ const SHORTEST_VISIBILITY_MS: u64 = 40;
 pub const SHRINK_RUNS: u32 = 1000;
 
 /// The world's own durations halved, one at a time: the lease's TTL and the queue's
-/// visibility timeout (a shorter run needs fewer rows to reach the same race).
+/// visibility timeout (a shorter run needs fewer rows to reach the same race); and a
+/// replica gone, or its lag halved.
 fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
     let mut candidates = Vec::new();
     let world = &scenario.world;
@@ -308,6 +309,16 @@ fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
         let mut trial = scenario.clone();
         trial.world.visibility_timeout_ms /= 2;
         candidates.push(trial);
+    }
+    if let Some(replica) = world.replica {
+        let mut single = scenario.clone();
+        single.world.replica = None;
+        candidates.push(single);
+        if replica.lag_ms > 1 {
+            let mut trial = scenario.clone();
+            trial.world.replica = Some(fencesim_sim::Replication { lag_ms: replica.lag_ms / 2, ..replica });
+            candidates.push(trial);
+        }
     }
     candidates
 }
