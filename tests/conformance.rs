@@ -407,3 +407,116 @@ fn a_lease_read_at_its_deadline_and_a_millisecond_either_side() {
     );
     assert_eq!(simulated, real_reads, "the simulated Redis, 1 ms after, at, and 1 ms before");
 }
+
+/// The replica's `INFO replication` says its link to the primary is up and in step.
+fn wait_until_replicating(replica: &mut redis::Connection) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let info: String = redis::cmd("INFO").arg("replication").query(replica).expect("INFO");
+        if info.contains("master_link_status:up") && !info.contains("master_sync_in_progress:1") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the replica did not reach its primary within 10 s");
+}
+
+/// What a promoted replica is judged on: the two leases' holders, the first one's TTL,
+/// the counter, and whether the key that expired while the primary was down is gone.
+fn kept(mut answer: impl FnMut(Command<'static>) -> Reply) -> [Reply; 4] {
+    [
+        answer(Command::Get { key: "lock:settle:m_1" }),
+        answer(Command::Get { key: "lock:settle:m_2" }),
+        answer(Command::Get { key: "fence:settle:m_1" }),
+        answer(Command::Get { key: "lock:short" }),
+    ]
+}
+
+/// A real primary and replica (two servers on loopback, the second started with
+/// `--replicaof`), failed over as an operator does it: the primary is killed and
+/// `REPLICAOF NO ONE` promotes the replica. The first writes reach the replica (`WAIT 1`
+/// says so); the last ones are made inside a transaction that then holds the primary's
+/// event loop (`DEBUG SLEEP`), so that nothing they wrote is sent to the replica before the
+/// primary is killed. The promoted replica keeps the first lease with the deadline the
+/// primary gave it (a replica receives `SET ... PX` as an absolute `PXAT`), the counter
+/// as the first writes left it, not the second lease; and a key whose deadline passed
+/// while it was a replica, which it kept (a replica does not expire keys itself), is gone
+/// once it is promoted. The simulated replica, lagging by 100 ms and failed over 10 ms
+/// after the last writes, keeps the same.
+#[test]
+fn a_promoted_replica_keeps_what_reached_it_with_the_primarys_deadline_and_loses_the_rest() {
+    let test = "conformance-failover";
+    if !redis_server::available(test) {
+        return;
+    }
+    let primary_args = ["--appendonly", "no", "--enable-debug-command", "yes"];
+    let primary = RedisServer::start(&format!("{test}-primary"), &primary_args).expect("a primary");
+    let port = primary.port.to_string();
+    let replica_args = ["--appendonly", "no", "--replicaof", "127.0.0.1", port.as_str()];
+    let replica = RedisServer::start(&format!("{test}-replica"), &replica_args).expect("a replica");
+    let (mut p, mut r) = (primary.connect().expect("the primary"), replica.connect().expect("the replica"));
+    wait_until_replicating(&mut r);
+
+    let first: [Command<'static>; 5] = [
+        Command::SetNxPx { key: "lock:settle:m_1", value: "A#1", ttl_ms: 30_000 },
+        Command::Incr { key: "fence:settle:m_1" },
+        Command::Incr { key: "fence:settle:m_1" },
+        Command::Incr { key: "fence:settle:m_1" },
+        Command::SetNxPx { key: "lock:short", value: "C#1", ttl_ms: 100 },
+    ];
+    let set_at = std::time::Instant::now();
+    for command in &first {
+        seen(real(command).query::<redis::Value>(&mut p)).expect("a write on the primary");
+    }
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5_000).query(&mut p).expect("WAIT");
+    assert_eq!(acked, 1, "the replica acknowledged the first writes");
+    let last = [
+        Command::SetNxPx { key: "lock:settle:m_2", value: "B#1", ttl_ms: 30_000 },
+        Command::Incr { key: "fence:settle:m_1" },
+    ];
+    let mut held = primary.connect().expect("a second connection to the primary");
+    let transaction = std::thread::spawn(move || {
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for command in &last {
+            pipe.add_command(real(command));
+        }
+        pipe.add_command(redis::cmd("DEBUG").arg("SLEEP").arg(3).clone());
+        // the primary is killed while it sleeps: no answer comes back
+        let _ = pipe.query::<redis::Value>(&mut held);
+    });
+    std::thread::sleep(Duration::from_millis(1_500));
+    let keys_while_replica: i64 = redis::cmd("DBSIZE").query(&mut r).expect("DBSIZE");
+    drop(primary); // SIGKILL
+    let _ = transaction.join();
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).expect("REPLICAOF NO ONE");
+    let real_ttl: i64 = redis::cmd("PTTL").arg("lock:settle:m_1").query(&mut r).expect("PTTL");
+    let since_set = set_at.elapsed().as_millis() as i64;
+    let real_kept = kept(|command| seen(real(&command).query(&mut r)).expect("a read"));
+
+    let mut core = RedisCore::new();
+    core.preset("fence:settle:m_1", fencesim::sim::redis::Value::Int(0));
+    let mut link = fencesim::sim::replica::ReplicaLink::new(&core, 100, 1);
+    for command in first {
+        link.apply(&mut core, command, 0, &mut Vec::new());
+    }
+    for command in last {
+        link.apply(&mut core, command, 1_500, &mut Vec::new());
+    }
+    let mut promoted = link.fail_over(1_510).core;
+    let simulated_ttl = promoted.apply(Command::PTtl { key: "lock:settle:m_1" }, 1_510, &mut Vec::new());
+    let simulated_kept = kept(|command| promoted.apply(command, 1_510, &mut Vec::new()));
+
+    assert_eq!(
+        keys_while_replica, 3,
+        "while a replica it kept the expired key: it never expires keys itself"
+    );
+    let expected = [Reply::Bulk("A#1".into()), Reply::Nil, Reply::Bulk("3".into()), Reply::Nil];
+    assert_eq!(real_kept, expected, "the real promoted replica");
+    assert_eq!(simulated_kept, expected, "the simulated promoted replica");
+    assert!(
+        (30_000 - since_set..=30_000 - since_set + SLACK_MS).contains(&real_ttl),
+        "the real TTL runs from the primary's SET, not from the promotion: {real_ttl} ms left {since_set} ms after it"
+    );
+    assert_eq!(simulated_ttl, Reply::Int(30_000 - 1_510), "the simulated TTL runs from the primary's SET");
+}

@@ -106,8 +106,8 @@ fn exhaustively_the_database_sequence_survives_every_placement_and_the_ttl_alone
     use fencesim::model::Mechanism;
     use fencesim::search::exhaustive::{failing, plans, single_faults};
     let all = plans();
-    assert_eq!(all.len(), 1 + 128 + 128 * 127 / 2, "the small scope's plans");
-    assert_eq!(single_faults().len(), 128);
+    assert_eq!(all.len(), 1 + 160 + 160 * 159 / 2, "the small scope's plans");
+    assert_eq!(single_faults().len(), 160);
     let (count, first) = failing(Mechanism::FencedDbSequence, &all, 2).unwrap();
     assert_eq!(count, 0, "first failing plan: {first:?}");
     // the committed report says the same

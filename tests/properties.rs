@@ -2,7 +2,8 @@
 
 use fencesim::model::Mechanism;
 use fencesim::runner::run;
-use fencesim::search::props::{cases, check, every_invariant_holds, no_double_refund};
+use fencesim::scenario::small::small_world_failing_over;
+use fencesim::search::props::{cases, check, check_over, every_invariant_holds, no_double_refund};
 use fencesim::sim::{FaultKind, GatewayMode};
 use fencesim::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
@@ -26,11 +27,14 @@ fn tokens_from_the_database_keep_every_invariant() {
 
 #[test]
 fn fenced_keeps_every_invariant_with_a_counter_that_survives() {
-    // Redis restarts are in the small worlds' plans; the property is kept only where the
-    // counter survives, which the plan says.
+    // Redis restarts and failovers are in the small worlds' plans; the property is kept
+    // only where the counter survives, which the plan says.
     let config = |outcome: &fencesim::runner::Outcome| {
         let faults = &outcome.scenario.world.faults.faults;
-        let restarts = faults.iter().any(|fault| matches!(fault.kind, FaultKind::RedisRestart { .. }));
+        // a failover to a replica that had not received the last increments loses them too
+        let restarts = faults.iter().any(|fault| {
+            matches!(fault.kind, FaultKind::RedisRestart { .. } | FaultKind::RedisFailover { .. })
+        });
         if restarts {
             Ok(())
         } else {
@@ -40,6 +44,26 @@ fn fenced_keeps_every_invariant_with_a_counter_that_survives() {
     if let Some(found) =
         check("fenced", Mechanism::Fenced, GatewayMode::Idempotent, cases(200), &out(), config).unwrap()
     {
+        panic!("{}", found.report());
+    }
+}
+
+/// The mechanism that waits for the replica keeps every invariant through failovers (the
+/// small worlds' Redis has a replica); only a restart may lose its counter.
+#[test]
+fn waiting_for_the_replica_keeps_every_invariant_through_a_failover() {
+    let config = |outcome: &fencesim::runner::Outcome| {
+        let faults = &outcome.scenario.world.faults.faults;
+        match faults.iter().any(|fault| matches!(fault.kind, FaultKind::RedisRestart { .. })) {
+            true => Ok(()),
+            false => every_invariant_holds(outcome),
+        }
+    };
+    let mechanism = Mechanism::FencedWaitReplica;
+    let name = "fenced-wait-replica";
+    let worlds = small_world_failing_over();
+    let found = check_over(worlds, name, mechanism, GatewayMode::Idempotent, cases(200), &out(), config);
+    if let Some(found) = found.unwrap() {
         panic!("{}", found.report());
     }
 }

@@ -21,6 +21,8 @@ use crate::ports::{BackendError, Clock, LeaseStore, RedisInstance, RefundStore, 
 /// The instances a lease is held on and how.
 pub struct LeaseClient<I, C> {
     pub kind: LeaseKind,
+    /// Wait for the replicas after each grant, and keep the lease only once they have it.
+    pub wait_replica: bool,
     pub instances: Vec<I>,
     pub clock: C,
     /// Redlock: each lease held (key, value), when it stops being valid by the worker's
@@ -36,7 +38,14 @@ impl<I, C> LeaseClient<I, C> {
             mechanism.redis_instances(),
             "{mechanism} holds its lease on that many instances"
         );
-        LeaseClient { kind: mechanism.spec().lease, instances, clock, validities: Default::default() }
+        let spec = mechanism.spec();
+        LeaseClient {
+            kind: spec.lease,
+            wait_replica: spec.wait_replica,
+            instances,
+            clock,
+            validities: Default::default(),
+        }
     }
 
     /// Redlock: the lease (key, value) is valid as `validity` says; `None` forgets it.
@@ -146,6 +155,18 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseClient<I, C> {
     }
 }
 
+/// How long a worker waits for the replicas to acknowledge a grant or a token: a fifth of
+/// the TTL, so that a lease still has most of its time when the wait ends.
+pub fn wait_timeout_ms(ttl_ms: u64) -> u64 {
+    (ttl_ms / 5).max(1)
+}
+
+/// Whether every replica has what `instance` was last sent (a `WAIT` that fails counts
+/// as no).
+async fn replicated<I: RedisInstance>(instance: &I, ttl_ms: u64) -> bool {
+    instance.wait_replicas(wait_timeout_ms(ttl_ms)).await.unwrap_or(false)
+}
+
 /// Redlock's allowance for clock drift between instances: 1% of the TTL plus 2 ms.
 pub fn drift_ms(ttl_ms: u64) -> u64 {
     ttl_ms / 100 + 2
@@ -161,7 +182,15 @@ pub fn validity_margin_ms(ttl_ms: u64) -> u64 {
 impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> {
     async fn acquire(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         match self.kind {
-            LeaseKind::Single => self.first().set_nx_px(key, value, ttl_ms).await,
+            LeaseKind::Single => {
+                let granted = self.first().set_nx_px(key, value, ttl_ms).await?;
+                if granted && self.wait_replica && !replicated(self.first(), ttl_ms).await {
+                    // a grant the replica may never see is given back, not used
+                    let _ = self.first().compare_and_delete(key, value).await;
+                    return Err(BackendError(format!("{key}: the replica did not acknowledge the grant")));
+                }
+                Ok(granted)
+            }
             LeaseKind::Redlock => {
                 for attempt in 1..=SPLIT_VOTE_TRIES {
                     match self.vote(key, value, ttl_ms).await {
@@ -235,19 +264,23 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
     }
 }
 
-/// Where tokens come from: a Redis counter, or a sequence in the refund database.
+/// Where tokens come from: a Redis counter (with a wait for the replicas after each
+/// `INCR`, and the TTL that wait is scaled to), or a sequence in the refund database.
 pub enum TokenClient<I, S> {
-    Redis(I),
+    Redis { redis: I, wait_replica: Option<u64> },
     Database(S),
 }
 
 impl<I, S> TokenClient<I, S> {
     /// Where `mechanism` takes its tokens from: the database's sequence, or else the
-    /// counter on the first Redis instance (a mechanism without tokens never asks).
-    pub fn new(mechanism: Mechanism, redis: I, store: S) -> TokenClient<I, S> {
+    /// counter on the first Redis instance (a mechanism without tokens never asks); a
+    /// mechanism that waits for the replicas waits as long as a lease of `ttl_ms` allows.
+    pub fn new(mechanism: Mechanism, redis: I, store: S, ttl_ms: u64) -> TokenClient<I, S> {
         match mechanism.spec().tokens {
             TokenPolicy::DbSequence => TokenClient::Database(store),
-            TokenPolicy::None | TokenPolicy::RedisIncr => TokenClient::Redis(redis),
+            TokenPolicy::None | TokenPolicy::RedisIncr => {
+                TokenClient::Redis { redis, wait_replica: mechanism.spec().wait_replica.then_some(ttl_ms) }
+            }
         }
     }
 }
@@ -260,7 +293,16 @@ pub fn counter_key(merchant: MerchantId) -> String {
 impl<I: RedisInstance + Sync, S: RefundStore + Sync> TokenSource for TokenClient<I, S> {
     async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         match self {
-            TokenClient::Redis(redis) => redis.incr(&counter_key(merchant)).await.map(Token),
+            TokenClient::Redis { redis, wait_replica } => {
+                let token = redis.incr(&counter_key(merchant)).await.map(Token)?;
+                match wait_replica {
+                    Some(ttl_ms) if !replicated(redis, *ttl_ms).await => Err(BackendError(format!(
+                        "{}: the replica did not acknowledge token {token}",
+                        counter_key(merchant)
+                    ))),
+                    Some(_) | None => Ok(token),
+                }
+            }
             TokenClient::Database(store) => store.next_sequence_token(merchant).await,
         }
     }

@@ -50,6 +50,10 @@ pub trait RedisInstance {
         value: &str,
         ttl_ms: u64,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// `WAIT replicas timeout`, for as many replicas as the deployment runs: `true` if every
+    /// one of them acknowledged every write this connection made, within `timeout_ms`
+    /// (a deployment without replicas answers `true` at once).
+    fn wait_replicas(&self, timeout_ms: u64) -> impl Future<Output = Result<bool, BackendError>> + Send;
 }
 
 /// The worker's own clock: for validity times and the renewal timer.

@@ -22,10 +22,12 @@ pub enum Sometimes {
     RedisRefused,
     RefundsArrivedWhileLeased,
     RowFoundSent,
+    FailoverLostLease,
+    FailoverSentCounterBack,
 }
 
 impl Sometimes {
-    pub const ALL: [Sometimes; 9] = [
+    pub const ALL: [Sometimes; 11] = [
         Sometimes::LeaseExpiredWhileHeld,
         Sometimes::StaleWriteRejected,
         Sometimes::JobDeliveredAgain,
@@ -35,6 +37,8 @@ impl Sometimes {
         Sometimes::RedisRefused,
         Sometimes::RefundsArrivedWhileLeased,
         Sometimes::RowFoundSent,
+        Sometimes::FailoverLostLease,
+        Sometimes::FailoverSentCounterBack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +52,8 @@ impl Sometimes {
             Sometimes::RedisRefused => "a Redis command was refused while it restarted",
             Sometimes::RefundsArrivedWhileLeased => "refunds arrived while their merchant's lease was held",
             Sometimes::RowFoundSent => "a write found its row already sent by another holder",
+            Sometimes::FailoverLostLease => "a failover lost a lease key",
+            Sometimes::FailoverSentCounterBack => "a failover sent a counter back",
         }
     }
 }
@@ -158,6 +164,14 @@ impl Touched {
                 EventKind::Step { step: Step::RowAlreadySent { .. }, .. } => {
                     touched.found_sent += 1;
                     touched.reached(Sometimes::RowFoundSent)
+                }
+                EventKind::RedisFailedOver { leases_lost, counters_back, .. } => {
+                    if *leases_lost > 0 {
+                        touched.reached(Sometimes::FailoverLostLease);
+                    }
+                    if *counters_back > 0 {
+                        touched.reached(Sometimes::FailoverSentCounterBack);
+                    }
                 }
                 EventKind::TokenIssued { key, token, .. } => {
                     let previous = last_token.insert(key.as_str(), token.0);
@@ -286,6 +300,7 @@ mod tests {
 
     #[test]
     fn every_situation_and_fault_kind_has_a_bit_of_its_own() {
+        const { assert!(FaultName::COUNT <= 32 && Sometimes::ALL.len() <= 32, "Bits holds 32") };
         for (index, situation) in Sometimes::ALL.iter().enumerate() {
             assert_eq!(*situation as usize, index);
         }

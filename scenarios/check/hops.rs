@@ -16,7 +16,8 @@ pub fn hop_of(kind: &EventKind) -> Option<(WorkerId, Hop)> {
         | LeaseSet { worker, .. }
         | LeaseRead { worker, .. }
         | LeaseRearmed { worker, .. }
-        | RedisRefused { worker, .. } => Some((*worker, Hop::Redis)),
+        | RedisRefused { worker, .. }
+        | ReplicaWaited { worker, .. } => Some((*worker, Hop::Redis)),
         TokenIssued { worker, key, .. } if key.starts_with("fence_seq:") => Some((*worker, Hop::Database)),
         TokenIssued { worker, .. } => Some((*worker, Hop::Redis)),
         Write { worker, .. } => Some((*worker, Hop::Database)),
@@ -38,6 +39,7 @@ pub fn hop_of(kind: &EventKind) -> Option<(WorkerId, Hop)> {
         | Resumed { .. }
         | Restarted { .. }
         | RedisRestarted { .. }
+        | RedisFailedOver { .. }
         | RefundsArrived { .. } => None,
     }
 }
@@ -61,6 +63,7 @@ pub fn hold_up(fault: &FaultKind) -> Option<(WorkerId, Hop, u64, bool)> {
         | FaultKind::ExpireLease { .. }
         | FaultKind::RedisClockJump { .. }
         | FaultKind::RedisRestart { .. }
+        | FaultKind::RedisFailover { .. }
         | FaultKind::Redeliver { .. }
         | FaultKind::DuplicateDelivery { .. }
         | FaultKind::LostResponse { .. }

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 /// its own holder (or removed by expiry): nobody frees, overwrites or keeps alive another
 /// worker's live lease.
 ///
-/// What it misses: a holder that extends its own lease after it has lost it and got it back
+/// What it misses: a lease key a restart or a failover kept, taken or removed by someone
+/// else afterwards (the instance's holders are forgotten there); and a holder that extends
+/// its own lease after it has lost it and got it back
 /// under the same value (a value that is not unique per acquisition).
 pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
@@ -46,7 +48,9 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
                     }
                 }
             }
-            EventKind::RedisRestarted { instance, .. } => {
+            // what a restart or a failover keeps, nobody was granted again: the checker
+            // forgets the instance's holders rather than guess which came back
+            EventKind::RedisRestarted { instance, .. } | EventKind::RedisFailedOver { instance, .. } => {
                 holder.retain(|(held_on, _), _| held_on != instance)
             }
             EventKind::LeaseReleased { worker, instance, key, deleted: true, .. }

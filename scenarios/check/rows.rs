@@ -2,7 +2,7 @@
 //! go back to an older lease, and rows move only forward through their states.
 
 use crate::check::facts::{Breach, Facts, PerRow};
-use fencesim_model::{RefundState, Token, WorkerId, WriteKind};
+use fencesim_model::{RefundState, Step, Token, WorkerId, WriteKind};
 use fencesim_sim::EventKind;
 use std::collections::BTreeMap;
 
@@ -46,6 +46,10 @@ pub fn no_stale_confirm(facts: &Facts<'_>) -> Vec<Breach> {
 
 /// monotonic-fences: per row, accepted writes never go back to an older epoch and the
 /// stored fence never goes down; per counter, tokens are issued strictly increasing.
+///
+/// What it misses: under a mechanism that waits for the replica, a token issued again
+/// after the worker it was first issued to let it go unused (its wait failed): never used,
+/// it is not counted.
 pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
     let mut last_writer: PerRow<Option<(u32, WorkerId)>> = PerRow::new(facts.world);
@@ -53,7 +57,6 @@ pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
     for row in &facts.world.rows {
         *fence.slot(row.id) = row.fence;
     }
-    let mut tokens: BTreeMap<&str, Token> = BTreeMap::new();
     for (index, event) in facts.record.events.iter().enumerate() {
         match &event.kind {
             EventKind::Write { worker, epoch, write, refund, rows, after, .. } if *rows > 0 => {
@@ -85,18 +88,55 @@ pub fn monotonic_fences(facts: &Facts<'_>) -> Vec<Breach> {
                     }
                 }
             }
-            EventKind::TokenIssued { worker, key, token } => {
-                if let Some(previous) = tokens.insert(key.as_str(), *token) {
-                    if *token <= previous {
-                        breaches.push(Breach {
-                            at_ms: event.at_ms, event: Some(index),
-                            detail: format!("{key} issued token {token} to {worker} after token {previous}: tokens must only rise"),
-                        });
-                    }
-                }
-            }
             _ => {}
         }
+    }
+    breaches.extend(tokens_rise(facts));
+    breaches.sort_by_key(|breach| breach.event);
+    breaches
+}
+
+/// Per counter, the tokens issued for use rise strictly. A token counts when Redis issues
+/// it; under a mechanism that waits for the replica, once its worker takes it for a batch
+/// (after the replica acknowledged it): a token whose wait failed is never used, and a
+/// failover may rightly issue it again.
+fn tokens_rise(facts: &Facts<'_>) -> Vec<Breach> {
+    let waits = facts.world.mechanism.spec().wait_replica;
+    let events = &facts.record.events;
+    let mut breaches = Vec::new();
+    let mut tokens: BTreeMap<&str, BTreeMap<usize, Token>> = BTreeMap::new();
+    let mut waiting: BTreeMap<WorkerId, (usize, &str, Token)> = BTreeMap::new();
+    for (index, event) in events.iter().enumerate() {
+        let counted = match &event.kind {
+            EventKind::TokenIssued { worker, key, token } if waits && !key.starts_with("fence_seq:") => {
+                waiting.insert(*worker, (index, key.as_str(), *token));
+                None
+            }
+            EventKind::TokenIssued { key, token, .. } => Some((index, key.as_str(), *token)),
+            EventKind::Step { worker, step: Step::TokenTaken { token } } => {
+                waiting.remove(worker).filter(|(_, _, issued)| issued == token)
+            }
+            _ => None,
+        };
+        let Some((issued, key, token)) = counted else { continue };
+        // in the order Redis issued them (a wait may be answered out of that order)
+        let counted = tokens.entry(key).or_default();
+        let before = counted.range(..issued).next_back().map(|(_, t)| *t);
+        let after = counted.range(issued..).next().map(|(at, t)| (*at, *t));
+        counted.insert(issued, token);
+        let (at, token, previous) = match (before, after) {
+            (Some(previous), _) if token <= previous => (issued, token, previous),
+            (_, Some((later, next))) if next <= token => (later, next, token),
+            _ => continue,
+        };
+        let EventKind::TokenIssued { worker, .. } = &events[at].kind else { continue };
+        breaches.push(Breach {
+            at_ms: events[at].at_ms,
+            event: Some(at),
+            detail: format!(
+                "{key} issued token {token} to {worker} after token {previous}: tokens must only rise"
+            ),
+        });
     }
     breaches
 }

@@ -5,6 +5,7 @@
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
 use fencesim::search::debate::DEBATE_SEEDS;
+use fencesim::search::failover::{failover_file, failover_rows, shrink_failover_failures};
 use fencesim::search::matrix::{
     run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
     SWEEP_SEEDS,
@@ -15,6 +16,7 @@ use fencesim::search::second_store::{
 };
 use fencesim::search::seeds::Shard;
 use fencesim::tell::replay_file::ReplayFile;
+use fencesim::tell::reports::failover::failover_section;
 use fencesim::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
 use fencesim::tell::write::write_report;
 use std::path::{Path, PathBuf};
@@ -57,7 +59,11 @@ pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<
 pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
     let store_shrunk = shrink_store_failures(&found.second_store, jobs)?;
-    let text = guarantees_report(found, &shrunk, &store_shrunk);
+    let seeds = found.cells.first().map_or(REPORT_SEEDS, |cell| cell.seeds);
+    let failover = failover_rows(seeds, jobs)?;
+    let failover_shrunk = shrink_failover_failures(&failover)?;
+    let text =
+        guarantees_report(found, &shrunk, &store_shrunk) + &failover_section(&failover, &failover_shrunk);
     for dir in [SHRUNK_DIR, STORE_SHRUNK_DIR].map(|dir| root.join(dir)) {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
@@ -71,6 +77,9 @@ pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<
     for failure in &store_shrunk {
         let path = root.join(store_shrunk_file(&failure.kind, failure.mechanism));
         ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
+    }
+    for failure in &failover_shrunk {
+        ReplayFile::from_outcome(&failure.outcome).write_as(&root.join(failover_file(failure.mechanism)))?;
     }
     write_report(root, GUARANTEES_REPORT, &text)?;
     write_report(root, SWEEP_CHART, &sweep_chart(&text))?;

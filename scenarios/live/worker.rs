@@ -109,7 +109,7 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), Str
     let probe = LiveProbe { worker: id, log: log.clone(), stop, counts: Mutex::default() };
     let ports = Ports {
         lease: LeaseClient::new(spec.mechanism, vec![redis.clone()], spec.clock),
-        tokens: TokenClient::new(spec.mechanism, redis, store.clone()),
+        tokens: TokenClient::new(spec.mechanism, redis, store.clone(), spec.ttl_ms),
         store,
         gateway: LiveGateway::new(&spec.gateway_url, id),
         queue,

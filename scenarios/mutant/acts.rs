@@ -8,7 +8,7 @@
 use super::Mutant;
 use crate::check::chain::{against_the_rule, Cx};
 use crate::check::Facts;
-use fencesim_model::{Step, WriteKind};
+use fencesim_model::{Step, Token, WriteKind};
 use fencesim_sim::{CallOutcome, EventKind};
 
 /// The events of `facts`' history at which `mutant` acted.
@@ -56,8 +56,48 @@ pub fn acts(mutant: Mutant, facts: &Facts<'_>) -> Vec<usize> {
         Mutant::TimeoutTakenAsFailure => all.filter(|&at| failed_after_timeout(&cx, at)).collect(),
         Mutant::FailureTakenAsRefunded => all.filter(|&at| confirmed_unpaid(&cx, at)).collect(),
         Mutant::PostingWithoutFence => all.filter(|&at| posted_under_newer_fence(&cx, at)).collect(),
+        Mutant::WaitAnswerIgnored => unreplicated_writes(&cx),
     };
     kept
+}
+
+/// The issues of tokens taken for a batch although the `WAIT` after them failed or timed
+/// out, and the writes made with them: the replica may never have had such a token, and a
+/// failover can issue it again. One pass: each worker's last token, and whether the wait
+/// after it answered short.
+fn unreplicated_writes(cx: &Cx<'_>) -> Vec<usize> {
+    let mut last: std::collections::BTreeMap<fencesim_model::WorkerId, (usize, Token, Option<bool>)> =
+        std::collections::BTreeMap::new();
+    let mut acts = Vec::new();
+    for (at, event) in cx.events.iter().enumerate() {
+        match &event.kind {
+            EventKind::TokenIssued { worker, token, .. } => {
+                last.insert(*worker, (at, *token, None));
+            }
+            EventKind::ReplicaWaited { worker, acked, .. } => {
+                if let Some((_, _, short @ None)) = last.get_mut(worker) {
+                    *short = Some(!acked);
+                }
+            }
+            EventKind::RedisRefused { worker, .. } => {
+                if let Some((_, _, short @ None)) = last.get_mut(worker) {
+                    *short = Some(true);
+                }
+            }
+            EventKind::Step { worker, step: Step::TokenTaken { token } }
+            | EventKind::Write { worker, token: Some(token), .. } => {
+                if let Some(&(issued, t, Some(true))) = last.get(worker) {
+                    if t == *token {
+                        acts.extend([issued, at]);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    acts.sort_unstable();
+    acts.dedup();
+    acts
 }
 
 /// A payment by a worker whose last write on the row was a claim the fence turned away.

@@ -77,6 +77,12 @@ pub enum Mutant {
     /// The settlement ledger's posting moves the balance without its fence predicate: the
     /// refund rows are fenced, the second store's statement was written without one.
     PostingWithoutFence,
+    /// The client sends `WAIT 1 timeout` after the lease's `SET` and the token's `INCR` but
+    /// never reads its answer: a wait that timed out, or failed with the primary, is taken
+    /// as the replica's acknowledgement, and a failover can issue the same token again.
+    /// Modelled on a common mistake: `WAIT` treated as making a write durable, its count
+    /// never compared with the replicas asked for.
+    WaitAnswerIgnored,
 }
 
 /// What the catalogue knows of one mutant.
@@ -301,6 +307,14 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         baseline: Mechanism::Fenced,
         gateway: GatewayMode::Idempotent,
         planted_in: "the settlement ledger's posting statement",
+        source: None,
+    },
+    Spec {
+        mutant: Mutant::WaitAnswerIgnored,
+        name: "wait-answer-ignored",
+        baseline: Mechanism::FencedWaitReplica,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's WAIT",
         source: None,
     },
 ];

@@ -41,7 +41,7 @@ static POSTING_WITHOUT_FENCE: LazyLock<String> =
 
 impl Wiring for Planted {
     type Lease = PlantedLease<LeaseClient<PlantedRedis, ClockClient>>;
-    type Tokens = PlantedTokens<TokenClient<RedisClient, StoreClient>>;
+    type Tokens = PlantedTokens<TokenClient<PlantedRedis, StoreClient>>;
     type Store = PlantedStore;
     type Gateway = PlantedGateway;
     type Queue = PlantedQueue;
@@ -58,7 +58,8 @@ impl Wiring for Planted {
             clock: connections.clock.clone(),
             deadlines: Mutex::new(BTreeMap::new()),
         };
-        let tokens = connections.tokens_over(connections.redis[0].clone(), connections.store.clone());
+        let counter = PlantedRedis { inner: connections.redis[0].clone(), mutant };
+        let tokens = connections.tokens_over(counter, connections.store.clone());
         let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
         let store = PlantedStore {
             inner: connections.store,
@@ -102,7 +103,8 @@ impl Wiring for Planted {
             | Mutant::RetryMintsNewKey
             | Mutant::ExpiryJudgedOnClientClock
             | Mutant::SubsecondTtlTruncated
-            | Mutant::PostingWithoutFence => right,
+            | Mutant::PostingWithoutFence
+            | Mutant::WaitAnswerIgnored => right,
         }
     }
 
@@ -135,7 +137,8 @@ impl Wiring for Planted {
             | Mutant::FailureTakenAsRefunded
             | Mutant::RetryMintsNewKey
             | Mutant::ExpiryJudgedOnClientClock
-            | Mutant::SubsecondTtlTruncated => right,
+            | Mutant::SubsecondTtlTruncated
+            | Mutant::WaitAnswerIgnored => right,
         }
     }
 
@@ -147,7 +150,8 @@ impl Wiring for Planted {
 /// A Redis connection with its scripts written wrong: under `extend-recreates` the renewal
 /// sets a missing key again, under `extend-ttl-ms-as-seconds` it re-arms a thousand times
 /// too long; under `release-by-get-then-del` the release is two commands, and under
-/// `acquire-setnx-then-pexpire` so is the acquisition.
+/// `acquire-setnx-then-pexpire` so is the acquisition; under `wait-answer-ignored` a
+/// `WAIT` is sent and whatever it answers is taken as every replica's acknowledgement.
 pub struct PlantedRedis {
     inner: RedisClient,
     mutant: Mutant,
@@ -200,6 +204,15 @@ impl RedisInstance for PlantedRedis {
             && self.inner.get(key).await.unwrap_or(None).is_none()
             && self.inner.set_px(key, value, ttl_ms).await.is_ok();
         Ok(extended || recreated)
+    }
+
+    async fn wait_replicas(&self, timeout_ms: u64) -> Result<bool, BackendError> {
+        let answer = self.inner.wait_replicas(timeout_ms).await;
+        // the bug: the WAIT is sent, its count (or its failure) is never looked at
+        if self.mutant == Mutant::WaitAnswerIgnored {
+            return Ok(true);
+        }
+        answer
     }
 }
 

@@ -7,8 +7,8 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Settlement, Size, Trigger, WallMs,
-    WorldConfig,
+    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Replication, Settlement, Size,
+    Trigger, WallMs, WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -31,6 +31,9 @@ const RESTART: u64 = 5;
 const TRIGGERS: u64 = 6;
 const ARRIVALS: u64 = 7;
 const SETTLEMENT: u64 = 8;
+const REPLICA: u64 = 9;
+/// The share of seeds whose Redis (a lease on one instance) is a primary with a replica.
+const REPLICA_SHARE: f64 = 0.25;
 /// The share of seeds whose refunds do not all arrive at the start.
 const ARRIVAL_SHARE: f64 = 0.75;
 
@@ -166,7 +169,45 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         // every random world has the second store, its latency drawn on a stream of its
         // own so that the rest of the world is what the seed drew before it existed
         settlement: Some(Settlement { latency_ms: stream(seed, SETTLEMENT).gen_range(0..=3) }),
+        replica: replica(seed, mechanism, ttl_ms),
     }
+}
+
+/// A replica in one seed of four, for a lease on one instance (Redlock's instances are
+/// single servers): it lags the primary by up to a tenth of the TTL, and a failover to it
+/// takes up to half the TTL to switch the clients over. A worker that waits for it waits a
+/// fifth of the TTL, so a wait times out only when a failover breaks it.
+fn replica(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Option<Replication> {
+    let mut rng = stream(seed, REPLICA);
+    let drawn = rng.gen_bool(REPLICA_SHARE).then(|| replica_drawn(&mut rng, ttl_ms));
+    drawn.filter(|_| mechanism.redis_instances() == 1)
+}
+
+fn replica_drawn(rng: &mut ChaCha8Rng, ttl_ms: u64) -> Replication {
+    Replication {
+        lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)),
+        switch_over_ms: rng.gen_range(0..=ttl_ms / 2),
+    }
+}
+
+/// The replicated scenario: the seed's random world with a replica always (for a lease on
+/// one instance; the one the random scenario draws where it draws one), and its swarm plan
+/// drawn without restarts, so that a counter can go back only with a failover.
+pub fn replicated_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut world = random_world(seed, mechanism, gateway);
+    if mechanism.redis_instances() == 1 && world.replica.is_none() {
+        let mut rng = stream(seed, REPLICA);
+        let _ = rng.gen_bool(REPLICA_SHARE);
+        world.replica = Some(replica_drawn(&mut rng, world.ttl_ms));
+    }
+    add_arrivals(seed, &mut world);
+    world.faults = swarm_plan(seed, &world, allowed.without(FaultName::RedisRestart as usize));
+    Scenario { name: "replicated", base: WallMs::hms(12, 0, 0), world }
 }
 
 /// Refunds that arrive while the run goes on, in three seeds of four: each merchant gets
@@ -376,8 +417,12 @@ impl Swarm<'_> {
 /// many are). Durations are scaled to the TTL, where races live.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
-    let kinds: Vec<FaultName> =
-        FaultName::all().filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();
+    // a kind the world cannot have (a failover without a replica) draws no coin, so that
+    // the plans of the worlds without one are what they were before the kind existed
+    let fits = |kind: FaultName| !kind.needs_replica() || world.replica.is_some();
+    let kinds: Vec<FaultName> = FaultName::all()
+        .filter(|&kind| allowed.allows(kind as usize) && fits(kind) && rng.gen_bool(0.5))
+        .collect();
     if kinds.is_empty() {
         return FaultPlan::none();
     }
@@ -437,13 +482,20 @@ mod tests {
     }
 
     #[test]
-    fn the_mechanism_changes_only_which_instance_a_fault_names() {
-        for seed in 0..50 {
+    fn the_mechanism_changes_only_which_instance_a_fault_names_and_whether_redis_has_a_replica() {
+        let mut replicated = 0;
+        for seed in 0..200 {
             let one = random_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
             let five = random_scenario(seed, Mechanism::Redlock, GatewayMode::Idempotent, FaultMask::ALL);
             assert_eq!(one.world.rows, five.world.rows);
+            assert_eq!(five.world.replica, None, "Redlock's instances are single servers");
+            if one.world.replica.is_some() {
+                replicated += 1;
+                continue; // a replicated world may draw a failover as well
+            }
             assert_eq!(one.world.faults.faults.len(), five.world.faults.faults.len());
         }
+        assert!((30..=70).contains(&replicated), "one world in four has a replica: {replicated}");
     }
 
     #[test]

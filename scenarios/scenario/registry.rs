@@ -1,7 +1,7 @@
 //! What the command line and replay files choose by name: the scenarios and the mechanisms.
 
 use crate::scenario::builder::Scenario;
-use crate::scenario::random::{random_scenario, FaultMask};
+use crate::scenario::random::{random_scenario, replicated_scenario, FaultMask};
 use crate::scenario::worked_example::{worked_example, worked_example_two_stores};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
@@ -15,17 +15,24 @@ pub enum ScenarioName {
     Random,
     /// The worked example's second act: the batch also posts to a second store.
     WorkedExampleTwoStores,
+    /// The seed's own world with a replica always, and its plan without restarts.
+    Replicated,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 3] =
-        [ScenarioName::WorkedExample, ScenarioName::Random, ScenarioName::WorkedExampleTwoStores];
+    pub const ALL: [ScenarioName; 4] = [
+        ScenarioName::WorkedExample,
+        ScenarioName::Random,
+        ScenarioName::WorkedExampleTwoStores,
+        ScenarioName::Replicated,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             ScenarioName::WorkedExample => "worked-example",
             ScenarioName::Random => "random",
             ScenarioName::WorkedExampleTwoStores => "worked-example-two-stores",
+            ScenarioName::Replicated => "replicated",
         }
     }
 
@@ -58,6 +65,7 @@ pub fn build(
         ScenarioName::WorkedExampleTwoStores => {
             worked_example_two_stores().with_mechanism(mechanism, gateway)
         }
+        ScenarioName::Replicated => replicated_scenario(seed, mechanism, gateway, allowed),
     })
 }
 

@@ -1,6 +1,7 @@
 //! Exhaustive small scope: two workers, three rows, and every placement of up to two
 //! faults (a pause shorter or longer than the TTL, a redelivery, a Redis restart that
-//! loses everything), each triggered at every protocol step either worker reaches.
+//! loses everything, a failover to the replica), each triggered at every protocol step
+//! either worker reaches.
 
 use crate::runner::run;
 use crate::scenario::small::SmallWorld;
@@ -48,6 +49,7 @@ pub fn single_faults() -> Vec<Fault> {
             (FaultName::Pause, TTL_MS * 2),
             (FaultName::Redeliver, 0),
             (FaultName::RedisRestart, 0),
+            (FaultName::RedisFailover, 0),
         ] {
             faults.push(Fault { kind: kind.make(aim, size), trigger });
         }
@@ -106,7 +108,7 @@ pub struct SmallScope {
     pub single_faults: usize,
     pub plans: usize,
     pub failing: Vec<(Mechanism, u64, Option<Vec<Fault>>)>,
-    /// `fenced` over the plans without a Redis restart: failing, of how many.
+    /// `fenced` over the plans without a Redis restart or a failover: failing, of how many.
     pub fenced_without_restart: (u64, usize),
 }
 
@@ -129,7 +131,11 @@ pub fn scope_share(block: std::ops::Range<usize>, jobs: usize) -> Result<ScopeSh
     }
     let kept: Vec<Vec<Fault>> = plans
         .iter()
-        .filter(|plan| !plan.iter().any(|fault| matches!(fault.kind, FaultKind::RedisRestart { .. })))
+        .filter(|plan| {
+            !plan.iter().any(|fault| {
+                matches!(fault.kind, FaultKind::RedisRestart { .. } | FaultKind::RedisFailover { .. })
+            })
+        })
         .cloned()
         .collect();
     let (count, _) = failing(Mechanism::Fenced, &kept, jobs)?;

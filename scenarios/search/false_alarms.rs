@@ -33,11 +33,13 @@ impl FalseAlarmRun {
     }
 }
 
-/// The faults a mechanism promises to survive: all of them, or all but a lost counter.
-fn promised(mechanism: Mechanism) -> Option<Option<&'static str>> {
+/// The faults a mechanism promises to survive: all of them, or all but those that can
+/// lose its counter (a restart, and a failover to a replica that had not received it).
+pub fn promised(mechanism: Mechanism) -> Option<Option<&'static str>> {
     match mechanism.spec().safety {
         Safety::Safe => Some(None),
-        Safety::UnlessCounterLost => Some(Some("redis-restart")),
+        Safety::UnlessCounterLost => Some(Some("redis-restart,redis-failover")),
+        Safety::UnlessRestartLosesCounter => Some(Some("redis-restart")),
         Safety::Unsafe => None,
     }
 }

@@ -6,6 +6,7 @@
 pub mod debate;
 pub mod exhaustive;
 pub mod explore;
+pub mod failover;
 pub mod false_alarms;
 pub mod matrix;
 pub mod matrix_shards;

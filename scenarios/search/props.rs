@@ -8,6 +8,7 @@ use crate::scenario::small::{small_world, SmallWorld};
 use crate::tell::replay_file::ReplayFile;
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
+use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestCaseError, TestError, TestRunner};
 use std::path::PathBuf;
 
@@ -71,8 +72,21 @@ pub fn check(
     out: &std::path::Path,
     holds: impl Fn(&Outcome) -> Result<(), String>,
 ) -> Result<Option<Counterexample>, String> {
+    check_over(small_world(), name, mechanism, gateway, cases, out, holds)
+}
+
+/// `check` over the worlds `worlds` draws (`small_world_failing_over`, say).
+pub fn check_over(
+    worlds: impl Strategy<Value = SmallWorld>,
+    name: &'static str,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    cases: u32,
+    out: &std::path::Path,
+    holds: impl Fn(&Outcome) -> Result<(), String>,
+) -> Result<Option<Counterexample>, String> {
     let mut runner = TestRunner::new(config(name, cases));
-    let result = runner.run(&small_world(), |world| {
+    let result = runner.run(&worlds, |world| {
         let outcome = run(&world.scenario(mechanism, gateway), 1).map_err(TestCaseError::fail)?;
         holds(&outcome).map_err(TestCaseError::fail)
     });

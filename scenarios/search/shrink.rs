@@ -262,9 +262,15 @@ fn shrink_arrivals(scenario: &mut Scenario, still_fails: &mut impl StillFails) -
     Ok(())
 }
 
-/// The world cut down at once, then its arrivals, then fewer workers (any the plan does not
+/// The world without a replica its failure does not need (a plan with a failover needs
+/// one), cut down at once, then its arrivals, then fewer workers (any the plan does not
 /// name), fewer merchants, then fewer rows per merchant, while the scenario still fails.
 fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    if scenario.world.replica.is_some() {
+        let mut single = scenario.clone();
+        single.world.replica = None;
+        keep_if_fails(scenario, Some(single), still_fails)?;
+    }
     cut_down_world(scenario, still_fails)?;
     shrink_arrivals(scenario, still_fails)?;
     let mut worker = scenario.world.workers;
@@ -289,7 +295,8 @@ const SHORTEST_VISIBILITY_MS: u64 = 40;
 pub const SHRINK_RUNS: u32 = 1000;
 
 /// The world's own durations halved, one at a time: the lease's TTL and the queue's
-/// visibility timeout (a shorter run needs fewer rows to reach the same race).
+/// visibility timeout (a shorter run needs fewer rows to reach the same race); and a
+/// replica gone, or its lag halved.
 fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
     let mut candidates = Vec::new();
     let world = &scenario.world;
@@ -302,6 +309,16 @@ fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
         let mut trial = scenario.clone();
         trial.world.visibility_timeout_ms /= 2;
         candidates.push(trial);
+    }
+    if let Some(replica) = world.replica {
+        let mut single = scenario.clone();
+        single.world.replica = None;
+        candidates.push(single);
+        if replica.lag_ms > 1 {
+            let mut trial = scenario.clone();
+            trial.world.replica = Some(fencesim_sim::Replication { lag_ms: replica.lag_ms / 2, ..replica });
+            candidates.push(trial);
+        }
     }
     candidates
 }

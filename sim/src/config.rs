@@ -4,6 +4,7 @@
 
 use crate::fault::{FaultPlan, Trigger};
 use crate::gateway::GatewayMode;
+use crate::replica::Replication;
 use fencesim_model::{Job, Mechanism, MerchantId, RefundId, RefundRow};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -94,6 +95,10 @@ pub struct WorldConfig {
     /// before it existed): the world has one store only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settlement: Option<Settlement>,
+    /// A primary with one replica, replicated asynchronously; none (the default): a
+    /// single instance. Only a lease on one instance has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<Replication>,
 }
 
 /// The second store's shape: how long each request to it takes on its own hop.
@@ -129,6 +134,7 @@ impl Default for WorldConfig {
             redis_restart_ms: 0,
             arrivals: Vec::new(),
             settlement: None,
+            replica: None,
         }
     }
 }
@@ -203,7 +209,14 @@ impl WorldConfig {
                 self.mechanism
             ));
         }
-        self.faults.validate(self.workers, self.redis_instances() as u8)
+        if self.replica.is_some() && self.redis_instances() != 1 {
+            return Err(format!(
+                "replica: {} holds its lease on {} instances, each a single server; only a lease on one instance has a replica",
+                self.mechanism,
+                self.redis_instances()
+            ));
+        }
+        self.faults.validate(self.workers, self.redis_instances() as u8, self.replica.is_some())
     }
 
     /// Each job id once, each arriving row a row of the world of its job's merchant and in
@@ -265,6 +278,8 @@ impl WorldConfig {
             ("redis_latency_ms", self.redis_latency_ms),
             ("redis_restart_ms", self.redis_restart_ms),
             ("settlement.latency_ms", self.settlement.map_or(0, |s| s.latency_ms)),
+            ("replica.lag_ms", self.replica.map_or(0, |r| r.lag_ms)),
+            ("replica.switch_over_ms", self.replica.map_or(0, |r| r.switch_over_ms)),
             ("refund_latency", latencies.max().unwrap_or(0)),
         ];
         let faults = self.faults.faults.iter().map(|fault| {

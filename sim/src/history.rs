@@ -222,6 +222,22 @@ pub enum EventKind {
         refund: RefundId,
         posted: bool,
     },
+    /// The primary of `instance` stopped and its replica was promoted: `lost` changes had
+    /// not reached it; `leases_lost` lease keys the primary held are not on it as they
+    /// were, and `counters_back` counters stand lower on it than they did on the primary.
+    RedisFailedOver {
+        instance: u8,
+        lost: u32,
+        leases_lost: u32,
+        counters_back: u32,
+    },
+    /// A `WAIT` for the deployment's replicas: `acked` says whether every replica had
+    /// every write the primary had sent by the worker's last command, within the timeout.
+    ReplicaWaited {
+        worker: WorkerId,
+        instance: u8,
+        acked: bool,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -271,6 +287,8 @@ impl EventKind {
             | TokenIssued { .. }
             | CounterSeeded { .. }
             | RedisRestarted { .. }
+            | RedisFailedOver { .. }
+            | ReplicaWaited { .. }
             | RedisRefused { .. } => Actor::Redis,
             Write { .. } | RefundsArrived { .. } => Actor::Store,
             Lookup { .. } | RefundCalled { .. } | GatewayRefused { .. } | RefundTimedOut { .. } => {

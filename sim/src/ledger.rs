@@ -107,6 +107,15 @@ impl EpochLedger {
         Some(number)
     }
 
+    /// `instance` holds `value` at `key` again, a grant the ledger had seen end (a promoted
+    /// replica that never heard of its release or removal): no new epoch opens, as nobody
+    /// was granted anything; the old one's end stays where it was.
+    pub fn restored(&mut self, instance: u8, key: &str, value: &str) {
+        if let Some(grant) = self.grant_mut(key, value) {
+            grant.holders |= 1 << instance;
+        }
+    }
+
     /// Keys and values `instance` holds now, as far as grants go.
     pub fn held_on(&self, instance: u8) -> Vec<(String, String)> {
         let values =

@@ -6,6 +6,7 @@
 //! - `clock`, `redis`, `gateway`, `queue`: the components' pure cores;
 //! - `port`: one adapter per port of the model; `wiring`: how a worker's ports are put together;
 //! - `fault`: the fault plan and the engine that fires it;
+//! - `replica`: a replica of the lease's Redis and its failover;
 //! - `ledger`: the epochs, the checkers' ground truth about leases;
 //! - `history`: the typed events; `record`: what a run leaves behind;
 //! - `world`: the shared state; `run`: the loop that keeps time.
@@ -26,6 +27,7 @@ pub mod port;
 pub mod queue;
 pub mod record;
 pub mod redis;
+pub mod replica;
 pub mod run;
 pub mod wiring;
 mod world;
@@ -38,5 +40,6 @@ pub use history::{trace_hash, write_trace, Actor, Event, EventKind};
 pub use ledger::Epoch;
 pub use record::RunRecord;
 pub use redis::Persistence;
+pub use replica::Replication;
 pub use run::{run_wired, run_world};
 pub use wiring::{Connections, Plain, Wired, WiredOf, Wiring};

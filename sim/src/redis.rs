@@ -15,13 +15,15 @@ pub enum Value {
     Int(i64),
 }
 
-#[derive(Clone, Debug)]
-struct Entry {
-    value: Value,
+/// A key's value and when it is gone: what a replica receives of a write (the time as an
+/// absolute one on the primary's clock, as a primary propagates `SET ... PX` as `PXAT`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub value: Value,
     /// The first millisecond on Redis's clock without the key: one past its deadline (a
     /// real server keeps a key through its deadline's millisecond), or the very moment an
     /// expiry of 0 ms was set.
-    gone_at_ms: Option<u64>,
+    pub gone_at_ms: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +75,23 @@ pub enum Command<'a> {
     PTtl {
         key: &'a str,
     },
+}
+
+impl Command<'_> {
+    /// The key this command may change, if it is a write.
+    pub fn written_key(&self) -> Option<&str> {
+        match *self {
+            Command::Get { .. } | Command::PTtl { .. } => None,
+            Command::SetNxPx { key, .. }
+            | Command::SetNx { key, .. }
+            | Command::SetPx { key, .. }
+            | Command::Del { key }
+            | Command::Incr { key }
+            | Command::PExpire { key, .. }
+            | Command::CompareAndDelete { key, .. }
+            | Command::CompareAndExtend { key, .. } => Some(key),
+        }
+    }
 }
 
 /// What a real server answers `SET ... PX 0`.
@@ -254,16 +273,8 @@ impl RedisCore {
     /// Applies one command at simulated time `now_ms`; keys due by then expire first.
     pub fn apply(&mut self, cmd: Command<'_>, now_ms: u64, expired: &mut Vec<Expired>) -> Reply {
         self.expire_due(now_ms, expired);
-        match cmd {
-            Command::Get { .. } | Command::PTtl { .. } => {}
-            Command::SetNxPx { key, .. }
-            | Command::SetNx { key, .. }
-            | Command::SetPx { key, .. }
-            | Command::Del { key }
-            | Command::Incr { key }
-            | Command::PExpire { key, .. }
-            | Command::CompareAndDelete { key, .. }
-            | Command::CompareAndExtend { key, .. } => self.log_write(key, now_ms),
+        if let Some(key) = cmd.written_key() {
+            self.log_write(key, now_ms);
         }
         let redis_now = self.redis_now(now_ms);
         match cmd {
@@ -355,6 +366,24 @@ impl RedisCore {
 
     fn holds(&self, key: &str, value: &str) -> bool {
         matches!(self.keys.get(key), Some(Entry { value: Value::Str(s), .. }) if s == value)
+    }
+
+    /// A key's value and deadline, as a replica would receive them.
+    pub fn entry(&self, key: &str) -> Option<&Entry> {
+        self.keys.get(key)
+    }
+
+    /// Every key with its value and deadline, in key order.
+    pub fn entries(&self) -> impl Iterator<Item = (&String, &Entry)> {
+        self.keys.iter()
+    }
+
+    /// Puts a key as a replica received it (none: the key is gone).
+    pub fn put(&mut self, key: &str, entry: Option<Entry>) {
+        match entry {
+            Some(entry) => self.keys.insert(key.to_owned(), entry),
+            None => self.keys.remove(key),
+        };
     }
 
     /// The string value a key holds now, if any.

@@ -13,6 +13,8 @@ use fencesim_model::{
 pub struct Connections {
     pub mechanism: Mechanism,
     pub worker: WorkerId,
+    /// The lease's TTL, which a wait for the replicas is scaled to.
+    pub ttl_ms: u64,
     /// One connection per Redis instance the mechanism's lease lives on.
     pub redis: Vec<RedisClient>,
     pub store: StoreClient,
@@ -30,7 +32,7 @@ impl Connections {
 
     /// The token source the mechanism uses, over these connections.
     pub fn tokens_over<I, S>(&self, redis: I, store: S) -> TokenClient<I, S> {
-        TokenClient::new(self.mechanism, redis, store)
+        TokenClient::new(self.mechanism, redis, store, self.ttl_ms)
     }
 }
 

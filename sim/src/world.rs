@@ -10,6 +10,7 @@ use crate::history::{Event, EventKind};
 use crate::ledger::EpochLedger;
 use crate::queue::{QueueCore, QueueEvent};
 use crate::redis::{Command, Expired, RedisCore, Reply, Value};
+use crate::replica::ReplicaLink;
 use fencesim_model::{CounterAdmin, RefundRow, SqliteRefunds, SqliteSettlement, WorkerId};
 use madsim::runtime::NodeHandle;
 use std::sync::{Mutex, MutexGuard};
@@ -19,6 +20,8 @@ use tokio::sync::Notify;
 pub(crate) struct State {
     pub events: Vec<Event>,
     pub redis: Vec<RedisCore>,
+    /// The first instance's replica, in a replicated world.
+    pub replica: Option<ReplicaLink>,
     pub gateway: GatewayCore,
     pub queue: QueueCore,
     pub ledger: EpochLedger,
@@ -78,9 +81,11 @@ fn arrivals_due(config: &WorldConfig) -> Vec<usize> {
 impl State {
     pub fn new(config: &WorldConfig, redis: Vec<RedisCore>) -> State {
         let workers = config.workers as usize;
+        let replica = config.replica.map(|r| ReplicaLink::new(&redis[0], r.lag_ms, workers));
         State {
             events: Vec::with_capacity(config.rows.len() * 8 + 64),
             ledger: EpochLedger::new(redis.len(), workers),
+            replica,
             redis,
             gateway: GatewayCore::for_refunds(config.gateway_mode, config.rows.len()),
             queue: QueueCore::new(workers, config.visibility_timeout_ms),
@@ -113,14 +118,27 @@ impl State {
     pub fn expiring<T>(&mut self, instance: u8, f: impl FnOnce(&mut RedisCore, &mut Vec<Expired>) -> T) -> T {
         let mut expired = std::mem::take(&mut self.scratch_expired);
         let out = f(&mut self.redis[instance as usize], &mut expired);
+        if let Some(replica) = self.replica.as_mut().filter(|_| instance == 0) {
+            for e in &expired {
+                replica.sent(&e.key, None, e.at_ms);
+            }
+        }
         self.scratch_expired = expired;
         self.record_expired(instance);
         out
     }
 
-    /// One command to one Redis instance at `now_ms`.
+    /// One command to one Redis instance at `now_ms`; a change it makes to the primary
+    /// of a replicated instance goes on its way to the replica.
     pub fn redis(&mut self, instance: u8, cmd: Command<'_>, now_ms: u64) -> Reply {
-        self.expiring(instance, |core, expired| core.apply(cmd, now_ms, expired))
+        let Some(replica) = self.replica.as_mut().filter(|_| instance == 0) else {
+            return self.expiring(instance, |core, expired| core.apply(cmd, now_ms, expired));
+        };
+        let mut expired = std::mem::take(&mut self.scratch_expired);
+        let reply = replica.apply(&mut self.redis[0], cmd, now_ms, &mut expired);
+        self.scratch_expired = expired;
+        self.record_expired(0);
+        reply
     }
 }
 

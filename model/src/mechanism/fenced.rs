@@ -6,7 +6,7 @@ use super::{OnRejectedWrite, Spec, Safety, TokenPolicy};
 pub const SPEC: Spec = Spec {
     name: "fenced",
     promise:
-        "rows are safe: the store turns a stale token away; a counter lost with Redis stalls the merchant",
+        "rows are safe: the store turns a stale token away; a counter lost with Redis stalls the merchant, and one a failover sends back reissues tokens",
     safety: Safety::UnlessCounterLost,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,

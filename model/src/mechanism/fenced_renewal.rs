@@ -7,7 +7,7 @@ use super::{OnRejectedWrite, Spec, Safety, TokenPolicy};
 
 pub const SPEC: Spec = Spec {
     name: "fenced-renewal",
-    promise: "rows are safe and a long batch keeps its lease; a counter lost with Redis stalls the merchant",
+    promise: "rows are safe and a long batch keeps its lease; a counter lost with Redis stalls the merchant, and one a failover sends back reissues tokens",
     safety: Safety::UnlessCounterLost,
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,

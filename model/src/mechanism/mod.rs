@@ -50,8 +50,12 @@ pub enum ReleasePolicy {
 pub enum Safety {
     /// Nothing stops a holder whose lease ended from writing.
     Unsafe,
-    /// Safe as long as Redis keeps the token counter; a counter lost with a restart is not.
+    /// Safe as long as Redis keeps the token counter: a counter lost with a restart, or
+    /// sent back by a failover to a replica that had not received its last increments, is not.
     UnlessCounterLost,
+    /// Safe through a failover (each grant and each token is on the replica before it is
+    /// used), as long as a restart keeps the counter.
+    UnlessRestartLosesCounter,
     /// Safe under every fault the suite injects.
     Safe,
 }
@@ -84,6 +88,9 @@ pub struct Spec {
     /// column and the same token, when the mechanism takes one. `false`: its postings carry
     /// no predicate however carefully the refund rows are fenced.
     pub fence_settlement: bool,
+    /// `WAIT` for the replicas after the lease's `SET` and the token's `INCR`, and use
+    /// neither until every replica has it.
+    pub wait_replica: bool,
 }
 
 impl Spec {
@@ -102,6 +109,7 @@ impl Spec {
         check_before_write: false,
         seed_counter_on_restart: false,
         fence_settlement: true,
+        wait_replica: false,
     };
 }
 
@@ -141,6 +149,7 @@ mechanisms! {
     FencedRenewal => fenced_renewal,
     RedlockFenced => redlock_fenced,
     FencedOneStore => fenced_one_store,
+    FencedWaitReplica => fenced_wait_replica,
 }
 
 impl Mechanism {

@@ -24,7 +24,9 @@ fn restarts_between(cx: &Cx<'_>, from: usize, to: usize) -> Vec<usize> {
     let mut found = Vec::new();
     for at in from..to {
         match &cx.events[at].kind {
-            EventKind::RedisRestarted { .. } | EventKind::CounterSeeded { .. } => found.push(at),
+            EventKind::RedisRestarted { .. }
+            | EventKind::CounterSeeded { .. }
+            | EventKind::RedisFailedOver { .. } => found.push(at),
             EventKind::FaultFired { fault, .. }
                 if fault.instance().is_some() && fault.merchant().is_none() =>
             {
@@ -75,7 +77,12 @@ pub fn token_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
             epoch.and_then(|number| cx.facts.record.epochs.get(number as usize - 1)).map(|e| e.granted_at_ms);
         issued_before_grant.is_some_and(|granted| cx.events[at].at_ms < granted)
     });
+    let failover = restarts.iter().any(|&at| matches!(cx.events[at].kind, EventKind::RedisFailedOver { .. }));
     let summary = match (restarts.is_empty(), reused) {
+        (false, _) if failover => format!(
+            "Redis failed over to a replica that had not received the counter's last increments, and the counter went back; token {token}, issued to {worker} after, is no larger than one an earlier lease wrote with: {}",
+            cx.step(index).text
+        ),
         (false, _) => format!(
             "Redis restarted and the counter went back; token {token}, issued to {worker} after, is no larger than one an earlier lease wrote with: {}",
             cx.step(index).text

@@ -33,6 +33,9 @@ fn ending(cx: &Cx<'_>, epoch: &Epoch, end_ms: u64) -> Option<(usize, String)> {
             let how = match &event.kind {
                 EventKind::LeaseExpired { value, .. } if same(value) => "expired".to_owned(),
                 EventKind::RedisRestarted { .. } => "was lost when Redis restarted".to_owned(),
+                EventKind::RedisFailedOver { .. } => {
+                    "was lost when Redis failed over to a replica that did not have it".to_owned()
+                }
                 EventKind::LeaseDeleted { worker, holder: Some(value), .. } if same(value) => {
                     format!("was deleted by {worker}")
                 }

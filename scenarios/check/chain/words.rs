@@ -100,6 +100,14 @@ fn redis_words(kind: &EventKind) -> Option<String> {
             format!("Redis instance {} restarts: {lost} key(s) lost or rolled back", instance + 1)
         }
         EventKind::CounterSeeded { key, value, .. } => format!("{key} is seeded from MAX(fence): {value}"),
+        EventKind::RedisFailedOver { instance, lost, .. } => format!(
+            "Redis instance {}'s replica is promoted: {lost} write(s) it had not received are lost",
+            instance + 1
+        ),
+        EventKind::ReplicaWaited { worker, acked, .. } => match acked {
+            true => format!("{worker}'s WAIT answers that the replica has its writes"),
+            false => format!("{worker}'s WAIT times out: the replica has not acknowledged its writes"),
+        },
         _ => return None,
     })
 }

@@ -173,10 +173,12 @@ pub fn exhaustive_section(scope: &SmallScope) -> String {
     let _ = writeln!(
         out,
         "Two workers, {ROWS} rows, TTL {TTL_MS} ms, idempotent gateway. Faults: a pause of {} ms (shorter than the TTL) \
-         or {} ms (longer), a redelivery, a Redis restart that loses every key; each triggered at every protocol step \
+         or {} ms (longer), a redelivery, a Redis restart that loses every key, a failover to a replica lagging {} ms; \
+         each triggered at every protocol step \
          either worker reaches ({} trigger points, {} single faults). Every plan of at most two faults: {} plans.\n",
         TTL_MS / 2,
         TTL_MS * 2,
+        TTL_MS / 10,
         scope.trigger_points,
         scope.single_faults,
         scope.plans
@@ -195,8 +197,8 @@ pub fn exhaustive_section(scope: &SmallScope) -> String {
     let _ = writeln!(
         out,
         "
-The plans without a Redis restart: `fenced` fails {count} of {kept}; every `fenced` failure above is a counter \
-         lost with Redis."
+The plans without a Redis restart or a failover: `fenced` fails {count} of {kept}; every `fenced` failure above \
+         is a counter lost with Redis or sent back by a failover."
     );
     out
 }

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod detection;
+pub mod failover;
 pub mod guarantees;
 pub mod second_store;
 pub mod worked_example;

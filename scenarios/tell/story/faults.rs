@@ -45,6 +45,13 @@ pub(crate) fn fault_words(fault: &FaultKind) -> (String, String) {
             format!("redis#{} restarts, with {}", instance + 1, persistence.words()),
             "Note over R: restart".to_owned(),
         ),
+        FaultKind::RedisFailover { instance } => (
+            format!(
+                "redis#{}'s primary stops; its replica is promoted with what it had received",
+                instance + 1
+            ),
+            "Note over R: failover to the replica".to_owned(),
+        ),
         FaultKind::Redeliver { worker } => (
             format!("the queue gives up on {worker}'s delivery and hands the job on"),
             "Note over Q: redelivery".to_owned(),
@@ -138,6 +145,7 @@ fn gateway_fault_words(fault: &FaultKind) -> (String, String) {
         | FaultKind::ExpireLease { .. }
         | FaultKind::RedisClockJump { .. }
         | FaultKind::RedisRestart { .. }
+        | FaultKind::RedisFailover { .. }
         | FaultKind::Redeliver { .. }
         | FaultKind::DuplicateDelivery { .. }
         | FaultKind::DbDelay { .. }

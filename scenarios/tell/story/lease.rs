@@ -121,10 +121,27 @@ impl Narrator<'_> {
                 format!("restarts; {lost} key(s) lost or rolled back"),
                 vec![format!("Note over R: restart, {lost} key(s) lost")],
             ),
+            EventKind::RedisFailedOver { instance, lost, leases_lost, counters_back } => self.push(
+                at,
+                self.redis(*instance),
+                format!(
+                    "the promoted replica answers in the primary's place: {lost} write(s) never reached it, {leases_lost} lease key(s) are not as the primary held them, {counters_back} counter(s) went back"
+                ),
+                vec![format!("Note over R: failover, {lost} write(s) lost")],
+            ),
+            EventKind::ReplicaWaited { worker, instance, acked } => self.push(
+                at,
+                self.redis(*instance),
+                match acked {
+                    true => format!("the replica has every write {worker} made: WAIT answers 1"),
+                    false => format!("the replica has not acknowledged {worker}'s last write in time: WAIT answers 0"),
+                },
+                vec![format!("R-->>{worker}: WAIT {}", u8::from(*acked))],
+            ),
             EventKind::RedisRefused { worker, instance } => self.push(
                 at,
                 self.redis(*instance),
-                format!("refuses {worker}'s connection: it is restarting"),
+                format!("refuses {worker}'s connection: it is restarting or switching over"),
                 vec![format!("{worker}-x{}: connection refused", "R")],
             ),
             EventKind::TokenIssued { worker, key, token } if key.starts_with("fence_seq:") => self.push(

@@ -42,6 +42,8 @@ impl Narrator<'_> {
             | EventKind::LeaseSet { .. }
             | EventKind::CounterSeeded { .. }
             | EventKind::RedisRestarted { .. }
+            | EventKind::RedisFailedOver { .. }
+            | EventKind::ReplicaWaited { .. }
             | EventKind::RedisRefused { .. }
             | EventKind::TokenIssued { .. } => self.redis_event(at, kind),
             EventKind::Write { .. } | EventKind::RefundsArrived { .. } => self.store_event(at, kind),

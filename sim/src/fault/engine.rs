@@ -45,7 +45,11 @@ impl World {
                     down.push((instance, now + down_ms));
                 }
                 self.redis_started(state, instance, now);
+                if let Some(replica) = state.replica.as_mut().filter(|_| instance == 0) {
+                    replica.resync(&state.redis[0], now);
+                }
             }
+            FaultKind::RedisFailover { instance } => self.fail_over(state, instance, now),
             FaultKind::Redeliver { worker } => self.with_queue(state, now, |queue, out| {
                 queue.redeliver_from(worker, now, out);
             }),
@@ -81,6 +85,46 @@ impl World {
             }
         }
         self.changed.notify_one();
+    }
+
+    /// The primary stops and its replica is promoted: the lease keys and counters the
+    /// primary held that the replica does not hold as they were are lost to the ledger, a
+    /// lease key the replica still holds that the primary had removed is held again, and
+    /// clients are refused for the switch-over time.
+    fn fail_over(&self, state: &mut State, instance: u8, now: u64) {
+        let (Some(replica), Some(deployment)) = (state.replica.as_mut(), self.config.replica) else {
+            return; // validation lets a failover only into a replicated world
+        };
+        let promoted = replica.fail_over(now);
+        let before = state.ledger.held_on(instance);
+        let old = std::mem::replace(&mut state.redis[instance as usize], promoted.core);
+        let core = &state.redis[instance as usize];
+        let mut leases_lost = 0;
+        for (key, value) in &before {
+            if core.value_of(key).map(value_text).as_deref() != Some(value.as_str()) {
+                leases_lost += 1;
+                state.ledger.lost(instance, key, value, now, false);
+            }
+        }
+        let mut counters_back = 0;
+        for (key, entry) in core.entries() {
+            let held = before.iter().any(|(k, v)| k == key && *v == value_text(&entry.value));
+            if key.starts_with("lock:") && !held {
+                state.ledger.restored(instance, key, &value_text(&entry.value));
+            }
+        }
+        for (key, entry) in old.entries().filter(|(key, _)| key.starts_with("fence:")) {
+            let now_at = core.value_of(key).map_or(Some(0), |v| value_text(v).parse::<i64>().ok());
+            let was = value_text(&entry.value).parse::<i64>().ok();
+            counters_back += u32::from(matches!((now_at, was), (Some(n), Some(w)) if n < w));
+        }
+        let lost = promoted.lost;
+        state.record(now, EventKind::RedisFailedOver { instance, lost, leases_lost, counters_back });
+        if deployment.switch_over_ms > 0 {
+            let down = &mut state.faults.redis_down_until_ms;
+            down.retain(|&(other, _)| other != instance);
+            down.push((instance, now + deployment.switch_over_ms));
+        }
     }
 
     fn pause(&self, state: &mut State, worker: WorkerId, until_ms: u64) {

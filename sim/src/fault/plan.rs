@@ -62,6 +62,10 @@ pub enum FaultKind {
     /// The answer to the worker's next request to the settlement ledger is held up on its
     /// way back: the posting has happened, and the worker learns of it late.
     SettlementReplyDelay { worker: WorkerId, delay_ms: u64 },
+    /// The primary of this instance stops and its replica is promoted, with every write
+    /// that had not reached it lost; clients talk to the promoted replica once the
+    /// deployment's switch-over time has passed. Only a replicated world has one.
+    RedisFailover { instance: u8 },
     // New kinds go last: a trace's hash includes each event's variant position.
 }
 
@@ -129,6 +133,7 @@ impl FaultName {
             FaultName::Crash => Size::Ms(0..=ttl_ms * 2),
             FaultName::RedisClockJump => Size::Ms(ttl_ms / 2..=ttl_ms * 2),
             FaultName::RedisRestart => Size::OneOf(Persistence::ALL.len()),
+            FaultName::RedisFailover => Size::None,
             FaultName::DbDelay
             | FaultName::RedisDelay
             | FaultName::GatewayLatency
@@ -156,6 +161,7 @@ impl FaultName {
             FaultName::ExpireLease
             | FaultName::RedisClockJump
             | FaultName::RedisRestart
+            | FaultName::RedisFailover
             | FaultName::RedisDelay
             | FaultName::RedisReplyDelay => Some(Hop::Redis),
             FaultName::DbDelay | FaultName::DbReplyDelay => Some(Hop::Database),
@@ -166,6 +172,11 @@ impl FaultName {
             | FaultName::GatewayTimeout
             | FaultName::GatewayOutage => Some(Hop::Gateway),
         }
+    }
+
+    /// Whether a fault of this kind needs a replicated deployment (a replica to promote).
+    pub fn needs_replica(self) -> bool {
+        self == FaultName::RedisFailover
     }
 
     /// What this kind does to a lease holder's hold on time.
@@ -182,6 +193,7 @@ impl FaultName {
             FaultName::RedisClockJump | FaultName::ExpireLease => Timing::ClockShift,
             FaultName::Crash
             | FaultName::RedisRestart
+            | FaultName::RedisFailover
             | FaultName::Redeliver
             | FaultName::DuplicateDelivery
             | FaultName::LostResponse
@@ -216,6 +228,7 @@ impl FaultName {
             FaultName::DbReplyDelay => FaultKind::DbReplyDelay { worker, delay_ms: size },
             FaultName::SettlementDelay => FaultKind::SettlementDelay { worker, delay_ms: size },
             FaultName::SettlementReplyDelay => FaultKind::SettlementReplyDelay { worker, delay_ms: size },
+            FaultName::RedisFailover => FaultKind::RedisFailover { instance },
         }
     }
 }
@@ -243,7 +256,8 @@ impl FaultKind {
             FaultKind::ExpireLease { .. }
             | FaultKind::Redeliver { .. }
             | FaultKind::DuplicateDelivery { .. }
-            | FaultKind::LostResponse { .. } => 0,
+            | FaultKind::LostResponse { .. }
+            | FaultKind::RedisFailover { .. } => 0,
         }
     }
 
@@ -276,7 +290,8 @@ impl FaultKind {
             | FaultKind::RedisReplyDelay { .. }
             | FaultKind::DbReplyDelay { .. }
             | FaultKind::SettlementDelay { .. }
-            | FaultKind::SettlementReplyDelay { .. } => None,
+            | FaultKind::SettlementReplyDelay { .. }
+            | FaultKind::RedisFailover { .. } => None,
         }
     }
 
@@ -321,7 +336,8 @@ impl FaultKind {
             | FaultKind::RedisClockJump { .. }
             | FaultKind::RedisRestart { .. }
             | FaultKind::GatewayConflicts { .. }
-            | FaultKind::GatewayOutage { .. } => None,
+            | FaultKind::GatewayOutage { .. }
+            | FaultKind::RedisFailover { .. } => None,
         }
     }
 
@@ -330,7 +346,8 @@ impl FaultKind {
         match *self {
             FaultKind::ExpireLease { instance, .. }
             | FaultKind::RedisClockJump { instance, .. }
-            | FaultKind::RedisRestart { instance, .. } => Some(instance),
+            | FaultKind::RedisRestart { instance, .. }
+            | FaultKind::RedisFailover { instance } => Some(instance),
             FaultKind::Pause { .. }
             | FaultKind::Crash { .. }
             | FaultKind::Redeliver { .. }
@@ -444,8 +461,15 @@ impl Trigger {
 
 impl Fault {
     /// The fault names only workers and instances a run of `workers` workers and
-    /// `instances` Redis instances has; a reason if not.
-    pub fn validate(&self, index: usize, workers: u32, instances: u8) -> Result<(), String> {
+    /// `instances` Redis instances has, and needs a replica only in a `replicated` world; a
+    /// reason if not.
+    pub fn validate(
+        &self,
+        index: usize,
+        workers: u32,
+        instances: u8,
+        replicated: bool,
+    ) -> Result<(), String> {
         for worker in self.kind.worker().into_iter().chain(self.trigger.worker()) {
             if worker.0 >= workers {
                 return Err(format!(
@@ -455,6 +479,12 @@ impl Fault {
         }
         if let Some(n) = self.kind.instance().filter(|&n| n >= instances) {
             return Err(format!("fault {index} names Redis instance {n}, but the run has {instances}"));
+        }
+        if self.kind.kind().needs_replica() && !replicated {
+            return Err(format!(
+                "fault {index} is a {}, but the run's Redis has no replica to promote (set `replica`)",
+                self.kind.name()
+            ));
         }
         Ok(())
     }
@@ -466,8 +496,8 @@ impl FaultPlan {
     }
 
     /// Every fault is valid for the run (see `Fault::validate`).
-    pub fn validate(&self, workers: u32, instances: u8) -> Result<(), String> {
-        self.faults.iter().enumerate().try_for_each(|(i, f)| f.validate(i, workers, instances))
+    pub fn validate(&self, workers: u32, instances: u8, replicated: bool) -> Result<(), String> {
+        self.faults.iter().enumerate().try_for_each(|(i, f)| f.validate(i, workers, instances, replicated))
     }
 
     pub fn with(mut self, kind: FaultKind, trigger: Trigger) -> FaultPlan {
@@ -493,7 +523,9 @@ mod tests {
                 let made = kind.make(aim, size);
                 assert_eq!(made.kind(), kind);
                 assert_eq!(made.resized(made.size()), made, "size and aim rebuild the fault");
-                assert!(Fault { kind: made, trigger: Trigger::At { at_ms: 0 } }.validate(0, 2, 1).is_ok());
+                let fault = Fault { kind: made, trigger: Trigger::At { at_ms: 0 } };
+                assert!(fault.validate(0, 2, 1, true).is_ok());
+                assert_eq!(fault.validate(0, 2, 1, false).is_ok(), !kind.needs_replica());
             }
         }
     }

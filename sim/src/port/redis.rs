@@ -34,7 +34,11 @@ impl RedisClient {
                 state.record(now, EventKind::RedisRefused { worker, instance });
                 Err(BackendError(format!("redis#{instance}: connection refused (restarting)")))
             } else {
-                f(world, &mut state, now)
+                let reply = f(world, &mut state, now);
+                if let Some(replica) = state.replica.as_mut().filter(|_| self.instance == 0) {
+                    replica.commanded(self.link.worker, now);
+                }
+                reply
             };
             (reply, state.faults.take_reply_delay(self.link.worker, Hop::Redis))
         };
@@ -171,6 +175,41 @@ impl RedisInstance for RedisClient {
             Ok(deleted)
         })
         .await
+    }
+
+    /// The server blocks until the replica has everything the primary had sent by this
+    /// worker's last command, or until the timeout: the replica's lag decides which comes
+    /// first. A failover or a restart meanwhile breaks the connection.
+    async fn wait_replicas(&self, timeout_ms: u64) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        let world = &self.link.world;
+        let lost =
+            || BackendError(format!("redis#{instance}: connection lost while waiting for the replica"));
+        let asked = self
+            .call(|_, state, now| {
+                let Some(replica) = state.replica.as_ref().filter(|_| instance == 0) else { return Ok(None) };
+                let generation = replica.generation;
+                let Some(acked_at) = replica.acked_at(worker) else {
+                    // the connection the worker's writes went on broke with the old primary
+                    state.record(now, EventKind::RedisRefused { worker, instance });
+                    return Err(lost());
+                };
+                let acked = acked_at.max(now) <= now + timeout_ms;
+                Ok(Some((generation, if acked { acked_at.max(now) } else { now + timeout_ms }, acked)))
+            })
+            .await?;
+        let Some((generation, answer_at, acked)) = asked else {
+            return Ok(true); // no replica: `WAIT 0` answers at once
+        };
+        world.clock.sleep_ms(answer_at.saturating_sub(world.clock.now_ms())).await;
+        let mut state = world.lock();
+        let now = world.clock.now_ms();
+        if state.replica.as_ref().is_none_or(|replica| replica.generation != generation) {
+            state.record(now, EventKind::RedisRefused { worker, instance });
+            return Err(lost());
+        }
+        state.record(now, EventKind::ReplicaWaited { worker, instance, acked });
+        Ok(acked)
     }
 
     async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {

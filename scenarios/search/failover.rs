@@ -1,0 +1,88 @@
+//! The failover rows of the guarantees report: the fenced mechanisms on a Redis with a
+//! replica, over the replicated scenario's seeds (every world has a replica, no restart
+//! loses a counter), with and without a wait for the replica after `SET` and `INCR`; each
+//! one's first failure shrunk.
+
+use crate::check::coverage::Touched;
+use crate::runner::run;
+use crate::scenario::{self, FaultMask, Scenario};
+use crate::search::explore::{run_seed, run_seeds};
+use crate::search::matrix::{ShrunkFailure, SHRUNK_DIR};
+use crate::search::pool::Pool;
+use crate::search::seeds::SeedRange;
+use crate::search::shrink::shrink_scenario;
+use fencesim_model::Mechanism;
+use fencesim_sim::{FaultName, GatewayMode};
+use std::sync::atomic::AtomicBool;
+
+/// The scenario the rows run.
+pub const FAILOVER_SCENARIO: &str = "replicated";
+
+/// The mechanisms measured: the fenced ones on one instance, with and without the wait.
+pub const FAILOVER_MECHANISMS: [Mechanism; 4] =
+    [Mechanism::Fenced, Mechanism::FencedRenewal, Mechanism::FencedWaitReplica, Mechanism::FencedDbSequence];
+
+/// Seeds per mechanism in the committed report.
+pub const FAILOVER_SEEDS: u64 = 400;
+
+/// One mechanism over the replicated scenario's seeds.
+pub struct FailoverRow {
+    pub mechanism: Mechanism,
+    pub seeds: u64,
+    /// Seeds in which a failover fired.
+    pub failed_over: u64,
+    /// Seeds that broke any invariant.
+    pub broken: u64,
+    /// The first such seed: its first broken invariant and trace hash.
+    pub first: Option<(u64, &'static str, u64)>,
+}
+
+/// Every mechanism of the rows over `seeds` seeds from seed 1, on `jobs` threads.
+pub fn failover_rows(seeds: u64, jobs: usize) -> Result<Vec<FailoverRow>, String> {
+    let never = AtomicBool::new(false);
+    let pool = Pool { jobs, interrupted: &never };
+    let failover = FaultName::RedisFailover as usize;
+    let mut rows = Vec::new();
+    for mechanism in FAILOVER_MECHANISMS {
+        let mut row = FailoverRow { mechanism, seeds: 0, failed_over: 0, broken: 0, first: None };
+        row.seeds = run_seeds(
+            &pool,
+            SeedRange::first(seeds)?,
+            false,
+            |seed| {
+                run_seed(FAILOVER_SCENARIO, seed, mechanism, GatewayMode::Idempotent, FaultMask::ALL, None)
+            },
+            |_| {},
+            |result| {
+                let touched: &Touched = &result.touched;
+                row.failed_over += u64::from(touched.fault_kinds.contains(failover));
+                if let Some(invariant) = result.violations.first() {
+                    row.broken += 1;
+                    row.first.get_or_insert((result.seed, invariant, result.trace_hash));
+                }
+            },
+        )?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Where a row's shrunk first failure is kept, from the project root.
+pub fn failover_file(mechanism: Mechanism) -> String {
+    format!("{SHRUNK_DIR}/failover-{mechanism}.json")
+}
+
+/// Each row's first failure, shrunk while it still breaks the same invariant.
+pub fn shrink_failover_failures(rows: &[FailoverRow]) -> Result<Vec<ShrunkFailure>, String> {
+    let mut shrunk = Vec::new();
+    for row in rows {
+        let Some((seed, invariant, _)) = row.first else { continue };
+        let gateway = GatewayMode::Idempotent;
+        let found = scenario::build(FAILOVER_SCENARIO, seed, row.mechanism, gateway, FaultMask::ALL)?;
+        let breaks =
+            |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
+        let outcome = run(&shrink_scenario(&found, breaks)?, seed)?;
+        shrunk.push(ShrunkFailure { mechanism: row.mechanism, gateway, invariant, seed, outcome });
+    }
+    Ok(shrunk)
+}
