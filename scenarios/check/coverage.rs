@@ -21,10 +21,11 @@ pub enum Sometimes {
     GatewayErrorRetried,
     RedisRefused,
     RefundsArrivedWhileLeased,
+    LookupSaidNoForAPaidRefund,
 }
 
 impl Sometimes {
-    pub const ALL: [Sometimes; 8] = [
+    pub const ALL: [Sometimes; 9] = [
         Sometimes::LeaseExpiredWhileHeld,
         Sometimes::StaleWriteRejected,
         Sometimes::JobDeliveredAgain,
@@ -33,6 +34,7 @@ impl Sometimes {
         Sometimes::GatewayErrorRetried,
         Sometimes::RedisRefused,
         Sometimes::RefundsArrivedWhileLeased,
+        Sometimes::LookupSaidNoForAPaidRefund,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +47,7 @@ impl Sometimes {
             Sometimes::GatewayErrorRetried => "a gateway request was retried",
             Sometimes::RedisRefused => "a Redis command was refused while it restarted",
             Sometimes::RefundsArrivedWhileLeased => "refunds arrived while their merchant's lease was held",
+            Sometimes::LookupSaidNoForAPaidRefund => "a lookup said no for a refund the ledger had",
         }
     }
 }
@@ -129,6 +132,7 @@ impl Touched {
                 }
                 EventKind::RefundTimedOut { .. } => touched.reached(Sometimes::RefundTimedOut),
                 EventKind::RedisRefused { .. } => touched.reached(Sometimes::RedisRefused),
+                EventKind::LookupBehind { .. } => touched.reached(Sometimes::LookupSaidNoForAPaidRefund),
                 EventKind::Step { step: Step::GatewayFailed { attempt, .. }, .. }
                     if *attempt < RETRY.tries =>
                 {

@@ -35,7 +35,8 @@ pub fn hop_of(kind: &EventKind) -> Option<(WorkerId, Hop)> {
         | Resumed { .. }
         | Restarted { .. }
         | RedisRestarted { .. }
-        | RefundsArrived { .. } => None,
+        | RefundsArrived { .. }
+        | LookupBehind { .. } => None,
     }
 }
 
@@ -58,7 +59,8 @@ pub fn hold_up(fault: &FaultKind) -> Option<(WorkerId, Hop, u64, bool)> {
         | FaultKind::DuplicateDelivery { .. }
         | FaultKind::LostResponse { .. }
         | FaultKind::GatewayConflicts { .. }
-        | FaultKind::GatewayOutage { .. } => None,
+        | FaultKind::GatewayOutage { .. }
+        | FaultKind::LookupLag { .. } => None,
     }
 }
 

@@ -1,10 +1,11 @@
 //! `fencesim matrix`: every mechanism with both gateway modes over the same seeds, the TTL
-//! sweep, and the debate over majority leases; writes `reports/guarantees.md` and the
+//! sweep, the debate over majority leases and the lookups from a lagging copy; writes `reports/guarantees.md` and the
 //! sweep's chart, `reports/sweep.svg`.
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
 use fencesim::search::debate::DEBATE_SEEDS;
+use fencesim::search::lagging::{lag_file, shrink_lag_failures, LAG_SEEDS};
 use fencesim::search::matrix::{
     run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
     SWEEP_SEEDS,
@@ -28,6 +29,9 @@ pub struct MatrixArgs {
     /// Seeds per setting and mechanism in the debate over majority leases
     #[arg(long, default_value_t = DEBATE_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
     debate_seeds: u64,
+    /// Seeds per setting, mechanism and gateway of the lookups from a lagging copy
+    #[arg(long, default_value_t = LAG_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+    lag_seeds: u64,
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
     /// The project root to write under
@@ -50,7 +54,8 @@ pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<
 /// run go): the end of a matrix run, or of a merge of its shards.
 pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
-    let text = guarantees_report(found, &shrunk);
+    let shrunk_lag = shrink_lag_failures(&found.lagging, jobs)?;
+    let text = guarantees_report(found, &shrunk, &shrunk_lag);
     let dir = root.join(SHRUNK_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
@@ -60,14 +65,21 @@ pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<
         let path = root.join(shrunk_file(failure.mechanism, failure.gateway));
         ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
     }
+    for failure in &shrunk_lag {
+        ReplayFile::from_outcome(&failure.outcome).write_as(&root.join(lag_file(&failure.row)))?;
+    }
     write_report(root, GUARANTEES_REPORT, &text)?;
     write_report(root, SWEEP_CHART, &sweep_chart(&text))?;
     Ok(text)
 }
 
 pub fn run(args: MatrixArgs) -> ExitCode {
-    let sizes =
-        MatrixSizes { seeds: args.seeds, sweep_seeds: args.sweep_seeds, debate_seeds: args.debate_seeds };
+    let sizes = MatrixSizes {
+        seeds: args.seeds,
+        sweep_seeds: args.sweep_seeds,
+        debate_seeds: args.debate_seeds,
+        lag_seeds: args.lag_seeds,
+    };
     if let Some(shard) = args.shard {
         return match matrix_shard(sizes, shard, args.jobs) {
             Ok(found) => {

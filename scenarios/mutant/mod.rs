@@ -74,6 +74,10 @@ pub enum Mutant {
     /// The TTL is passed in whole seconds: a lease under a second gets an expiry of 0, and
     /// Redis deletes the key at once.
     SubsecondTtlTruncated,
+    /// A lookup that found no refund is taken as proof that none was ever sent, and the
+    /// refund is paid under a fresh idempotency key: a lookup answered from a lagging copy
+    /// then makes a second refund that the refund's own key would have turned into a replay.
+    LookupMissMintsNewKey,
 }
 
 /// What the catalogue knows of one mutant.
@@ -288,6 +292,14 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's SET NX PX",
         source: Some("\"Bug: RedisTaskLock truncates sub-second TTL to zero causing immediate lock deletion\" (a Rust web framework's issue 2719)"),
+    },
+    Spec {
+        mutant: Mutant::LookupMissMintsNewKey,
+        name: "lookup-miss-mints-new-key",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: Some("\"Prevent duplicate automatic transaction release requests\" (an e-commerce platform's issue 19812: candidates read from a lagging replica, and a new idempotency key for each run, so the gateway's own check cannot stop a second refund)"),
     },
 ];
 

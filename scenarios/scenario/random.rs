@@ -12,6 +12,7 @@ use fencesim_sim::{
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::ops::RangeInclusive;
 use strum::EnumCount;
 
 /// A stream of the seed's randomness for one purpose, so that changing how one part is
@@ -29,6 +30,10 @@ const COUNTERS: u64 = 4;
 const RESTART: u64 = 5;
 const TRIGGERS: u64 = 6;
 const ARRIVALS: u64 = 7;
+const LOOKUP_LAG: u64 = 8;
+/// How far behind its ledger the copy a lagging gateway answers lookups from runs, in the
+/// random worlds: a read replica or a search index hundreds of milliseconds behind.
+const LOOKUP_LAG_MS: RangeInclusive<u64> = 100..=800;
 /// The share of seeds whose refunds do not all arrive at the start.
 const ARRIVAL_SHARE: f64 = 0.75;
 
@@ -161,6 +166,7 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
         redis_restart_ms: stream(seed, RESTART).gen_range(0..=RESTART_MS_MOST),
         arrivals: Vec::new(),
+        lookup_lag_ms: 0,
     }
 }
 
@@ -380,7 +386,16 @@ pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPl
     FaultPlan { faults: (0..count).map(|_| swarm.draw(&mut rng)).collect() }
 }
 
-/// The random scenario for a seed, with its swarm plan.
+/// How far the seed's gateway answers lookups behind its ledger: whether it lags at all
+/// (half the seeds), and by how much when it does (in `LOOKUP_LAG_MS`).
+pub fn lookup_lag(seed: u64) -> (bool, u64) {
+    let mut rng = stream(seed, LOOKUP_LAG);
+    let lags = rng.gen_bool(0.5);
+    (lags, rng.gen_range(LOOKUP_LAG_MS))
+}
+
+/// The random scenario for a seed, with its swarm plan. A lagging lookup belongs with the
+/// `lookup-lag` fault kind: with that kind switched off, lookups read the ledger itself.
 pub fn random_scenario(
     seed: u64,
     mechanism: Mechanism,
@@ -390,7 +405,25 @@ pub fn random_scenario(
     let mut world = random_world(seed, mechanism, gateway);
     add_arrivals(seed, &mut world);
     world.faults = swarm_plan(seed, &world, allowed);
+    let (lags, lag_ms) = lookup_lag(seed);
+    if lags && allowed.allows(FaultName::LookupLag as usize) {
+        world.lookup_lag_ms = lag_ms;
+    }
     Scenario { name: "random", base: WallMs::hms(12, 0, 0), world }
+}
+
+/// The random scenario for a seed with its gateway's lookups always lagging (by the
+/// seed's lag, which the random scenario has in half the seeds): the same world, faults
+/// and all.
+pub fn random_lagging_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut scenario = random_scenario(seed, mechanism, gateway, allowed);
+    scenario.world.lookup_lag_ms = lookup_lag(seed).1;
+    Scenario { name: "random-lagging", ..scenario }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! What the command line and replay files choose by name: the scenarios and the mechanisms.
 
 use crate::scenario::builder::Scenario;
-use crate::scenario::random::{random_scenario, FaultMask};
+use crate::scenario::lagging_lookup::lagging_lookup;
+use crate::scenario::random::{random_lagging_scenario, random_scenario, FaultMask};
 use crate::scenario::worked_example::worked_example;
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
@@ -13,15 +14,26 @@ pub enum ScenarioName {
     WorkedExample,
     /// The seed's own world and swarm fault plan.
     Random,
+    /// The random scenario with the gateway's lookups always answered from a lagging copy.
+    RandomLagging,
+    /// The worked example's world, where B's lookup of `r_815` reads a copy that lags.
+    LaggingLookup,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 2] = [ScenarioName::WorkedExample, ScenarioName::Random];
+    pub const ALL: [ScenarioName; 4] = [
+        ScenarioName::WorkedExample,
+        ScenarioName::Random,
+        ScenarioName::RandomLagging,
+        ScenarioName::LaggingLookup,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             ScenarioName::WorkedExample => "worked-example",
             ScenarioName::Random => "random",
+            ScenarioName::RandomLagging => "random-lagging",
+            ScenarioName::LaggingLookup => "lagging-lookup",
         }
     }
 
@@ -51,6 +63,8 @@ pub fn build(
     Ok(match ScenarioName::lookup(name)? {
         ScenarioName::WorkedExample => worked_example().with_mechanism(mechanism, gateway),
         ScenarioName::Random => random_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::RandomLagging => random_lagging_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::LaggingLookup => lagging_lookup().with_mechanism(mechanism, gateway),
     })
 }
 

@@ -1,6 +1,7 @@
 //! The matrix: every mechanism with both gateway modes over the same seeds of the random
 //! scenario, each one's first failure shrunk; the TTL sweep: how a longer TTL trades
-//! violations for an outage; and the debate over majority leases (`debate`).
+//! violations for an outage; the debate over majority leases (`debate`); and the lookups
+//! answered from a lagging copy (`lagging`).
 
 use crate::check::coverage::Coverage;
 use crate::check::table::INVARIANTS;
@@ -9,6 +10,7 @@ use crate::scenario::random::random_world;
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::debate::{debate, DebateRow};
 use crate::search::explore::{run_seed, run_seeds};
+use crate::search::lagging::{lagging, LagRow};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use crate::search::shrink::shrink_scenario;
@@ -34,6 +36,8 @@ pub struct MatrixSizes {
     pub sweep_seeds: u64,
     /// Per setting and mechanism of the debate.
     pub debate_seeds: u64,
+    /// Per setting, mechanism and gateway of the lagging lookups.
+    pub lag_seeds: u64,
 }
 
 /// Runs every part of the matrix over seeds 1 to its size, on `jobs` threads.
@@ -42,7 +46,8 @@ pub fn run_matrix(sizes: MatrixSizes, jobs: usize) -> Result<MatrixFound, String
     let cells = matrix(SeedRange::first(sizes.seeds)?, jobs, &mut coverage)?;
     let sweep = sweep(sizes.sweep_seeds)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?, jobs)?;
-    Ok(MatrixFound { cells, sweep, debate, coverage })
+    let lagging = lagging(SeedRange::first(sizes.lag_seeds)?, jobs)?;
+    Ok(MatrixFound { cells, sweep, debate, lagging, coverage })
 }
 
 /// What one matrix run finds: the cells, the TTL sweep's rows, the debate's rows, and
@@ -51,6 +56,8 @@ pub struct MatrixFound {
     pub cells: Vec<Cell>,
     pub sweep: Vec<SweepRow>,
     pub debate: Vec<DebateRow>,
+    /// The lagging lookups' rows.
+    pub lagging: Vec<LagRow>,
     pub coverage: Coverage,
 }
 

@@ -8,6 +8,7 @@ use crate::check::coverage::Coverage;
 use crate::check::known_invariant;
 use crate::runner::Costs;
 use crate::search::debate::{debate, debate_rows, DebateRow};
+use crate::search::lagging::{lag_rows, lagging, LagRow};
 use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, MatrixFound, MatrixSizes, SweepShare};
 use crate::search::merge::{in_order, ShardReport};
 use crate::search::seeds::{SeedRange, Shard};
@@ -26,6 +27,7 @@ pub fn matrix_run(sizes: MatrixSizes, shard: Option<Shard>) -> Value {
         "seeds": sizes.seeds,
         "sweep_seeds": sizes.sweep_seeds,
         "debate_seeds": sizes.debate_seeds,
+        "lag_seeds": sizes.lag_seeds,
         "shard": shard,
     })
 }
@@ -47,6 +49,7 @@ pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Val
     let cells = matrix(SeedRange::first(sizes.seeds)?.shard(shard)?, jobs, &mut coverage)?;
     let sweep = sweep_shares(SeedRange::first(sizes.sweep_seeds)?.shard(shard)?)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?.shard(shard)?, jobs)?;
+    let lagging = lagging(SeedRange::first(sizes.lag_seeds)?.shard(shard)?, jobs)?;
     let cells: Vec<CellShare> = cells
         .into_iter()
         .map(|cell| CellShare {
@@ -62,6 +65,7 @@ pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Val
         "cells": cells,
         "sweep": sweep,
         "debate": debate,
+        "lagging": lagging,
         "coverage": coverage,
     }))
 }
@@ -98,8 +102,8 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
 /// from the `--json` of each of its shards.
 pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
     let (shards, _) = in_order(shards)?;
-    let (mut cells, mut sweeps, mut debates, mut coverage) =
-        (Vec::new(), Vec::new(), Vec::new(), Coverage::new());
+    let (mut cells, mut sweeps, mut debates, mut lags, mut coverage) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Coverage::new());
     for shard in shards {
         let name = &shard.name;
         let unreadable = |what: &str, error: serde_json::Error| format!("{name}: unreadable {what}: {error}");
@@ -112,7 +116,11 @@ pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
         let debate: Vec<DebateRow> =
             serde_json::from_value(shard.report["debate"].clone()).map_err(|e| unreadable("debate", e))?;
         debates.push(debate);
+        let lag: Vec<LagRow> =
+            serde_json::from_value(shard.report["lagging"].clone()).map_err(|e| unreadable("lagging", e))?;
+        lags.push(lag);
         coverage.absorb(&shard.report["coverage"]).map_err(|error| format!("{name}: {error}"))?;
     }
-    Ok(MatrixFound { cells, sweep: sweep_rows(&sweeps)?, debate: debate_rows(&debates)?, coverage })
+    let (sweep, debate, lagging) = (sweep_rows(&sweeps)?, debate_rows(&debates)?, lag_rows(&lags)?);
+    Ok(MatrixFound { cells, sweep, debate, lagging, coverage })
 }

@@ -7,6 +7,7 @@ pub mod debate;
 pub mod exhaustive;
 pub mod explore;
 pub mod false_alarms;
+pub mod lagging;
 pub mod matrix;
 pub mod matrix_shards;
 pub mod merge;

@@ -89,6 +89,11 @@ pub struct WorldConfig {
     /// Refunds and jobs that arrive later, in no particular order; none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrivals: Vec<Arrival>,
+    /// How far the copy the gateway answers lookups from lags its ledger: a refund becomes
+    /// visible to a lookup this long after its money moved. 0 (the default, and what a
+    /// file without it means) is a lookup that reads the ledger itself.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lookup_lag_ms: u64,
 }
 
 fn is_zero(ms: &u64) -> bool {
@@ -116,6 +121,7 @@ impl Default for WorldConfig {
             settle_ms: 120_000,
             redis_restart_ms: 0,
             arrivals: Vec::new(),
+            lookup_lag_ms: 0,
         }
     }
 }
@@ -245,6 +251,7 @@ impl WorldConfig {
             ("db_latency_ms", self.db_latency_ms),
             ("redis_latency_ms", self.redis_latency_ms),
             ("redis_restart_ms", self.redis_restart_ms),
+            ("lookup_lag_ms", self.lookup_lag_ms),
             ("refund_latency", latencies.max().unwrap_or(0)),
         ];
         let faults = self.faults.faults.iter().map(|fault| {

@@ -195,6 +195,16 @@ pub enum EventKind {
         merchant: MerchantId,
         refunds: u32,
     },
+    /// A lookup answered from a copy `behind_ms` behind the ledger said there was no
+    /// refund with this reference, though the ledger has one (`gateway_ref`, its money
+    /// moved at `paid_at_ms`): the lookup lied. Recorded right after the `Lookup`.
+    LookupBehind {
+        worker: WorkerId,
+        refund: RefundId,
+        gateway_ref: u32,
+        paid_at_ms: u64,
+        behind_ms: u64,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -243,9 +253,11 @@ impl EventKind {
             | RedisRestarted { .. }
             | RedisRefused { .. } => Actor::Redis,
             Write { .. } | RefundsArrived { .. } => Actor::Store,
-            Lookup { .. } | RefundCalled { .. } | GatewayRefused { .. } | RefundTimedOut { .. } => {
-                Actor::Gateway
-            }
+            Lookup { .. }
+            | LookupBehind { .. }
+            | RefundCalled { .. }
+            | GatewayRefused { .. }
+            | RefundTimedOut { .. } => Actor::Gateway,
             Step { worker, .. } => Actor::Worker(*worker),
             FaultFired { .. } | Resumed { .. } | Restarted { .. } => Actor::Faults,
         }

@@ -43,6 +43,18 @@ fn last_write(cx: &Cx<'_>, refund: RefundId, worker: WorkerId, index: usize) -> 
     })
 }
 
+/// The lookup of `refund` by `worker` between `from` and `to` that said no though the
+/// ledger had the refund, and the fault that froze the copy it read, if one did.
+fn lying_lookup(cx: &Cx<'_>, worker: WorkerId, refund: RefundId, (from, to): (usize, usize)) -> Vec<usize> {
+    let Some(lie) = (from..to).rev().find(|&at| matches!(&cx.events[at].kind, EventKind::LookupBehind { worker: w, refund: r, .. } if *w == worker && *r == refund)) else {
+        return Vec::new();
+    };
+    let frozen = cx.events[..lie].iter().rposition(|event| {
+        matches!(&event.kind, EventKind::FaultFired { fault: FaultKind::LookupLag { for_ms }, .. } if event.at_ms + for_ms > cx.events[lie].at_ms)
+    });
+    frozen.into_iter().chain([lie]).collect()
+}
+
 fn gateway_clause(facts: &Facts<'_>) -> &'static str {
     match facts.world.gateway_mode {
         GatewayMode::NonIdempotent => {
@@ -76,6 +88,9 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     let late = timeouts(&cx, *refund, index);
     let tries = retries(&cx, *worker, *refund, (first, index));
     steps.extend(late.iter().chain(&tries).map(|&at| cx.step(at)));
+    let lied = lying_lookup(&cx, *worker, *refund, (first, index));
+    steps.extend(lied.iter().map(|&at| cx.step(at)));
+    let told_lie = lied.last().map_or(String::new(), |&at| format!("{}; ", cx.step(at).text));
     let act = cx.step(index).text;
     let EventKind::RefundCalled { worker: first_worker, epoch: first_epoch, .. } = &cx.events[first].kind
     else {
@@ -90,14 +105,14 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
         && facts.world.gateway_mode == GatewayMode::Idempotent
     {
         let summary = format!(
-            "an idempotent gateway moved money twice for {refund}: the two calls carried different idempotency keys; {act}"
+            "{told_lie}an idempotent gateway moved money twice for {refund}: the two calls carried different idempotency keys; {act}"
         );
         return Chain::of(summary, steps);
     }
     let summary = match (stale, late.is_empty(), tries.is_empty()) {
         (Some(stale), _, _) => {
             steps.extend(stale.steps);
-            format!("{}{act}{}", stale.summary, gateway_clause(facts))
+            format!("{told_lie}{}{act}{}", stale.summary, gateway_clause(facts))
         }
         (None, false, _) => format!(
             "a call for {refund} timed out or lost its answer and was still on its way; {act}, at {}{}",
@@ -109,6 +124,9 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
                 "{worker}'s call for {refund} failed and it sent it again; {act}{}",
                 gateway_clause(facts)
             )
+        }
+        (None, true, true) if !lied.is_empty() => {
+            format!("{told_lie}so {worker} paid {refund} again; {act}{}", gateway_clause(facts))
         }
         (None, true, true) => {
             return Chain::none(format!(

@@ -4,8 +4,10 @@
 
 use crate::check::INVARIANTS;
 use crate::search::debate::{replay_command, DebateRow, Setting, DEBATE_MECHANISMS};
+use crate::search::lagging::ShrunkLag;
 use crate::search::matrix::{shrunk_file, Cell, MatrixFound, ShrunkFailure, SweepRow};
 use crate::tell::chart::{self, Axis, Mark, Panel, Point, Series};
+use crate::tell::reports::lagging::lagging_section;
 use crate::tell::reports::{beside, table_rows, TableRow};
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode};
@@ -237,8 +239,8 @@ fn findings(out: &mut String, cells: &[Cell], sweep: &[SweepRow], seeds: u64) {
 }
 
 /// The report's text.
-pub fn guarantees_report(found: &MatrixFound, shrunk: &[ShrunkFailure]) -> String {
-    let MatrixFound { cells, sweep, debate, coverage } = found;
+pub fn guarantees_report(found: &MatrixFound, shrunk: &[ShrunkFailure], shrunk_lag: &[ShrunkLag]) -> String {
+    let MatrixFound { cells, sweep, debate, lagging, coverage } = found;
     let mut out = String::new();
     let seeds = cells.first().map_or(0, |cell| cell.seeds);
     matrix_table(&mut out, cells, seeds);
@@ -246,6 +248,7 @@ pub fn guarantees_report(found: &MatrixFound, shrunk: &[ShrunkFailure]) -> Strin
     shrunk_failures(&mut out, shrunk);
     sweep_table(&mut out, sweep);
     debate_table(&mut out, debate);
+    lagging_section(&mut out, lagging, shrunk_lag);
     findings(&mut out, cells, sweep, seeds);
     let _ = writeln!(out, "\n## Coverage of the matrix\n\n```text\n{}```", coverage.render());
     out

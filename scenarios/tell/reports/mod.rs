@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod detection;
 pub mod guarantees;
+pub mod lagging;
 pub mod worked_example;
 
 /// The name of a file of `reports/`, as a report beside it links to it.

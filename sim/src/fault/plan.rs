@@ -56,6 +56,11 @@ pub enum FaultKind {
     RedisReplyDelay { worker: WorkerId, delay_ms: u64 },
     /// The answer to the worker's next database request is held up on its way back.
     DbReplyDelay { worker: WorkerId, delay_ms: u64 },
+    /// For a while, the copy the gateway answers lookups from stops catching up with its
+    /// ledger (a stalled read replica or search index): until `for_ms` have passed, a
+    /// lookup sees only the refunds it would have seen when the fault fired, then the copy
+    /// catches up at once.
+    LookupLag { for_ms: u64 },
     // New kinds go last: a trace's hash includes each event's variant position.
 }
 
@@ -131,6 +136,7 @@ impl FaultName {
             FaultName::GatewayConflicts => Size::Ms(ttl_ms..=ttl_ms * 3),
             FaultName::GatewayTimeout => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::GatewayOutage => Size::Ms(ttl_ms / 10..=ttl_ms),
+            FaultName::LookupLag => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::ExpireLease
             | FaultName::Redeliver
             | FaultName::DuplicateDelivery
@@ -155,7 +161,8 @@ impl FaultName {
             | FaultName::LostResponse
             | FaultName::GatewayConflicts
             | FaultName::GatewayTimeout
-            | FaultName::GatewayOutage => Some(Hop::Gateway),
+            | FaultName::GatewayOutage
+            | FaultName::LookupLag => Some(Hop::Gateway),
         }
     }
 
@@ -176,7 +183,8 @@ impl FaultName {
             | FaultName::LostResponse
             | FaultName::GatewayConflicts
             | FaultName::GatewayTimeout
-            | FaultName::GatewayOutage => Timing::Neither,
+            | FaultName::GatewayOutage
+            | FaultName::LookupLag => Timing::Neither,
         }
     }
 
@@ -203,6 +211,7 @@ impl FaultName {
             FaultName::GatewayOutage => FaultKind::GatewayOutage { for_ms: size },
             FaultName::RedisReplyDelay => FaultKind::RedisReplyDelay { worker, delay_ms: size },
             FaultName::DbReplyDelay => FaultKind::DbReplyDelay { worker, delay_ms: size },
+            FaultName::LookupLag => FaultKind::LookupLag { for_ms: size },
         }
     }
 }
@@ -221,7 +230,8 @@ impl FaultKind {
             | FaultKind::GatewayTimeout { late_ms: ms, .. }
             | FaultKind::GatewayOutage { for_ms: ms }
             | FaultKind::RedisReplyDelay { delay_ms: ms, .. }
-            | FaultKind::DbReplyDelay { delay_ms: ms, .. } => ms,
+            | FaultKind::DbReplyDelay { delay_ms: ms, .. }
+            | FaultKind::LookupLag { for_ms: ms } => ms,
             FaultKind::RedisRestart { persistence, .. } => {
                 Persistence::ALL.iter().position(|p| *p == persistence).expect("every mode is listed") as u64
             }
@@ -259,7 +269,8 @@ impl FaultKind {
             | FaultKind::GatewayTimeout { .. }
             | FaultKind::GatewayOutage { .. }
             | FaultKind::RedisReplyDelay { .. }
-            | FaultKind::DbReplyDelay { .. } => None,
+            | FaultKind::DbReplyDelay { .. }
+            | FaultKind::LookupLag { .. } => None,
         }
     }
 
@@ -302,7 +313,8 @@ impl FaultKind {
             | FaultKind::RedisClockJump { .. }
             | FaultKind::RedisRestart { .. }
             | FaultKind::GatewayConflicts { .. }
-            | FaultKind::GatewayOutage { .. } => None,
+            | FaultKind::GatewayOutage { .. }
+            | FaultKind::LookupLag { .. } => None,
         }
     }
 
@@ -324,7 +336,8 @@ impl FaultKind {
             | FaultKind::GatewayTimeout { .. }
             | FaultKind::GatewayOutage { .. }
             | FaultKind::RedisReplyDelay { .. }
-            | FaultKind::DbReplyDelay { .. } => None,
+            | FaultKind::DbReplyDelay { .. }
+            | FaultKind::LookupLag { .. } => None,
         }
     }
 
