@@ -459,6 +459,8 @@ fn matrix_writes_the_guarantees_report_under_its_root() {
         "1",
         "--debate-seeds",
         "2",
+        "--lag-seeds",
+        "3",
         "--jobs",
         "2",
         "--root",
