@@ -6,10 +6,14 @@
 use fencesim::check::coverage::{Sometimes, Touched};
 use fencesim::model::{Mechanism, RefundId, Step};
 use fencesim::runner::{run, Outcome, DEFAULT_SEED};
+use fencesim::scenario;
 use fencesim::scenario::lagging_lookup::{lagging_lookup, LOOKUP_LAG_MS};
 use fencesim::scenario::{A, B, R_815};
-use fencesim::search::lagging::doubled_by_a_lie;
+use fencesim::search::lagging::{doubled_by_a_lie, Lag, LAG_MECHANISMS, LAG_SEEDS};
 use fencesim::sim::{CallOutcome, EventKind, FaultKind, GatewayMode, Trigger, WorldConfig};
+use fencesim::tell::replay_file::ReplayFile;
+use fencesim::tell::reports::guarantees::GUARANTEES_REPORT;
+use fencesim::tell::reports::lagging::{parse_lagging, LAGGING_HEADING};
 
 fn outcome(gateway: GatewayMode) -> Outcome {
     run(&lagging_lookup().with_mechanism(Mechanism::Fenced, gateway), DEFAULT_SEED).expect("the world runs")
@@ -150,4 +154,93 @@ fn a_world_without_a_lookup_lag_reads_and_writes_as_before() {
     let old: WorldConfig = serde_json::from_value(value).unwrap();
     assert_eq!(old.lookup_lag_ms, 0);
     assert!(serde_json::to_value(&old).unwrap().get("lookup_lag_ms").is_none());
+}
+
+/// The page marks the lie on the gateway's lane, beside the lookup that told it.
+#[test]
+fn the_page_marks_the_lying_lookup() {
+    let outcome = outcome(GatewayMode::NonIdempotent);
+    let view = fencesim::tell::timeline::run_view(&outcome, "a lookup from a lagging copy");
+    let lied: Vec<_> = view.lanes.marks.iter().filter(|mark| mark.kind == "lied").collect();
+    assert_eq!(lied.len(), 1, "{lied:?}");
+    assert!(lied[0].label.contains("the lookup of r_815 lied: its copy was 4"), "{}", lied[0].label);
+}
+
+fn guarantees() -> (String, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GUARANTEES_REPORT);
+    let stale = format!("{GUARANTEES_REPORT} is stale: regenerate it with `cargo run --release -- matrix`");
+    (std::fs::read_to_string(path).unwrap_or_default(), stale)
+}
+
+/// Each row of the report's lagging lookups names a seed that runs today as it says.
+#[test]
+fn the_lagging_lookups_in_the_guarantees_report_are_fresh() {
+    let (text, stale) = guarantees();
+    let lines = parse_lagging(&text);
+    assert_eq!(lines.len(), 2 * LAG_MECHANISMS.len() * GatewayMode::ALL.len(), "{stale}");
+    for line in lines {
+        assert_eq!(line.seeds, LAG_SEEDS, "{stale}");
+        let chosen =
+            scenario::build(line.lag.scenario(), line.seed, line.mechanism, line.gateway, line.lag.mask());
+        let outcome = run(&chosen.unwrap(), line.seed).unwrap();
+        let said =
+            format!("{stale} ({} {} {} seed {})", line.lag.name(), line.mechanism, line.gateway, line.seed);
+        assert_eq!(format!("{:016x}", outcome.trace_hash), line.trace_hash, "{said}");
+        assert_eq!(
+            doubled_by_a_lie(&outcome),
+            line.doubled_by_lie > 0,
+            "{said}: the seed is the first through a lie"
+        );
+    }
+}
+
+/// What the section was built to show, as the committed report measured it: lookups lie
+/// only with the lag on; the key saves the money when they do, and without it a lying
+/// lookup pays twice.
+#[test]
+fn the_idempotency_key_saves_the_money_when_the_lookup_lies_and_nothing_else_does() {
+    let (text, stale) = guarantees();
+    let lines = parse_lagging(&text);
+    assert!(!lines.is_empty(), "{stale}");
+    for line in &lines {
+        let said = format!("{} {} {}", line.lag.name(), line.mechanism, line.gateway);
+        match (line.lag, line.gateway) {
+            (Lag::Off, _) => assert_eq!((line.lied, line.doubled_by_lie), (0, 0), "{said}"),
+            (Lag::On, GatewayMode::Idempotent) => {
+                assert!(line.lied > 0 && line.doubled == 0, "{said}: lies, and no refund paid twice")
+            }
+            (Lag::On, GatewayMode::NonIdempotent) => assert!(line.doubled_by_lie > 0, "{said}"),
+        }
+    }
+}
+
+/// Each shrunk failure of the section replays to its hash, still pays a refund twice
+/// (through a lying lookup where it says so), and is at most 3 faults, 3 workers, 5 rows.
+#[test]
+fn each_shrunk_lagging_failure_replays_small_and_still_pays_twice() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (text, stale) = guarantees();
+    let section = text.split(LAGGING_HEADING).nth(1).expect(&stale);
+    let mut listed = 0;
+    for line in section.lines().take_while(|line| !line.starts_with("## ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(file) = cells.get(9).and_then(|cell| cell.strip_prefix('`')?.strip_suffix('`')) else {
+            continue;
+        };
+        let replay = ReplayFile::load(&root.join(file)).unwrap_or_else(|e| panic!("{stale}: {e}"));
+        let outcome = run(&replay.scenario().unwrap(), replay.seed).unwrap();
+        assert_eq!(format!("{:016x}", outcome.trace_hash), replay.expected_trace_hash, "{stale} ({file})");
+        assert!(outcome.check("no-double-refund").is_violation(), "{stale} ({file})");
+        assert_eq!(doubled_by_a_lie(&outcome), cells[5] == "yes", "{stale} ({file}: through a lie)");
+        let world = &outcome.scenario.world;
+        let sizes = [world.faults.faults.len(), world.workers as usize, world.rows.len()];
+        assert_eq!(cells[6..9], sizes.map(|n| n.to_string()), "{stale} ({file})");
+        assert!(sizes[0] <= 3 && sizes[1] <= 3 && sizes[2] <= 5, "{file} shrank to {sizes:?}");
+        listed += 1;
+    }
+    let kept = std::fs::read_dir(root.join("reports/shrunk")).expect(&stale);
+    let kept =
+        kept.filter(|entry| entry.as_ref().unwrap().file_name().to_string_lossy().starts_with("lookup-lag-"));
+    assert_eq!(kept.count(), listed, "{stale}: every file listed, every listed file kept");
+    assert!(listed >= 2, "{stale}: the non-idempotent rows fail with the lag on");
 }

@@ -181,7 +181,19 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
     refused(&[&files[0], &files[1], &files[3]], "missing shard(s): 3/4");
     refused(&[&files[0], &files[1], &files[2], &files[2], &files[3]], "shard 3/4 is given twice");
     let other = Command::new(FENCESIM)
-        .args(["matrix", "--shard", "2/4", "--seeds", "12", "--sweep-seeds", "4", "--debate-seeds", "9", "--lag-seeds", "12"])
+        .args([
+            "matrix",
+            "--shard",
+            "2/4",
+            "--seeds",
+            "12",
+            "--sweep-seeds",
+            "4",
+            "--debate-seeds",
+            "9",
+            "--lag-seeds",
+            "12",
+        ])
         .output()
         .expect("another run");
     let other_path = dir.join("other.json");

@@ -90,6 +90,7 @@ pub fn lagging_section(out: &mut String, rows: &[LagRow], shrunk: &[ShrunkLag]) 
     );
     rows_table(out, rows);
     let by_lie = |row: &LagRow| row.doubled_by_lie;
+    let doubled = |row: &LagRow| row.doubled;
     let _ = writeln!(
         out,
         "\nWith the idempotent gateway the key saves the money when the lookup lies: the second call is answered \
@@ -99,6 +100,15 @@ pub fn lagging_section(out: &mut String, rows: &[LagRow], shrunk: &[ShrunkLag]) 
         rate(rows, Lag::On, GatewayMode::Idempotent, by_lie),
         rate(rows, Lag::On, GatewayMode::NonIdempotent, by_lie),
         rate(rows, Lag::Off, GatewayMode::NonIdempotent, by_lie),
+    );
+    let _ = writeln!(
+        out,
+        "\nEvery double refund with the non-idempotent gateway, whatever its chain: {} seeds with the lag off, {} \
+         with it on. With the idempotent gateway: {} and {}.",
+        rate(rows, Lag::Off, GatewayMode::NonIdempotent, doubled),
+        rate(rows, Lag::On, GatewayMode::NonIdempotent, doubled),
+        rate(rows, Lag::Off, GatewayMode::Idempotent, doubled),
+        rate(rows, Lag::On, GatewayMode::Idempotent, doubled),
     );
     shrunk_table(out, shrunk);
 }

@@ -193,6 +193,14 @@ fn mark_of(
             };
             (mark("money", *worker, kind, format!("{worker} looks up {refund}: {what}")), *refund)
         }
+        EventKind::LookupBehind { worker, refund, gateway_ref, behind_ms, .. } => {
+            let what = format!(
+                "the lookup of {refund} lied: its copy was {} ms behind the ledger, which has {}",
+                group_thousands(*behind_ms),
+                GatewayRef(*gateway_ref)
+            );
+            (mark("money", *worker, "lied", what), *refund)
+        }
         EventKind::FaultFired { fault, .. } => {
             let name: &'static str = FaultName::from(fault).name();
             return Some((mark("fault", WorkerId(0), "fault", format!("fault: {name}")), None));
