@@ -31,6 +31,11 @@ const RESTART: u64 = 5;
 const TRIGGERS: u64 = 6;
 const ARRIVALS: u64 = 7;
 const LOOKUP_LAG: u64 = 8;
+/// The streams of the kinds added after the first `FIRST_KINDS`, one each, from here on.
+const LATER_KINDS: u64 = 1_000;
+/// How many kinds the swarm's first stream switches on or off (those it had when a new
+/// kind first came with a stream of its own).
+const FIRST_KINDS: usize = 16;
 /// How far behind its ledger the copy a lagging gateway answers lookups from runs, in the
 /// random worlds: a read replica or a search index hundreds of milliseconds behind.
 const LOOKUP_LAG_MS: RangeInclusive<u64> = 100..=800;
@@ -373,17 +378,31 @@ impl Swarm<'_> {
 /// A swarm fault plan: the seed switches each allowed kind and each trigger family on or
 /// off, then draws from 1 to 6 faults, or to as many as there are kinds on, of the kinds
 /// and families that are on (so that each kind on has a fair chance to appear however
-/// many are). Durations are scaled to the TTL, where races live.
+/// many are). Durations are scaled to the TTL, where races live. A kind added after the
+/// first `FIRST_KINDS` is switched on by a coin of its own stream and then adds one fault
+/// of its kind after the others: a new kind leaves every seed's plan of the earlier kinds
+/// as it was, and the seeds the reports name keep their meaning.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
+    let first = FaultName::all().take(FIRST_KINDS);
     let kinds: Vec<FaultName> =
-        FaultName::all().filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();
-    if kinds.is_empty() {
-        return FaultPlan::none();
+        first.filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();
+    let families = trigger_families(seed);
+    let mut faults = Vec::new();
+    if !kinds.is_empty() {
+        let count = rng.gen_range(1..=kinds.len().max(6));
+        let swarm = Swarm { world, kinds, families: families.clone(), horizon: horizon_ms(world) };
+        faults.extend((0..count).map(|_| swarm.draw(&mut rng)));
     }
-    let count = rng.gen_range(1..=kinds.len().max(6));
-    let swarm = Swarm { world, kinds, families: trigger_families(seed), horizon: horizon_ms(world) };
-    FaultPlan { faults: (0..count).map(|_| swarm.draw(&mut rng)).collect() }
+    for kind in FaultName::all().skip(FIRST_KINDS).filter(|&kind| allowed.allows(kind as usize)) {
+        let mut rng = stream(seed, LATER_KINDS + kind as u64);
+        if rng.gen_bool(0.5) {
+            let swarm =
+                Swarm { world, kinds: vec![kind], families: families.clone(), horizon: horizon_ms(world) };
+            faults.push(swarm.draw(&mut rng));
+        }
+    }
+    FaultPlan { faults }
 }
 
 /// How far the seed's gateway answers lookups behind its ledger: whether it lags at all
