@@ -65,11 +65,13 @@ fn gateway_clause(facts: &Facts<'_>) -> &'static str {
 }
 
 /// no-double-refund's chain: the first payment, the second, and why the second payer went
-/// ahead: its lease had ended (a stale chain), or an earlier call timed out or lost its
-/// answer and was sent again.
+/// ahead: its lease had ended (a stale chain), an earlier call timed out or lost its
+/// answer and was sent again, or its lookup, answered from a copy that lagged the ledger,
+/// said there was no refund (named first, with the fault that froze the copy, if any).
 ///
 /// How it is found: the second payment names its payer and epoch; the ledger gives the
-/// stale chain, the history the first payment, the timeouts and failed tries of that refund.
+/// stale chain, the history the first payment, the timeouts and failed tries of that
+/// refund, and the payer's lookups of it between the two payments that lied.
 pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     let cx = Cx::new(facts);
     let index = match breaking_event(breach) {
@@ -115,13 +117,13 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
             format!("{told_lie}{}{act}{}", stale.summary, gateway_clause(facts))
         }
         (None, false, _) => format!(
-            "a call for {refund} timed out or lost its answer and was still on its way; {act}, at {}{}",
+            "{told_lie}a call for {refund} timed out or lost its answer and was still on its way; {act}, at {}{}",
             cx.at(index),
             gateway_clause(facts)
         ),
         (None, true, false) => {
             format!(
-                "{worker}'s call for {refund} failed and it sent it again; {act}{}",
+                "{told_lie}{worker}'s call for {refund} failed and it sent it again; {act}{}",
                 gateway_clause(facts)
             )
         }
