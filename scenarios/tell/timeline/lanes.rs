@@ -186,20 +186,9 @@ fn mark_of(
             };
             (mark("money", *worker, kind, format!("{worker} pays {refund}: {what}")), *refund)
         }
-        EventKind::Lookup { worker, refund, found } => {
-            let (kind, what) = match found {
-                Some(number) => ("found", format!("finds {}", GatewayRef(*number))),
-                None => ("none", "finds none".to_owned()),
-            };
-            (mark("money", *worker, kind, format!("{worker} looks up {refund}: {what}")), *refund)
-        }
-        EventKind::LookupBehind { worker, refund, gateway_ref, behind_ms, .. } => {
-            let what = format!(
-                "the lookup of {refund} lied: its copy was {} ms behind the ledger, which has {}",
-                group_thousands(*behind_ms),
-                GatewayRef(*gateway_ref)
-            );
-            (mark("money", *worker, "lied", what), *refund)
+        EventKind::Lookup { worker, refund, .. } | EventKind::LookupBehind { worker, refund, .. } => {
+            let (kind, what) = lookup_words(&event.kind);
+            (mark("money", *worker, kind, what), *refund)
         }
         EventKind::FaultFired { fault, .. } => {
             let name: &'static str = FaultName::from(fault).name();
@@ -208,6 +197,27 @@ fn mark_of(
         _ => return None,
     };
     Some((made, Some(refund)))
+}
+
+/// A lookup's mark, and its words: what it found, or that it lied.
+fn lookup_words(kind: &EventKind) -> (&'static str, String) {
+    match kind {
+        EventKind::Lookup { worker, refund, found: Some(number) } => {
+            ("found", format!("{worker} looks up {refund}: finds {}", GatewayRef(*number)))
+        }
+        EventKind::LookupBehind { refund, gateway_ref, behind_ms, .. } => (
+            "lied",
+            format!(
+                "the lookup of {refund} lied: its copy was {} ms behind the ledger, which has {}",
+                group_thousands(*behind_ms),
+                GatewayRef(*gateway_ref)
+            ),
+        ),
+        EventKind::Lookup { worker, refund, .. } => {
+            ("none", format!("{worker} looks up {refund}: finds none"))
+        }
+        _ => ("none", String::new()),
+    }
 }
 
 /// What a stretch of routine marks did: every write in it changed nothing (the rows were
