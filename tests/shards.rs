@@ -152,7 +152,18 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
     let dir = std::env::temp_dir().join(format!("fencesim-matrix-shards-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a directory");
-    let small = ["--seeds", "12", "--sweep-seeds", "4", "--debate-seeds", "8", "--store-seeds", "4"];
+    let small = [
+        "--seeds",
+        "12",
+        "--sweep-seeds",
+        "4",
+        "--debate-seeds",
+        "8",
+        "--store-seeds",
+        "4",
+        "--lag-seeds",
+        "12",
+    ];
     let files = shards_of(&dir, "matrix", &[&["matrix"][..], &small].concat());
     let mut one = Command::new(FENCESIM);
     let one = one.args(["matrix", "--jobs", "1", "--root"]).arg(dir.join("one")).args(small).output();
@@ -184,7 +195,19 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
     refused(&[&files[0], &files[1], &files[3]], "missing shard(s): 3/4");
     refused(&[&files[0], &files[1], &files[2], &files[2], &files[3]], "shard 3/4 is given twice");
     let other = Command::new(FENCESIM)
-        .args(["matrix", "--shard", "2/4", "--seeds", "12", "--sweep-seeds", "4", "--debate-seeds", "9"])
+        .args([
+            "matrix",
+            "--shard",
+            "2/4",
+            "--seeds",
+            "12",
+            "--sweep-seeds",
+            "4",
+            "--debate-seeds",
+            "9",
+            "--lag-seeds",
+            "12",
+        ])
         .output()
         .expect("another run");
     let other_path = dir.join("other.json");

@@ -40,7 +40,8 @@ pub fn hop_of(kind: &EventKind) -> Option<(WorkerId, Hop)> {
         | Restarted { .. }
         | RedisRestarted { .. }
         | RedisFailedOver { .. }
-        | RefundsArrived { .. } => None,
+        | RefundsArrived { .. }
+        | LookupBehind { .. } => None,
     }
 }
 
@@ -68,7 +69,8 @@ pub fn hold_up(fault: &FaultKind) -> Option<(WorkerId, Hop, u64, bool)> {
         | FaultKind::DuplicateDelivery { .. }
         | FaultKind::LostResponse { .. }
         | FaultKind::GatewayConflicts { .. }
-        | FaultKind::GatewayOutage { .. } => None,
+        | FaultKind::GatewayOutage { .. }
+        | FaultKind::LookupLag { .. } => None,
     }
 }
 

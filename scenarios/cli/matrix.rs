@@ -1,11 +1,13 @@
 //! `fencesim matrix`: every mechanism with both gateway modes over the same seeds, the TTL
-//! sweep, the debate over majority leases and the second store under each fault kind; writes `reports/guarantees.md` and the
+//! sweep, the debate over majority leases, the second store under each fault kind, the lookups from a
+//! lagging copy and the failover; writes `reports/guarantees.md` and the
 //! sweep's chart, `reports/sweep.svg`.
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
 use fencesim::search::debate::DEBATE_SEEDS;
 use fencesim::search::failover::{failover_file, failover_rows, shrink_failover_failures};
+use fencesim::search::lagging::{lag_file, shrink_lag_failures, LAG_SEEDS};
 use fencesim::search::matrix::{
     run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
     SWEEP_SEEDS,
@@ -36,6 +38,9 @@ pub struct MatrixArgs {
     /// Seeds per fault kind and mechanism in the second store's measurement
     #[arg(long, default_value_t = STORE_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
     store_seeds: u64,
+    /// Seeds per setting, mechanism and gateway of the lookups from a lagging copy
+    #[arg(long, default_value_t = LAG_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+    lag_seeds: u64,
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
     /// The project root to write under
@@ -59,11 +64,12 @@ pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<
 pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
     let store_shrunk = shrink_store_failures(&found.second_store, jobs)?;
+    let shrunk_lag = shrink_lag_failures(&found.lagging, jobs)?;
     let seeds = found.cells.first().map_or(REPORT_SEEDS, |cell| cell.seeds);
     let failover = failover_rows(seeds, jobs)?;
     let failover_shrunk = shrink_failover_failures(&failover)?;
-    let text =
-        guarantees_report(found, &shrunk, &store_shrunk) + &failover_section(&failover, &failover_shrunk);
+    let text = guarantees_report(found, &shrunk, &store_shrunk, &shrunk_lag)
+        + &failover_section(&failover, &failover_shrunk);
     for dir in [SHRUNK_DIR, STORE_SHRUNK_DIR].map(|dir| root.join(dir)) {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
@@ -81,6 +87,9 @@ pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<
     for failure in &failover_shrunk {
         ReplayFile::from_outcome(&failure.outcome).write_as(&root.join(failover_file(failure.mechanism)))?;
     }
+    for failure in &shrunk_lag {
+        ReplayFile::from_outcome(&failure.outcome).write_as(&root.join(lag_file(&failure.row)))?;
+    }
     write_report(root, GUARANTEES_REPORT, &text)?;
     write_report(root, SWEEP_CHART, &sweep_chart(&text))?;
     Ok(text)
@@ -92,6 +101,7 @@ pub fn run(args: MatrixArgs) -> ExitCode {
         sweep_seeds: args.sweep_seeds,
         debate_seeds: args.debate_seeds,
         store_seeds: args.store_seeds,
+        lag_seeds: args.lag_seeds,
     };
     if let Some(shard) = args.shard {
         return match matrix_shard(sizes, shard, args.jobs) {

@@ -57,6 +57,7 @@ pub fn acts(mutant: Mutant, facts: &Facts<'_>) -> Vec<usize> {
         Mutant::FailureTakenAsRefunded => all.filter(|&at| confirmed_unpaid(&cx, at)).collect(),
         Mutant::PostingWithoutFence => all.filter(|&at| posted_under_newer_fence(&cx, at)).collect(),
         Mutant::WaitAnswerIgnored => unreplicated_writes(&cx),
+        Mutant::LookupMissMintsNewKey => all.filter(|&at| paid_again_after_a_miss(&cx, at)).collect(),
     };
     kept
 }
@@ -242,4 +243,25 @@ fn posted_under_newer_fence(cx: &Cx<'_>, at: usize) -> bool {
         }
         _ => false,
     })
+}
+
+/// A payment that moved money again for a refund already paid, sent right after its
+/// payer's lookup of it found none: with the refund's own key the gateway would have
+/// answered from its record.
+fn paid_again_after_a_miss(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::RefundCalled { worker, refund, outcome: CallOutcome::Created, .. } = &cx.events[at].kind
+    else {
+        return false;
+    };
+    let last = cx.events[..at].iter().rev().find(|event| match &event.kind {
+        EventKind::Lookup { worker: w, refund: r, .. }
+        | EventKind::RefundCalled { worker: w, refund: r, .. }
+        | EventKind::RefundTimedOut { worker: w, refund: r, .. } => w == worker && r == refund,
+        _ => false,
+    });
+    let after_a_miss = matches!(last.map(|event| &event.kind), Some(EventKind::Lookup { found: None, .. }));
+    after_a_miss
+        && cx.events[..at].iter().any(|event| {
+            matches!(&event.kind, EventKind::RefundCalled { refund: r, outcome: CallOutcome::Created, .. } if r == refund)
+        })
 }

@@ -83,6 +83,10 @@ pub enum Mutant {
     /// Modelled on a common mistake: `WAIT` treated as making a write durable, its count
     /// never compared with the replicas asked for.
     WaitAnswerIgnored,
+    /// A lookup that found no refund is taken as proof that none was ever sent, and the
+    /// refund is paid under a fresh idempotency key: a lookup answered from a lagging copy
+    /// then makes a second refund that the refund's own key would have turned into a replay.
+    LookupMissMintsNewKey,
 }
 
 /// What the catalogue knows of one mutant.
@@ -316,6 +320,14 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's WAIT",
         source: None,
+    },
+    Spec {
+        mutant: Mutant::LookupMissMintsNewKey,
+        name: "lookup-miss-mints-new-key",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: Some("\"Prevent duplicate automatic transaction release requests\" (an e-commerce platform's issue 19812: candidates read from a lagging replica, and a new idempotency key for each run, so the gateway's own check cannot stop a second refund)"),
     },
 ];
 

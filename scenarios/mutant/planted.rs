@@ -11,7 +11,7 @@ use fencesim_sim::port::{
     ClockClient, GatewayClient, QueueClient, RedisClient, SettlementClient, StoreClient,
 };
 use fencesim_sim::{Connections, Wired, WiredOf, Wiring};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -71,6 +71,7 @@ impl Wiring for Planted {
             worker: connections.worker,
             acquisitions,
             calls: Mutex::new(BTreeMap::new()),
+            missed: Mutex::new(BTreeSet::new()),
         };
         let queue = PlantedQueue { inner: connections.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
         Wired { lease, tokens, store, gateway, queue, settlement: connections.settlement }
@@ -104,7 +105,8 @@ impl Wiring for Planted {
             | Mutant::ExpiryJudgedOnClientClock
             | Mutant::SubsecondTtlTruncated
             | Mutant::PostingWithoutFence
-            | Mutant::WaitAnswerIgnored => right,
+            | Mutant::WaitAnswerIgnored
+            | Mutant::LookupMissMintsNewKey => right,
         }
     }
 
@@ -138,7 +140,8 @@ impl Wiring for Planted {
             | Mutant::RetryMintsNewKey
             | Mutant::ExpiryJudgedOnClientClock
             | Mutant::SubsecondTtlTruncated
-            | Mutant::WaitAnswerIgnored => right,
+            | Mutant::WaitAnswerIgnored
+            | Mutant::LookupMissMintsNewKey => right,
         }
     }
 
@@ -368,8 +371,9 @@ impl RefundStore for PlantedStore {
 
 /// The gateway, under `key-per-attempt` called with a key made per acquisition instead of
 /// the refund id, under `retry-mints-new-key` with a new key for each retry; under
-/// `timeout-taken-as-failure` reporting a timeout as a refusal, and under
-/// `failure-taken-as-refunded` reporting any failed call as paid.
+/// `timeout-taken-as-failure` reporting a timeout as a refusal, under
+/// `failure-taken-as-refunded` reporting any failed call as paid, and under
+/// `lookup-miss-mints-new-key` paying a refund its lookup did not find under a new key.
 pub struct PlantedGateway {
     inner: GatewayClient,
     mutant: Mutant,
@@ -377,6 +381,8 @@ pub struct PlantedGateway {
     acquisitions: Arc<AtomicU32>,
     /// How many refund calls this process sent for each refund.
     calls: Mutex<BTreeMap<RefundId, u32>>,
+    /// The refunds this process's last lookup of found none of, not paid since.
+    missed: Mutex<BTreeSet<RefundId>>,
 }
 
 impl PlantedGateway {
@@ -384,6 +390,16 @@ impl PlantedGateway {
         if self.mutant == Mutant::KeyPerAttempt {
             let attempt = self.acquisitions.load(Ordering::Relaxed);
             return IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker));
+        }
+        if self.mutant == Mutant::LookupMissMintsNewKey {
+            // the bug: "the lookup found nothing, so no call went out": a key of this call's own
+            let missed = self.missed.lock().unwrap_or_else(|p| p.into_inner()).remove(&reference);
+            let attempt = self.acquisitions.load(Ordering::Relaxed);
+            return if missed {
+                IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker))
+            } else {
+                key
+            };
         }
         if self.mutant != Mutant::RetryMintsNewKey {
             return key;
@@ -400,7 +416,15 @@ impl PlantedGateway {
 
 impl Gateway for PlantedGateway {
     async fn find(&self, reference: RefundId) -> Result<Option<Receipt>, GatewayError> {
-        self.inner.find(reference).await
+        let found = self.inner.find(reference).await;
+        if self.mutant == Mutant::LookupMissMintsNewKey {
+            let mut missed = self.missed.lock().unwrap_or_else(|p| p.into_inner());
+            match found {
+                Ok(None) => missed.insert(reference),
+                Ok(Some(_)) | Err(_) => missed.remove(&reference),
+            };
+        }
+        found
     }
 
     async fn refund(

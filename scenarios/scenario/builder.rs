@@ -89,6 +89,12 @@ impl ScenarioBuilder {
         self
     }
 
+    /// How far behind its ledger the copy the gateway answers lookups from runs.
+    pub fn lookup_lag_ms(mut self, ms: u64) -> Self {
+        self.scenario.world.lookup_lag_ms = ms;
+        self
+    }
+
     /// How long a restarting Redis instance refuses connections.
     pub fn redis_restart_ms(mut self, ms: u64) -> Self {
         self.scenario.world.redis_restart_ms = ms;

@@ -13,6 +13,7 @@ use fencesim_sim::{
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::ops::RangeInclusive;
 use strum::EnumCount;
 
 /// A stream of the seed's randomness for one purpose, so that changing how one part is
@@ -34,6 +35,15 @@ const SETTLEMENT: u64 = 8;
 const REPLICA: u64 = 9;
 /// The share of seeds whose Redis (a lease on one instance) is a primary with a replica.
 const REPLICA_SHARE: f64 = 0.25;
+const LOOKUP_LAG: u64 = 10;
+/// The streams of the kinds added after the first `FIRST_KINDS`, one each, from here on.
+const LATER_KINDS: u64 = 1_000;
+/// How many kinds the swarm's first stream switches on or off (those it had when a new
+/// kind first came with a stream of its own).
+const FIRST_KINDS: usize = 16;
+/// How far behind its ledger the copy a lagging gateway answers lookups from runs, in the
+/// random worlds: a read replica or a search index hundreds of milliseconds behind.
+const LOOKUP_LAG_MS: RangeInclusive<u64> = 100..=800;
 /// The share of seeds whose refunds do not all arrive at the start.
 const ARRIVAL_SHARE: f64 = 0.75;
 
@@ -170,6 +180,7 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         // own so that the rest of the world is what the seed drew before it existed
         settlement: Some(Settlement { latency_ms: stream(seed, SETTLEMENT).gen_range(0..=3) }),
         replica: replica(seed, mechanism, ttl_ms),
+        lookup_lag_ms: 0,
     }
 }
 
@@ -414,24 +425,47 @@ impl Swarm<'_> {
 /// A swarm fault plan: the seed switches each allowed kind and each trigger family on or
 /// off, then draws from 1 to 6 faults, or to as many as there are kinds on, of the kinds
 /// and families that are on (so that each kind on has a fair chance to appear however
-/// many are). Durations are scaled to the TTL, where races live.
+/// many are). Durations are scaled to the TTL, where races live. A kind added after the
+/// first `FIRST_KINDS` is switched on by a coin of its own stream and then adds one fault
+/// of its kind after the others: a new kind leaves every seed's plan of the earlier kinds
+/// as it was, and the seeds the reports name keep their meaning.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
     // a kind the world cannot have (a failover without a replica) draws no coin, so that
     // the plans of the worlds without one are what they were before the kind existed
     let fits = |kind: FaultName| !kind.needs_replica() || world.replica.is_some();
-    let kinds: Vec<FaultName> = FaultName::all()
-        .filter(|&kind| allowed.allows(kind as usize) && fits(kind) && rng.gen_bool(0.5))
-        .collect();
-    if kinds.is_empty() {
-        return FaultPlan::none();
+    let first = FaultName::all().take(FIRST_KINDS);
+    let kinds: Vec<FaultName> =
+        first.filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();
+    let families = trigger_families(seed);
+    let mut faults = Vec::new();
+    if !kinds.is_empty() {
+        let count = rng.gen_range(1..=kinds.len().max(6));
+        let swarm = Swarm { world, kinds, families: families.clone(), horizon: horizon_ms(world) };
+        faults.extend((0..count).map(|_| swarm.draw(&mut rng)));
     }
-    let count = rng.gen_range(1..=kinds.len().max(6));
-    let swarm = Swarm { world, kinds, families: trigger_families(seed), horizon: horizon_ms(world) };
-    FaultPlan { faults: (0..count).map(|_| swarm.draw(&mut rng)).collect() }
+    for kind in FaultName::all().skip(FIRST_KINDS).filter(|&kind| allowed.allows(kind as usize) && fits(kind))
+    {
+        let mut rng = stream(seed, LATER_KINDS + kind as u64);
+        if rng.gen_bool(0.5) {
+            let swarm =
+                Swarm { world, kinds: vec![kind], families: families.clone(), horizon: horizon_ms(world) };
+            faults.push(swarm.draw(&mut rng));
+        }
+    }
+    FaultPlan { faults }
 }
 
-/// The random scenario for a seed, with its swarm plan.
+/// How far the seed's gateway answers lookups behind its ledger: whether it lags at all
+/// (half the seeds), and by how much when it does (in `LOOKUP_LAG_MS`).
+pub fn lookup_lag(seed: u64) -> (bool, u64) {
+    let mut rng = stream(seed, LOOKUP_LAG);
+    let lags = rng.gen_bool(0.5);
+    (lags, rng.gen_range(LOOKUP_LAG_MS))
+}
+
+/// The random scenario for a seed, with its swarm plan. A lagging lookup belongs with the
+/// `lookup-lag` fault kind: with that kind switched off, lookups read the ledger itself.
 pub fn random_scenario(
     seed: u64,
     mechanism: Mechanism,
@@ -441,7 +475,25 @@ pub fn random_scenario(
     let mut world = random_world(seed, mechanism, gateway);
     add_arrivals(seed, &mut world);
     world.faults = swarm_plan(seed, &world, allowed);
+    let (lags, lag_ms) = lookup_lag(seed);
+    if lags && allowed.allows(FaultName::LookupLag as usize) {
+        world.lookup_lag_ms = lag_ms;
+    }
     Scenario { name: "random", base: WallMs::hms(12, 0, 0), world }
+}
+
+/// The random scenario for a seed with its gateway's lookups always lagging (by the
+/// seed's lag, which the random scenario has in half the seeds): the same world, faults
+/// and all.
+pub fn random_lagging_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut scenario = random_scenario(seed, mechanism, gateway, allowed);
+    scenario.world.lookup_lag_ms = lookup_lag(seed).1;
+    Scenario { name: "random-lagging", ..scenario }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! What the command line and replay files choose by name: the scenarios and the mechanisms.
 
 use crate::scenario::builder::Scenario;
-use crate::scenario::random::{random_scenario, replicated_scenario, FaultMask};
+use crate::scenario::lagging_lookup::lagging_lookup;
+use crate::scenario::random::{random_lagging_scenario, random_scenario, replicated_scenario, FaultMask};
 use crate::scenario::worked_example::{worked_example, worked_example_two_stores};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
@@ -17,14 +18,20 @@ pub enum ScenarioName {
     WorkedExampleTwoStores,
     /// The seed's own world with a replica always, and its plan without restarts.
     Replicated,
+    /// The random scenario with the gateway's lookups always answered from a lagging copy.
+    RandomLagging,
+    /// The worked example's world, where B's lookup of `r_815` reads a copy that lags.
+    LaggingLookup,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 4] = [
+    pub const ALL: [ScenarioName; 6] = [
         ScenarioName::WorkedExample,
         ScenarioName::Random,
         ScenarioName::WorkedExampleTwoStores,
         ScenarioName::Replicated,
+        ScenarioName::RandomLagging,
+        ScenarioName::LaggingLookup,
     ];
 
     pub fn name(self) -> &'static str {
@@ -33,6 +40,8 @@ impl ScenarioName {
             ScenarioName::Random => "random",
             ScenarioName::WorkedExampleTwoStores => "worked-example-two-stores",
             ScenarioName::Replicated => "replicated",
+            ScenarioName::RandomLagging => "random-lagging",
+            ScenarioName::LaggingLookup => "lagging-lookup",
         }
     }
 
@@ -66,6 +75,8 @@ pub fn build(
             worked_example_two_stores().with_mechanism(mechanism, gateway)
         }
         ScenarioName::Replicated => replicated_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::RandomLagging => random_lagging_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::LaggingLookup => lagging_lookup().with_mechanism(mechanism, gateway),
     })
 }
 

@@ -62,6 +62,7 @@ impl SmallWorld {
             settle_ms: 20 * self.ttl_ms + 20 * self.latency_ms * u64::from(self.rows) + 5_000,
             arrivals: Vec::new(),
             settlement: Some(fencesim_sim::Settlement { latency_ms: 0 }),
+            lookup_lag_ms: 0,
         };
         Scenario { name: "random", base: WallMs::hms(9, 0, 0), world }
     }

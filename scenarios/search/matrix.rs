@@ -1,7 +1,8 @@
 //! The matrix: every mechanism with both gateway modes over the same seeds of the random
 //! scenario, each one's first failure shrunk; the TTL sweep: how a longer TTL trades
-//! violations for an outage; the debate over majority leases (`debate`); and the second
-//! store under each fault kind alone (`second_store`).
+//! violations for an outage; the debate over majority leases (`debate`); the second
+//! store under each fault kind alone (`second_store`); and the lookups answered from a
+//! lagging copy (`lagging`).
 
 use crate::check::coverage::Coverage;
 use crate::check::table::INVARIANTS;
@@ -10,6 +11,7 @@ use crate::scenario::random::random_world;
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::debate::{debate, DebateRow};
 use crate::search::explore::{run_seed, run_seeds};
+use crate::search::lagging::{lagging, LagRow};
 use crate::search::pool::Pool;
 use crate::search::second_store::{second_store, StoreRow};
 use crate::search::seeds::SeedRange;
@@ -38,6 +40,8 @@ pub struct MatrixSizes {
     pub debate_seeds: u64,
     /// Per fault kind and mechanism of the second store's measurement.
     pub store_seeds: u64,
+    /// Per setting, mechanism and gateway of the lagging lookups.
+    pub lag_seeds: u64,
 }
 
 /// Runs every part of the matrix over seeds 1 to its size, on `jobs` threads.
@@ -47,7 +51,8 @@ pub fn run_matrix(sizes: MatrixSizes, jobs: usize) -> Result<MatrixFound, String
     let sweep = sweep(sizes.sweep_seeds)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?, jobs)?;
     let second_store = second_store(SeedRange::first(sizes.store_seeds)?, jobs)?;
-    Ok(MatrixFound { cells, sweep, debate, second_store, coverage })
+    let lagging = lagging(SeedRange::first(sizes.lag_seeds)?, jobs)?;
+    Ok(MatrixFound { cells, sweep, debate, second_store, lagging, coverage })
 }
 
 /// What one matrix run finds: the cells, the TTL sweep's rows, the debate's rows, and
@@ -58,6 +63,8 @@ pub struct MatrixFound {
     pub debate: Vec<DebateRow>,
     /// The second store, unfenced and fenced, under each fault kind alone.
     pub second_store: Vec<StoreRow>,
+    /// The lagging lookups' rows.
+    pub lagging: Vec<LagRow>,
     pub coverage: Coverage,
 }
 

@@ -8,6 +8,7 @@ use crate::check::coverage::Coverage;
 use crate::check::known_invariant;
 use crate::runner::Costs;
 use crate::search::debate::{debate, debate_rows, DebateRow};
+use crate::search::lagging::{lag_rows, lagging, LagRow};
 use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, MatrixFound, MatrixSizes, SweepShare};
 use crate::search::merge::{in_order, ShardReport};
 use crate::search::second_store::{second_store, store_rows, StoreRow};
@@ -28,6 +29,7 @@ pub fn matrix_run(sizes: MatrixSizes, shard: Option<Shard>) -> Value {
         "sweep_seeds": sizes.sweep_seeds,
         "debate_seeds": sizes.debate_seeds,
         "store_seeds": sizes.store_seeds,
+        "lag_seeds": sizes.lag_seeds,
         "shard": shard,
     })
 }
@@ -50,6 +52,7 @@ pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Val
     let sweep = sweep_shares(SeedRange::first(sizes.sweep_seeds)?.shard(shard)?)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?.shard(shard)?, jobs)?;
     let second_store = second_store(SeedRange::first(sizes.store_seeds)?.shard(shard)?, jobs)?;
+    let lagging = lagging(SeedRange::first(sizes.lag_seeds)?.shard(shard)?, jobs)?;
     let cells: Vec<CellShare> = cells
         .into_iter()
         .map(|cell| CellShare {
@@ -66,6 +69,7 @@ pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Val
         "sweep": sweep,
         "debate": debate,
         "second_store": second_store,
+        "lagging": lagging,
         "coverage": coverage,
     }))
 }
@@ -102,8 +106,8 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
 /// from the `--json` of each of its shards.
 pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
     let (shards, _) = in_order(shards)?;
-    let (mut cells, mut sweeps, mut debates, mut stores, mut coverage) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Coverage::new());
+    let (mut cells, mut sweeps, mut debates, mut stores, mut lags, mut coverage) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Coverage::new());
     for shard in shards {
         let name = &shard.name;
         let unreadable = |what: &str, error: serde_json::Error| format!("{name}: unreadable {what}: {error}");
@@ -119,6 +123,9 @@ pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
         let store: Vec<StoreRow> = serde_json::from_value(shard.report["second_store"].clone())
             .map_err(|e| unreadable("second-store rows", e))?;
         stores.push(store);
+        let lag: Vec<LagRow> =
+            serde_json::from_value(shard.report["lagging"].clone()).map_err(|e| unreadable("lagging", e))?;
+        lags.push(lag);
         coverage.absorb(&shard.report["coverage"]).map_err(|error| format!("{name}: {error}"))?;
     }
     Ok(MatrixFound {
@@ -126,6 +133,7 @@ pub fn merge_matrix(shards: &[ShardReport]) -> Result<MatrixFound, String> {
         sweep: sweep_rows(&sweeps)?,
         debate: debate_rows(&debates)?,
         second_store: store_rows(&stores)?,
+        lagging: lag_rows(&lags)?,
         coverage,
     })
 }

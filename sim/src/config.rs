@@ -90,6 +90,11 @@ pub struct WorldConfig {
     /// Refunds and jobs that arrive later, in no particular order; none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrivals: Vec<Arrival>,
+    /// How far the copy the gateway answers lookups from lags its ledger: a refund becomes
+    /// visible to a lookup this long after its money moved. 0 (the default, and what a
+    /// file without it means) is a lookup that reads the ledger itself.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lookup_lag_ms: u64,
     /// The second store, the merchant's settlement ledger: a SQLite database of its own
     /// that each settled refund is posted to. None (the default, and every file written
     /// before it existed): the world has one store only.
@@ -135,6 +140,7 @@ impl Default for WorldConfig {
             arrivals: Vec::new(),
             settlement: None,
             replica: None,
+            lookup_lag_ms: 0,
         }
     }
 }
@@ -280,6 +286,7 @@ impl WorldConfig {
             ("settlement.latency_ms", self.settlement.map_or(0, |s| s.latency_ms)),
             ("replica.lag_ms", self.replica.map_or(0, |r| r.lag_ms)),
             ("replica.switch_over_ms", self.replica.map_or(0, |r| r.switch_over_ms)),
+            ("lookup_lag_ms", self.lookup_lag_ms),
             ("refund_latency", latencies.max().unwrap_or(0)),
         ];
         let faults = self.faults.faults.iter().map(|fault| {

@@ -135,10 +135,20 @@ impl GatewayCore {
     /// A scan of the ledger: a worker looks up only the rows it found in `sending`, a few
     /// a batch, while every call would pay for an index.
     pub fn find(&self, reference: RefundId) -> Option<Receipt> {
-        self.ledger
-            .iter()
-            .find(|e| e.refund == reference)
+        self.first_entry(reference).map(|e| Receipt { gateway_ref: e.gateway_ref, amount: e.amount })
+    }
+
+    /// The first refund with this reference whose money moved by `horizon_ms`: what a
+    /// lookup answered from a copy that holds the ledger up to then sees.
+    pub fn find_as_of(&self, reference: RefundId, horizon_ms: u64) -> Option<Receipt> {
+        self.first_entry(reference)
+            .filter(|e| e.at_ms <= horizon_ms)
             .map(|e| Receipt { gateway_ref: e.gateway_ref, amount: e.amount })
+    }
+
+    /// The first ledger entry of this reference (the ledger is in the order money moved).
+    pub fn first_entry(&self, reference: RefundId) -> Option<&LedgerEntry> {
+        self.ledger.iter().find(|e| e.refund == reference)
     }
 }
 
@@ -179,6 +189,17 @@ mod tests {
         assert_eq!((again.outcome, g.ledger().len()), (CallOutcome::Created, 3));
         assert_ne!(again.receipt, first.receipt);
         assert_eq!(g.find(RefundId(815)), Some(first.receipt));
+    }
+
+    /// A copy that holds the ledger up to a moment sees no refund made after it.
+    #[test]
+    fn a_lookup_from_a_copy_sees_only_what_moved_by_its_horizon() {
+        let mut g = GatewayCore::new(GatewayMode::Idempotent);
+        let paid = g.refund(RefundId(815), IdempotencyKey::of(RefundId(815)), Cents(7025), 26_120, 30, false);
+        assert_eq!(g.find_as_of(RefundId(815), 26_119), None);
+        assert_eq!(g.find_as_of(RefundId(815), 26_120), Some(paid.receipt));
+        assert_eq!(g.find(RefundId(815)), Some(paid.receipt));
+        assert_eq!(g.first_entry(RefundId(815)).map(|e| e.at_ms), Some(26_120));
     }
 
     #[test]

@@ -238,6 +238,16 @@ pub enum EventKind {
         instance: u8,
         acked: bool,
     },
+    /// A lookup answered from a copy `behind_ms` behind the ledger said there was no
+    /// refund with this reference, though the ledger has one (`gateway_ref`, its money
+    /// moved at `paid_at_ms`): the lookup lied. Recorded right after the `Lookup`.
+    LookupBehind {
+        worker: WorkerId,
+        refund: RefundId,
+        gateway_ref: u32,
+        paid_at_ms: u64,
+        behind_ms: u64,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -291,9 +301,11 @@ impl EventKind {
             | ReplicaWaited { .. }
             | RedisRefused { .. } => Actor::Redis,
             Write { .. } | RefundsArrived { .. } => Actor::Store,
-            Lookup { .. } | RefundCalled { .. } | GatewayRefused { .. } | RefundTimedOut { .. } => {
-                Actor::Gateway
-            }
+            Lookup { .. }
+            | LookupBehind { .. }
+            | RefundCalled { .. }
+            | GatewayRefused { .. }
+            | RefundTimedOut { .. } => Actor::Gateway,
             Step { worker, .. } => Actor::Worker(*worker),
             FaultFired { .. } | Resumed { .. } | Restarted { .. } => Actor::Faults,
             SettlementEnrolled { .. } | SettlementPosted { .. } | SettlementLookup { .. } => {

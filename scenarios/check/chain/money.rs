@@ -43,6 +43,18 @@ fn last_write(cx: &Cx<'_>, refund: RefundId, worker: WorkerId, index: usize) -> 
     })
 }
 
+/// The lookup of `refund` by `worker` between `from` and `to` that said no though the
+/// ledger had the refund, and the fault that froze the copy it read, if one did.
+fn lying_lookup(cx: &Cx<'_>, worker: WorkerId, refund: RefundId, (from, to): (usize, usize)) -> Vec<usize> {
+    let Some(lie) = (from..to).rev().find(|&at| matches!(&cx.events[at].kind, EventKind::LookupBehind { worker: w, refund: r, .. } if *w == worker && *r == refund)) else {
+        return Vec::new();
+    };
+    let frozen = cx.events[..lie].iter().rposition(|event| {
+        matches!(&event.kind, EventKind::FaultFired { fault: FaultKind::LookupLag { for_ms }, .. } if event.at_ms + for_ms > cx.events[lie].at_ms)
+    });
+    frozen.into_iter().chain([lie]).collect()
+}
+
 fn gateway_clause(facts: &Facts<'_>) -> &'static str {
     match facts.world.gateway_mode {
         GatewayMode::NonIdempotent => {
@@ -53,11 +65,13 @@ fn gateway_clause(facts: &Facts<'_>) -> &'static str {
 }
 
 /// no-double-refund's chain: the first payment, the second, and why the second payer went
-/// ahead: its lease had ended (a stale chain), or an earlier call timed out or lost its
-/// answer and was sent again.
+/// ahead: its lease had ended (a stale chain), an earlier call timed out or lost its
+/// answer and was sent again, or its lookup, answered from a copy that lagged the ledger,
+/// said there was no refund (named first, with the fault that froze the copy, if any).
 ///
 /// How it is found: the second payment names its payer and epoch; the ledger gives the
-/// stale chain, the history the first payment, the timeouts and failed tries of that refund.
+/// stale chain, the history the first payment, the timeouts and failed tries of that
+/// refund, and the payer's lookups of it between the two payments that lied.
 pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     let cx = Cx::new(facts);
     let index = match breaking_event(breach) {
@@ -76,6 +90,9 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     let late = timeouts(&cx, *refund, index);
     let tries = retries(&cx, *worker, *refund, (first, index));
     steps.extend(late.iter().chain(&tries).map(|&at| cx.step(at)));
+    let lied = lying_lookup(&cx, *worker, *refund, (first, index));
+    steps.extend(lied.iter().map(|&at| cx.step(at)));
+    let told_lie = lied.last().map_or(String::new(), |&at| format!("{}; ", cx.step(at).text));
     let act = cx.step(index).text;
     let EventKind::RefundCalled { worker: first_worker, epoch: first_epoch, .. } = &cx.events[first].kind
     else {
@@ -90,25 +107,28 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
         && facts.world.gateway_mode == GatewayMode::Idempotent
     {
         let summary = format!(
-            "an idempotent gateway moved money twice for {refund}: the two calls carried different idempotency keys; {act}"
+            "{told_lie}an idempotent gateway moved money twice for {refund}: the two calls carried different idempotency keys; {act}"
         );
         return Chain::of(summary, steps);
     }
     let summary = match (stale, late.is_empty(), tries.is_empty()) {
         (Some(stale), _, _) => {
             steps.extend(stale.steps);
-            format!("{}{act}{}", stale.summary, gateway_clause(facts))
+            format!("{told_lie}{}{act}{}", stale.summary, gateway_clause(facts))
         }
         (None, false, _) => format!(
-            "a call for {refund} timed out or lost its answer and was still on its way; {act}, at {}{}",
+            "{told_lie}a call for {refund} timed out or lost its answer and was still on its way; {act}, at {}{}",
             cx.at(index),
             gateway_clause(facts)
         ),
         (None, true, false) => {
             format!(
-                "{worker}'s call for {refund} failed and it sent it again; {act}{}",
+                "{told_lie}{worker}'s call for {refund} failed and it sent it again; {act}{}",
                 gateway_clause(facts)
             )
+        }
+        (None, true, true) if !lied.is_empty() => {
+            format!("{told_lie}so {worker} paid {refund} again; {act}{}", gateway_clause(facts))
         }
         (None, true, true) => {
             return Chain::none(format!(

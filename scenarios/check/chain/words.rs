@@ -178,8 +178,14 @@ pub(crate) fn told(cx: &Cx<'_>, index: usize) -> String {
         }
         _ => None,
     };
-    let other = || match kind {
+    let other = || {
+        match kind {
         EventKind::Write { .. } => Some(write_words(cx, index)),
+        EventKind::LookupBehind { worker, refund, gateway_ref, paid_at_ms, behind_ms } => Some(format!(
+            "the gateway's lookup for {worker}, answered from a copy {} ms behind, said {refund} had no refund, though it had one since {} (gateway refund #{gateway_ref})",
+            group_thousands(*behind_ms),
+            cx.facts.at(*paid_at_ms)
+        )),
         EventKind::Step { worker, step } => Some(step_words(*worker, step)),
         EventKind::FaultFired { fault, .. } => Some(format!("the fault: {}", fault_words(fault).0)),
         EventKind::Resumed { worker } => {
@@ -189,6 +195,7 @@ pub(crate) fn told(cx: &Cx<'_>, index: usize) -> String {
             Some(format!("{worker} starts again (process {incarnation})"))
         }
         _ => None,
+    }
     };
     redis_words(kind)
         .or_else(|| gateway_words(kind))

@@ -4,9 +4,11 @@
 
 use crate::check::INVARIANTS;
 use crate::search::debate::{replay_command, DebateRow, Setting, DEBATE_MECHANISMS};
+use crate::search::lagging::ShrunkLag;
 use crate::search::matrix::{shrunk_file, Cell, MatrixFound, ShrunkFailure, SweepRow};
 use crate::search::second_store::StoreShrunk;
 use crate::tell::chart::{self, Axis, Mark, Panel, Point, Series};
+use crate::tell::reports::lagging::lagging_section;
 use crate::tell::reports::second_store::second_store_section;
 use crate::tell::reports::{beside, table_rows, TableRow};
 use fencesim_model::Mechanism;
@@ -248,8 +250,9 @@ pub fn guarantees_report(
     found: &MatrixFound,
     shrunk: &[ShrunkFailure],
     store_shrunk: &[StoreShrunk],
+    shrunk_lag: &[ShrunkLag],
 ) -> String {
-    let MatrixFound { cells, sweep, debate, second_store, coverage } = found;
+    let MatrixFound { cells, sweep, debate, second_store, lagging, coverage } = found;
     let mut out = String::new();
     let seeds = cells.first().map_or(0, |cell| cell.seeds);
     matrix_table(&mut out, cells, seeds);
@@ -258,6 +261,7 @@ pub fn guarantees_report(
     sweep_table(&mut out, sweep);
     debate_table(&mut out, debate);
     second_store_section(&mut out, second_store, store_shrunk);
+    lagging_section(&mut out, lagging, shrunk_lag);
     findings(&mut out, cells, sweep, seeds);
     let _ = writeln!(out, "\n## Coverage of the matrix\n\n```text\n{}```", coverage.render());
     out

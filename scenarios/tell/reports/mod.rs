@@ -6,6 +6,7 @@ pub mod bench;
 pub mod detection;
 pub mod failover;
 pub mod guarantees;
+pub mod lagging;
 pub mod second_store;
 pub mod worked_example;
 

@@ -90,7 +90,8 @@ pub(crate) fn fault_words(fault: &FaultKind) -> (String, String) {
         | FaultKind::LostResponse { .. }
         | FaultKind::GatewayConflicts { .. }
         | FaultKind::GatewayTimeout { .. }
-        | FaultKind::GatewayOutage { .. } => gateway_fault_words(fault),
+        | FaultKind::GatewayOutage { .. }
+        | FaultKind::LookupLag { .. } => gateway_fault_words(fault),
     }
 }
 
@@ -139,6 +140,13 @@ fn gateway_fault_words(fault: &FaultKind) -> (String, String) {
         FaultKind::GatewayOutage { for_ms } => (
             format!("for {} ms the gateway refuses every request", fmt_ms(for_ms)),
             "Note over G: outage".to_owned(),
+        ),
+        FaultKind::LookupLag { for_ms } => (
+            format!(
+                "for {} ms the copy the gateway answers lookups from stops catching up with its ledger",
+                fmt_ms(for_ms)
+            ),
+            "Note over G: lookups lag".to_owned(),
         ),
         FaultKind::Pause { .. }
         | FaultKind::Crash { .. }

@@ -1,7 +1,7 @@
 //! The gateway's events, in words: lookups by reference, and refund calls that pay, pay
 //! again, replay an earlier refund or meet a conflict.
 
-use crate::tell::story::narrator::{Narrator, RunKind};
+use crate::tell::story::narrator::{fmt_ms, Narrator, RunKind};
 use fencesim_model::{GatewayRef, RefundId, WorkerId};
 use fencesim_sim::{Actor, CallOutcome, EventKind};
 
@@ -9,6 +9,17 @@ impl Narrator<'_> {
     pub(super) fn gateway_event(&mut self, at: u64, kind: &EventKind) {
         match kind {
             EventKind::Lookup { worker, refund, found } => self.lookup(at, *worker, *refund, *found),
+            EventKind::LookupBehind { worker, refund, gateway_ref, paid_at_ms, behind_ms } => self.push(
+                at,
+                Actor::Gateway,
+                format!(
+                    "the lookup lied: it was answered from a copy {} ms behind the ledger, which has {} for {refund} since {}",
+                    fmt_ms(*behind_ms),
+                    GatewayRef(*gateway_ref),
+                    self.wall(*paid_at_ms)
+                ),
+                vec![format!("Note over G,{worker}: the copy is {} ms behind", fmt_ms(*behind_ms))],
+            ),
             EventKind::RefundCalled { .. } => self.refund_called(at, kind),
             EventKind::GatewayRefused { worker, refund, call } => self.push(
                 at,

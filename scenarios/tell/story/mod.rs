@@ -48,6 +48,7 @@ impl Narrator<'_> {
             | EventKind::TokenIssued { .. } => self.redis_event(at, kind),
             EventKind::Write { .. } | EventKind::RefundsArrived { .. } => self.store_event(at, kind),
             EventKind::Lookup { .. }
+            | EventKind::LookupBehind { .. }
             | EventKind::RefundCalled { .. }
             | EventKind::GatewayRefused { .. }
             | EventKind::RefundTimedOut { .. } => self.gateway_event(at, kind),

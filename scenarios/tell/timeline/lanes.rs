@@ -188,12 +188,9 @@ fn mark_of(
             };
             (mark("money", *worker, kind, format!("{worker} pays {refund}: {what}")), *refund)
         }
-        EventKind::Lookup { worker, refund, found } => {
-            let (kind, what) = match found {
-                Some(number) => ("found", format!("finds {}", GatewayRef(*number))),
-                None => ("none", "finds none".to_owned()),
-            };
-            (mark("money", *worker, kind, format!("{worker} looks up {refund}: {what}")), *refund)
+        EventKind::Lookup { worker, refund, .. } | EventKind::LookupBehind { worker, refund, .. } => {
+            let (kind, what) = lookup_words(&event.kind);
+            (mark("money", *worker, kind, what), *refund)
         }
         EventKind::FaultFired { fault, .. } => {
             let name: &'static str = FaultName::from(fault).name();
@@ -231,6 +228,27 @@ fn posting_label(kind: &EventKind) -> String {
 /// Set in a refund's number to count its postings to the settlement ledger apart from its
 /// payments.
 const POSTED: u32 = 1 << 31;
+
+/// A lookup's mark, and its words: what it found, or that it lied.
+fn lookup_words(kind: &EventKind) -> (&'static str, String) {
+    match kind {
+        EventKind::Lookup { worker, refund, found: Some(number) } => {
+            ("found", format!("{worker} looks up {refund}: finds {}", GatewayRef(*number)))
+        }
+        EventKind::LookupBehind { refund, gateway_ref, behind_ms, .. } => (
+            "lied",
+            format!(
+                "the lookup of {refund} lied: its copy was {} ms behind the ledger, which has {}",
+                group_thousands(*behind_ms),
+                GatewayRef(*gateway_ref)
+            ),
+        ),
+        EventKind::Lookup { worker, refund, .. } => {
+            ("none", format!("{worker} looks up {refund}: finds none"))
+        }
+        _ => ("none", String::new()),
+    }
+}
 
 /// What a stretch of routine marks did: every write in it changed nothing (the rows were
 /// found sent, and skipped), or the rows were claimed, paid and confirmed.

@@ -5,7 +5,7 @@
 
 const GAP = 8;
 const CHUNK = 30;
-const WORST = ['breach', 'rejected', 'paid-again', 'diagnostic', 'fault', 'chain-marker', 'replayed', 'found', 'paid', 'ok', 'none'];
+const WORST = ['breach', 'rejected', 'paid-again', 'lied', 'diagnostic', 'fault', 'chain-marker', 'replayed', 'found', 'paid', 'ok', 'none'];
 
 function chainedEvents(run) {
   const chained = new Set();
@@ -32,6 +32,7 @@ function markLabel(v, mark) {
     return `${data.worker} pays ${data.refund}: ${what}`;
   }
   if (data.event === 'lookup') return `${data.worker} looks up ${data.refund}: ${data.found === null ? 'finds none' : `finds gw#${data.found}`}`;
+  if (data.event === 'lookup_behind') return `the lookup of ${data.refund} lied: its copy was ${data.behind_ms} ms behind the ledger, which has gw#${data.gateway_ref}`;
   if (data.event === 'fault_fired') return `fault: ${data.kind}`;
   return `${data.actor}: ${data.event.replace(/_/g, ' ')}`;
 }

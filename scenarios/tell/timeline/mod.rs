@@ -37,7 +37,8 @@ pub struct Mark {
     /// `write` (on its worker's lane), `money` (the gateway's lane) or `fault` (the faults' lane).
     pub lane: &'static str,
     pub worker: usize,
-    /// How it is drawn: `ok`, `rejected`, `paid`, `paid-again`, `replayed`, `found`, `none`.
+    /// How it is drawn: `ok`, `rejected`, `paid`, `paid-again`, `replayed`, `found`, `lied`,
+    /// `none`.
     pub kind: &'static str,
     /// Its words; empty inside a routine fold, where the page tells it from its event.
     pub label: String,

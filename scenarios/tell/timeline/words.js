@@ -24,6 +24,7 @@ const LEGEND = [
   ['circle posted-again', 'a refund posted to the settlement ledger (the second store) again'],
   ['circle replayed', 'the gateway answered from its idempotency record: no money moved'],
   ['circle found', 'a lookup that found the refund at the gateway'],
+  ['circle lied', 'a lookup that found nothing though the gateway had made the refund: it read a copy that lags the ledger'],
   ['triangle fault', 'a fault fired (a pause, a crash, a delay, a restart)'],
   ['triangle breach', 'a check that did not hold: one mark for each event that broke any, naming every check it broke'],
   ['triangle diagnostic', 'a diagnostic: shown, does not fail a run'],

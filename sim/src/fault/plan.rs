@@ -66,6 +66,11 @@ pub enum FaultKind {
     /// that had not reached it lost; clients talk to the promoted replica once the
     /// deployment's switch-over time has passed. Only a replicated world has one.
     RedisFailover { instance: u8 },
+    /// For a while, the copy the gateway answers lookups from stops catching up with its
+    /// ledger (a stalled read replica or search index): until `for_ms` have passed, a
+    /// lookup sees only the refunds it would have seen when the fault fired, then the copy
+    /// catches up at once.
+    LookupLag { for_ms: u64 },
     // New kinds go last: a trace's hash includes each event's variant position.
 }
 
@@ -144,6 +149,7 @@ impl FaultName {
             FaultName::GatewayConflicts => Size::Ms(ttl_ms..=ttl_ms * 3),
             FaultName::GatewayTimeout => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::GatewayOutage => Size::Ms(ttl_ms / 10..=ttl_ms),
+            FaultName::LookupLag => Size::Ms(ttl_ms / 4..=ttl_ms * 2),
             FaultName::ExpireLease
             | FaultName::Redeliver
             | FaultName::DuplicateDelivery
@@ -170,7 +176,8 @@ impl FaultName {
             | FaultName::LostResponse
             | FaultName::GatewayConflicts
             | FaultName::GatewayTimeout
-            | FaultName::GatewayOutage => Some(Hop::Gateway),
+            | FaultName::GatewayOutage
+            | FaultName::LookupLag => Some(Hop::Gateway),
         }
     }
 
@@ -199,7 +206,8 @@ impl FaultName {
             | FaultName::LostResponse
             | FaultName::GatewayConflicts
             | FaultName::GatewayTimeout
-            | FaultName::GatewayOutage => Timing::Neither,
+            | FaultName::GatewayOutage
+            | FaultName::LookupLag => Timing::Neither,
         }
     }
 
@@ -229,6 +237,7 @@ impl FaultName {
             FaultName::SettlementDelay => FaultKind::SettlementDelay { worker, delay_ms: size },
             FaultName::SettlementReplyDelay => FaultKind::SettlementReplyDelay { worker, delay_ms: size },
             FaultName::RedisFailover => FaultKind::RedisFailover { instance },
+            FaultName::LookupLag => FaultKind::LookupLag { for_ms: size },
         }
     }
 }
@@ -249,7 +258,8 @@ impl FaultKind {
             | FaultKind::RedisReplyDelay { delay_ms: ms, .. }
             | FaultKind::DbReplyDelay { delay_ms: ms, .. }
             | FaultKind::SettlementDelay { delay_ms: ms, .. }
-            | FaultKind::SettlementReplyDelay { delay_ms: ms, .. } => ms,
+            | FaultKind::SettlementReplyDelay { delay_ms: ms, .. }
+            | FaultKind::LookupLag { for_ms: ms } => ms,
             FaultKind::RedisRestart { persistence, .. } => {
                 Persistence::ALL.iter().position(|p| *p == persistence).expect("every mode is listed") as u64
             }
@@ -291,7 +301,8 @@ impl FaultKind {
             | FaultKind::DbReplyDelay { .. }
             | FaultKind::SettlementDelay { .. }
             | FaultKind::SettlementReplyDelay { .. }
-            | FaultKind::RedisFailover { .. } => None,
+            | FaultKind::RedisFailover { .. }
+            | FaultKind::LookupLag { .. } => None,
         }
     }
 
@@ -337,7 +348,8 @@ impl FaultKind {
             | FaultKind::RedisRestart { .. }
             | FaultKind::GatewayConflicts { .. }
             | FaultKind::GatewayOutage { .. }
-            | FaultKind::RedisFailover { .. } => None,
+            | FaultKind::RedisFailover { .. }
+            | FaultKind::LookupLag { .. } => None,
         }
     }
 
@@ -362,7 +374,8 @@ impl FaultKind {
             | FaultKind::RedisReplyDelay { .. }
             | FaultKind::DbReplyDelay { .. }
             | FaultKind::SettlementDelay { .. }
-            | FaultKind::SettlementReplyDelay { .. } => None,
+            | FaultKind::SettlementReplyDelay { .. }
+            | FaultKind::LookupLag { .. } => None,
         }
     }
 
