@@ -8,6 +8,7 @@ pub mod lagging_lookup;
 pub mod random;
 pub mod registry;
 pub mod small;
+pub mod variants;
 pub mod worked_example;
 
 pub use builder::{Scenario, ScenarioBuilder};

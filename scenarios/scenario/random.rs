@@ -18,7 +18,7 @@ use strum::EnumCount;
 
 /// A stream of the seed's randomness for one purpose, so that changing how one part is
 /// drawn leaves the others alone.
-fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
+pub(super) fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(purpose);
     rng
@@ -32,9 +32,9 @@ const RESTART: u64 = 5;
 const TRIGGERS: u64 = 6;
 const ARRIVALS: u64 = 7;
 const SETTLEMENT: u64 = 8;
-const REPLICA: u64 = 9;
+pub(super) const REPLICA: u64 = 9;
 /// The share of seeds whose Redis (a lease on one instance) is a primary with a replica.
-const REPLICA_SHARE: f64 = 0.25;
+pub(super) const REPLICA_SHARE: f64 = 0.25;
 const LOOKUP_LAG: u64 = 10;
 /// The streams of the kinds added after the first `FIRST_KINDS`, one each, from here on.
 const LATER_KINDS: u64 = 1_000;
@@ -194,31 +194,11 @@ fn replica(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Option<Replication> 
     drawn.filter(|_| mechanism.redis_instances() == 1)
 }
 
-fn replica_drawn(rng: &mut ChaCha8Rng, ttl_ms: u64) -> Replication {
+pub(super) fn replica_drawn(rng: &mut ChaCha8Rng, ttl_ms: u64) -> Replication {
     Replication {
         lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)),
         switch_over_ms: rng.gen_range(0..=ttl_ms / 2),
     }
-}
-
-/// The replicated scenario: the seed's random world with a replica always (for a lease on
-/// one instance; the one the random scenario draws where it draws one), and its swarm plan
-/// drawn without restarts, so that a counter can go back only with a failover.
-pub fn replicated_scenario(
-    seed: u64,
-    mechanism: Mechanism,
-    gateway: GatewayMode,
-    allowed: FaultMask,
-) -> Scenario {
-    let mut world = random_world(seed, mechanism, gateway);
-    if mechanism.redis_instances() == 1 && world.replica.is_none() {
-        let mut rng = stream(seed, REPLICA);
-        let _ = rng.gen_bool(REPLICA_SHARE);
-        world.replica = Some(replica_drawn(&mut rng, world.ttl_ms));
-    }
-    add_arrivals(seed, &mut world);
-    world.faults = swarm_plan(seed, &world, allowed.without(FaultName::RedisRestart as usize));
-    Scenario { name: "replicated", base: WallMs::hms(12, 0, 0), world }
 }
 
 /// Refunds that arrive while the run goes on, in three seeds of four: each merchant gets
@@ -227,7 +207,7 @@ pub fn replicated_scenario(
 /// next job finds work even after a batch completed, and two jobs of one merchant contend
 /// for its lease: a successor holds the lease long enough for a stale release to hit it,
 /// and one process takes the same merchant's lease again after another has written.
-fn add_arrivals(seed: u64, world: &mut WorldConfig) {
+pub(super) fn add_arrivals(seed: u64, world: &mut WorldConfig) {
     let mut rng = stream(seed, ARRIVALS);
     if !rng.gen_bool(ARRIVAL_SHARE) {
         return;
@@ -480,20 +460,6 @@ pub fn random_scenario(
         world.lookup_lag_ms = lag_ms;
     }
     Scenario { name: "random", base: WallMs::hms(12, 0, 0), world }
-}
-
-/// The random scenario for a seed with its gateway's lookups always lagging (by the
-/// seed's lag, which the random scenario has in half the seeds): the same world, faults
-/// and all.
-pub fn random_lagging_scenario(
-    seed: u64,
-    mechanism: Mechanism,
-    gateway: GatewayMode,
-    allowed: FaultMask,
-) -> Scenario {
-    let mut scenario = random_scenario(seed, mechanism, gateway, allowed);
-    scenario.world.lookup_lag_ms = lookup_lag(seed).1;
-    Scenario { name: "random-lagging", ..scenario }
 }
 
 #[cfg(test)]

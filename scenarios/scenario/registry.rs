@@ -2,7 +2,8 @@
 
 use crate::scenario::builder::Scenario;
 use crate::scenario::lagging_lookup::lagging_lookup;
-use crate::scenario::random::{random_lagging_scenario, random_scenario, replicated_scenario, FaultMask};
+use crate::scenario::random::{random_scenario, FaultMask};
+use crate::scenario::variants::{random_lagging_scenario, replicated_scenario};
 use crate::scenario::worked_example::{worked_example, worked_example_two_stores};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;

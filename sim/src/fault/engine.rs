@@ -28,26 +28,7 @@ impl World {
                 core.expire_due(now, out);
             }),
             FaultKind::RedisRestart { instance, persistence } => {
-                let before = state.ledger.held_on(instance);
-                let lost = state.redis[instance as usize].restart(persistence, now);
-                for (key, value) in before {
-                    let still = state.redis[instance as usize].value_of(&key).map(value_text);
-                    if still.as_deref() != Some(value.as_str()) {
-                        state.ledger.lost(instance, &key, &value, now, false);
-                    }
-                }
-                state.record(now, EventKind::RedisRestarted { instance, lost });
-                let down_ms =
-                    self.config.mechanism.restart_down_ms(self.config.redis_restart_ms, self.config.ttl_ms);
-                if down_ms > 0 {
-                    let down = &mut state.faults.redis_down_until_ms;
-                    down.retain(|&(other, _)| other != instance);
-                    down.push((instance, now + down_ms));
-                }
-                self.redis_started(state, instance, now);
-                if let Some(replica) = state.replica.as_mut().filter(|_| instance == 0) {
-                    replica.resync(&state.redis[0], now);
-                }
+                self.restart(state, instance, persistence, now)
             }
             FaultKind::RedisFailover { instance } => self.fail_over(state, instance, now),
             FaultKind::Redeliver { worker } => self.with_queue(state, now, |queue, out| {
@@ -86,6 +67,31 @@ impl World {
             FaultKind::LookupLag { for_ms } => state.faults.freeze_lookups(now, for_ms),
         }
         self.changed.notify_one();
+    }
+
+    /// The instance restarts with what its persistence keeps: the lease keys it no longer
+    /// holds as they were are lost to the ledger, it refuses clients while it is down, and
+    /// a replica copies the restarted primary's whole data set again.
+    fn restart(&self, state: &mut State, instance: u8, persistence: crate::redis::Persistence, now: u64) {
+        let before = state.ledger.held_on(instance);
+        let lost = state.redis[instance as usize].restart(persistence, now);
+        for (key, value) in before {
+            let still = state.redis[instance as usize].value_of(&key).map(value_text);
+            if still.as_deref() != Some(value.as_str()) {
+                state.ledger.lost(instance, &key, &value, now, false);
+            }
+        }
+        state.record(now, EventKind::RedisRestarted { instance, lost });
+        let down_ms = self.config.mechanism.restart_down_ms(self.config.redis_restart_ms, self.config.ttl_ms);
+        if down_ms > 0 {
+            let down = &mut state.faults.redis_down_until_ms;
+            down.retain(|&(other, _)| other != instance);
+            down.push((instance, now + down_ms));
+        }
+        self.redis_started(state, instance, now);
+        if let Some(replica) = state.replica.as_mut().filter(|_| instance == 0) {
+            replica.resync(&state.redis[0], now);
+        }
     }
 
     /// The primary stops and its replica is promoted: the lease keys and counters the

@@ -1,0 +1,45 @@
+//! The random scenario's variants, each the seed's own world with one thing always on: a
+//! replica, or a gateway whose lookups lag.
+
+use super::builder::Scenario;
+use super::random::{
+    add_arrivals, lookup_lag, random_scenario, random_world, replica_drawn, stream, swarm_plan, FaultMask,
+    REPLICA, REPLICA_SHARE,
+};
+use fencesim_model::Mechanism;
+use fencesim_sim::{FaultName, GatewayMode, WallMs};
+use rand::Rng;
+
+/// The replicated scenario: the seed's random world with a replica always (for a lease on
+/// one instance; the one the random scenario draws where it draws one), and its swarm plan
+/// drawn without restarts, so that a counter can go back only with a failover.
+pub fn replicated_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut world = random_world(seed, mechanism, gateway);
+    if mechanism.redis_instances() == 1 && world.replica.is_none() {
+        let mut rng = stream(seed, REPLICA);
+        let _ = rng.gen_bool(REPLICA_SHARE);
+        world.replica = Some(replica_drawn(&mut rng, world.ttl_ms));
+    }
+    add_arrivals(seed, &mut world);
+    world.faults = swarm_plan(seed, &world, allowed.without(FaultName::RedisRestart as usize));
+    Scenario { name: "replicated", base: WallMs::hms(12, 0, 0), world }
+}
+
+/// The random scenario for a seed with its gateway's lookups always lagging (by the
+/// seed's lag, which the random scenario has in half the seeds): the same world, faults
+/// and all.
+pub fn random_lagging_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut scenario = random_scenario(seed, mechanism, gateway, allowed);
+    scenario.world.lookup_lag_ms = lookup_lag(seed).1;
+    Scenario { name: "random-lagging", ..scenario }
+}
