@@ -289,7 +289,7 @@ pub fn within_target(world: &fencesim_sim::WorldConfig) -> bool {
 
 /// How many seeds after a cell's first failure are tried when that one does not shrink to
 /// the target (a race that needs every row of its world to fall as it does).
-const NEXT_SEEDS: u64 = 40;
+pub const NEXT_SEEDS: u64 = 40;
 
 /// `seed` of a cell shrunk while it still breaks `invariant`, or none if it does not break it.
 fn shrunk_seed(cell: &Cell, invariant: &str, seed: u64) -> Result<Option<Outcome>, String> {
