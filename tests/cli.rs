@@ -104,7 +104,7 @@ fn the_demo_tells_both_stories_and_the_outcomes() {
         "10:00:30.001  redis    lock:settle:m_4471 expires",
         "10:00:34.000  A        FenceViolation: its confirm of r_815 with token 33 was turned away by the row",
         "A pays r_815 again: a second 70.25 EUR leaves (gw#908)",
-        "| fenced | idempotent | 1,200 | 1,200 | 84,300.00 EUR | 0 | 0 | 1 | 1 | none |",
+        "| fenced | idempotent | 1,200 | 1,200 | 84,300.00 EUR | 0 | 0 | 1 | 1 | 0 | none |",
         "Why the TTL alone fails",
         // an epoch is explained before the story first names one
         "calls\neach an epoch",
