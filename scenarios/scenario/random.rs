@@ -7,8 +7,8 @@ use fencesim_model::{
     Cents, Job, JobId, Mechanism, MerchantId, RefundId, RefundRow, RefundState, StepKind, WorkerId,
 };
 use fencesim_sim::{
-    Aim, Arrival, Fault, FaultName, FaultPlan, GatewayMode, Hop, Latency, Replication, Settlement, Size,
-    Trigger, WallMs, WorldConfig,
+    Aim, Arrival, Fault, FaultKind, FaultName, FaultPlan, GatewayMode, Hop, Latency, Replication, Settlement,
+    Size, Trigger, WallMs, WorldConfig,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -35,6 +35,8 @@ const SETTLEMENT: u64 = 8;
 pub(super) const REPLICA: u64 = 9;
 /// The share of seeds whose Redis (a lease on one instance) is a primary with a replica.
 pub(super) const REPLICA_SHARE: f64 = 0.25;
+/// The share of seeds whose batch also posts to the second store.
+const SETTLEMENT_SHARE: f64 = 0.25;
 const LOOKUP_LAG: u64 = 10;
 /// The streams of the kinds added after the first `FIRST_KINDS`, one each, from here on.
 const LATER_KINDS: u64 = 1_000;
@@ -176,21 +178,38 @@ pub fn random_world(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Wo
         settle_ms: 4 * (ttl_ms + visibility_timeout_ms) + 3 * work_ms + 5_000,
         redis_restart_ms: stream(seed, RESTART).gen_range(0..=RESTART_MS_MOST),
         arrivals: Vec::new(),
-        // every random world has the second store, its latency drawn on a stream of its
-        // own so that the rest of the world is what the seed drew before it existed
-        settlement: Some(Settlement { latency_ms: stream(seed, SETTLEMENT).gen_range(0..=3) }),
+        settlement: settlement(seed, mechanism),
         replica: replica(seed, mechanism, ttl_ms),
         lookup_lag_ms: 0,
     }
 }
 
+/// The second store in one seed of four, drawn on a stream of its own so that the rest of
+/// the world is what the seed drew before it existed. Not in every seed: its own fence,
+/// taken per merchant at the batch's start, turns a stale holder away before the rows'
+/// fences are tried, so a world that always had it would hide a bug in the rows' fences.
+/// A mechanism about the second store always has one.
+fn settlement(seed: u64, mechanism: Mechanism) -> Option<Settlement> {
+    let (drawn, settlement) = settlement_drawn(seed);
+    (drawn || !mechanism.spec().fence_settlement).then_some(settlement)
+}
+
+/// Whether the seed draws the second store, and the one it has when it has one.
+pub(super) fn settlement_drawn(seed: u64) -> (bool, Settlement) {
+    let mut rng = stream(seed, SETTLEMENT);
+    let latency_ms = rng.gen_range(0..=3);
+    (rng.gen_bool(SETTLEMENT_SHARE), Settlement { latency_ms })
+}
+
 /// A replica in one seed of four, for a lease on one instance (Redlock's instances are
-/// single servers): it lags the primary by up to a tenth of the TTL, and a failover to it
+/// single servers), and in every seed for a mechanism that waits for it: it lags the
+/// primary by up to a tenth of the TTL, and a failover to it
 /// takes up to half the TTL to switch the clients over. A worker that waits for it waits a
 /// fifth of the TTL, so a wait times out only when a failover breaks it.
 fn replica(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Option<Replication> {
     let mut rng = stream(seed, REPLICA);
-    let drawn = rng.gen_bool(REPLICA_SHARE).then(|| replica_drawn(&mut rng, ttl_ms));
+    let wanted = rng.gen_bool(REPLICA_SHARE) || mechanism.spec().wait_replica;
+    let drawn = wanted.then(|| replica_drawn(&mut rng, ttl_ms));
     drawn.filter(|_| mechanism.redis_instances() == 1)
 }
 
@@ -231,6 +250,25 @@ pub(super) fn add_arrivals(seed: u64, world: &mut WorldConfig) {
             world.arrivals.push(Arrival { at_ms, job, rows });
         }
     }
+}
+
+/// The jobs of one merchant take its lease in turn, and a job handed out while another
+/// holds the lease waits out its visibility timeout before it is handed out again: the
+/// settle bound grows by a visibility timeout and a TTL for every job the busiest merchant
+/// has beyond its first and for every delivery the plan adds. Without it, one merchant with
+/// six jobs and two duplicate deliveries outlasted the bound under a mechanism that makes
+/// progress (5 of 200,000 seeds under the fenced mechanisms; each finished with the bound
+/// widened so).
+pub(super) fn widen_settle_bound(world: &mut WorldConfig) {
+    let jobs = |merchant| world.all_jobs().filter(|job| job.merchant == merchant).count() as u64;
+    let busiest = world.jobs.iter().map(|job| jobs(job.merchant)).max().unwrap_or(1);
+    let copies = world.faults.faults.iter().filter(|fault| adds_a_delivery(&fault.kind)).count() as u64;
+    let turns = busiest.saturating_sub(1) + copies;
+    world.settle_ms += turns * (world.visibility_timeout_ms + world.ttl_ms);
+}
+
+fn adds_a_delivery(kind: &FaultKind) -> bool {
+    matches!(kind, FaultKind::DuplicateDelivery { .. } | FaultKind::Redeliver { .. })
 }
 
 /// How long the run is busy without faults, roughly: when timed faults may land.
@@ -324,12 +362,8 @@ fn trigger_families(seed: u64) -> Vec<TriggerFamily> {
 /// one of its Redis requests inside an operation (a batch sends only a few Redis commands,
 /// each a lease operation, so the places where one operation takes two round trips are
 /// where a fault there matters).
-fn swarm_trigger(
-    rng: &mut ChaCha8Rng,
-    families: &[TriggerFamily],
-    worker: WorkerId,
-    horizon: u64,
-) -> Trigger {
+fn swarm_trigger(rng: &mut ChaCha8Rng, swarm: &Swarm<'_>, worker: WorkerId) -> Trigger {
+    let (families, horizon) = (&swarm.families, swarm.horizon);
     match families[rng.gen_range(0..families.len())] {
         TriggerFamily::At => Trigger::At { at_ms: rng.gen_range(0..=horizon) },
         TriggerFamily::Step => {
@@ -338,7 +372,9 @@ fn swarm_trigger(
             Trigger::Step { worker, step, nth }
         }
         TriggerFamily::Call => {
-            let hops: Vec<Hop> = Hop::all().collect();
+            // a world without the second store has no settlement statements to count
+            let has = |hop: &Hop| *hop != Hop::Settlement || swarm.world.settlement.is_some();
+            let hops: Vec<Hop> = Hop::all().filter(has).collect();
             let hop = hops[rng.gen_range(0..hops.len())];
             Trigger::Call { worker, hop, nth: nth_call(hop, rng) }
         }
@@ -388,7 +424,7 @@ impl Swarm<'_> {
         let worker = aim_worker(rng, self.world);
         let merchant = self.world.jobs[rng.gen_range(0..self.world.jobs.len())].merchant;
         let instance = rng.gen_range(0..5u8) % self.world.redis_instances() as u8;
-        let mut trigger = swarm_trigger(rng, &self.families, worker, self.horizon);
+        let mut trigger = swarm_trigger(rng, self, worker);
         let mut fitting = fitting_kinds(&self.kinds, trigger);
         if fitting.is_empty() {
             if let Trigger::Within { worker, hop, nth } = trigger {
@@ -411,9 +447,13 @@ impl Swarm<'_> {
 /// as it was, and the seeds the reports name keep their meaning.
 pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
     let mut rng = stream(seed, FAULTS);
-    // a kind the world cannot have (a failover without a replica) draws no coin, so that
-    // the plans of the worlds without one are what they were before the kind existed
-    let fits = |kind: FaultName| !kind.needs_replica() || world.replica.is_some();
+    // a kind the world cannot have (a failover without a replica, a held-up settlement
+    // statement without the second store) draws no coin, so that the plans of the worlds
+    // without one are what they were before the kind existed
+    let fits = |kind: FaultName| {
+        (!kind.needs_replica() || world.replica.is_some())
+            && (kind.hop() != Some(Hop::Settlement) || world.settlement.is_some())
+    };
     let first = FaultName::all().take(FIRST_KINDS);
     let kinds: Vec<FaultName> =
         first.filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();
@@ -452,9 +492,14 @@ pub fn random_scenario(
     gateway: GatewayMode,
     allowed: FaultMask,
 ) -> Scenario {
-    let mut world = random_world(seed, mechanism, gateway);
+    scenario_of_world(seed, random_world(seed, mechanism, gateway), allowed)
+}
+
+/// The random scenario's arrivals, swarm plan and lookup lag, for a world the seed drew.
+pub(super) fn scenario_of_world(seed: u64, mut world: WorldConfig, allowed: FaultMask) -> Scenario {
     add_arrivals(seed, &mut world);
     world.faults = swarm_plan(seed, &world, allowed);
+    widen_settle_bound(&mut world);
     let (lags, lag_ms) = lookup_lag(seed);
     if lags && allowed.allows(FaultName::LookupLag as usize) {
         world.lookup_lag_ms = lag_ms;

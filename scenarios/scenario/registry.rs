@@ -3,7 +3,7 @@
 use crate::scenario::builder::Scenario;
 use crate::scenario::lagging_lookup::lagging_lookup;
 use crate::scenario::random::{random_scenario, FaultMask};
-use crate::scenario::variants::{random_lagging_scenario, replicated_scenario};
+use crate::scenario::variants::{random_lagging_scenario, random_two_stores_scenario, replicated_scenario};
 use crate::scenario::worked_example::{worked_example, worked_example_two_stores};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
@@ -23,16 +23,19 @@ pub enum ScenarioName {
     RandomLagging,
     /// The worked example's world, where B's lookup of `r_815` reads a copy that lags.
     LaggingLookup,
+    /// The random scenario with the second store always.
+    RandomTwoStores,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 6] = [
+    pub const ALL: [ScenarioName; 7] = [
         ScenarioName::WorkedExample,
         ScenarioName::Random,
         ScenarioName::WorkedExampleTwoStores,
         ScenarioName::Replicated,
         ScenarioName::RandomLagging,
         ScenarioName::LaggingLookup,
+        ScenarioName::RandomTwoStores,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +46,7 @@ impl ScenarioName {
             ScenarioName::Replicated => "replicated",
             ScenarioName::RandomLagging => "random-lagging",
             ScenarioName::LaggingLookup => "lagging-lookup",
+            ScenarioName::RandomTwoStores => "random-two-stores",
         }
     }
 
@@ -78,6 +82,7 @@ pub fn build(
         ScenarioName::Replicated => replicated_scenario(seed, mechanism, gateway, allowed),
         ScenarioName::RandomLagging => random_lagging_scenario(seed, mechanism, gateway, allowed),
         ScenarioName::LaggingLookup => lagging_lookup().with_mechanism(mechanism, gateway),
+        ScenarioName::RandomTwoStores => random_two_stores_scenario(seed, mechanism, gateway, allowed),
     })
 }
 

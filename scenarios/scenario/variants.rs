@@ -1,10 +1,10 @@
 //! The random scenario's variants, each the seed's own world with one thing always on: a
-//! replica, or a gateway whose lookups lag.
+//! replica, a gateway whose lookups lag, or the second store.
 
 use super::builder::Scenario;
 use super::random::{
-    add_arrivals, lookup_lag, random_scenario, random_world, replica_drawn, stream, swarm_plan, FaultMask,
-    REPLICA, REPLICA_SHARE,
+    add_arrivals, lookup_lag, random_scenario, random_world, replica_drawn, scenario_of_world,
+    settlement_drawn, stream, swarm_plan, widen_settle_bound, FaultMask, REPLICA, REPLICA_SHARE,
 };
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode, WallMs};
@@ -27,6 +27,7 @@ pub fn replicated_scenario(
     }
     add_arrivals(seed, &mut world);
     world.faults = swarm_plan(seed, &world, allowed.without(FaultName::RedisRestart as usize));
+    widen_settle_bound(&mut world);
     Scenario { name: "replicated", base: WallMs::hms(12, 0, 0), world }
 }
 
@@ -42,4 +43,17 @@ pub fn random_lagging_scenario(
     let mut scenario = random_scenario(seed, mechanism, gateway, allowed);
     scenario.world.lookup_lag_ms = lookup_lag(seed).1;
     Scenario { name: "random-lagging", ..scenario }
+}
+
+/// The random scenario for a seed with the second store always (the random scenario has it
+/// in one seed of four): the seed's world, with the plan drawn for a world that has it.
+pub fn random_two_stores_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut world = random_world(seed, mechanism, gateway);
+    world.settlement = Some(settlement_drawn(seed).1);
+    Scenario { name: "random-two-stores", ..scenario_of_world(seed, world, allowed) }
 }

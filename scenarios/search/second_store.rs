@@ -1,7 +1,8 @@
 //! The article's fourth weak point, measured: a batch that writes two stores, with the
 //! second store (the settlement ledger) unfenced (`fenced-one-store`) and fenced like the
-//! refund rows (`fenced`), over the same seeds of the random scenario with an idempotent
-//! gateway, one fault kind on at a time: what each kind alone does to each store.
+//! refund rows (`fenced`), over the same seeds of the random scenario with the second
+//! store always (`random-two-stores`) and an idempotent gateway, one fault kind on at a
+//! time: what each kind alone does to each store.
 
 use crate::check::known_invariant;
 use crate::runner::run;
@@ -16,6 +17,9 @@ use fencesim_sim::{FaultName, GatewayMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
+
+/// The scenario of the report: the random one with the second store in every seed.
+pub const STORE_SCENARIO: &str = "random-two-stores";
 
 /// Seeds per fault kind and mechanism in the committed report.
 pub const STORE_SEEDS: u64 = 100;
@@ -45,7 +49,10 @@ pub fn mask_of(kind: &str) -> Result<FaultMask, String> {
 /// The command that runs `seed` of a row again and tells its story.
 pub fn store_command(kind: &str, mechanism: Mechanism, seed: u64) -> String {
     let off: Vec<&str> = FaultName::all().map(FaultName::name).filter(|name| *name != kind).collect();
-    format!("fencesim explore --mechanism {mechanism} --from {seed} --seeds 1 --without {}", off.join(","))
+    format!(
+        "fencesim explore --scenario {STORE_SCENARIO} --mechanism {mechanism} --from {seed} --seeds 1 --without {}",
+        off.join(",")
+    )
 }
 
 /// One fault kind and mechanism over some seeds (a shard's share, or all of them).
@@ -86,7 +93,7 @@ fn store_row(
         pool,
         seeds,
         false,
-        |seed| run_seed("random", seed, mechanism, GatewayMode::Idempotent, mask, None),
+        |seed| run_seed(STORE_SCENARIO, seed, mechanism, GatewayMode::Idempotent, mask, None),
         |_| {},
         |result| {
             if result.seed == 1 {
@@ -174,8 +181,13 @@ pub fn shrink_store_failures(rows: &[StoreRow], jobs: usize) -> Result<Vec<Store
         |_| false,
         |index| {
             let (row, seed, invariant) = failing[index as usize];
-            let found =
-                scenario::build("random", seed, row.mechanism, GatewayMode::Idempotent, mask_of(&row.kind)?)?;
+            let found = scenario::build(
+                STORE_SCENARIO,
+                seed,
+                row.mechanism,
+                GatewayMode::Idempotent,
+                mask_of(&row.kind)?,
+            )?;
             let breaks =
                 |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
             let outcome = run(&shrink_scenario(&found, breaks)?, seed)?;
