@@ -38,6 +38,7 @@ fn config(mechanism: Mechanism, gateway: GatewayMode, store: StoreChoice) -> Liv
         gateway_port: 0,
         keep: None,
         program: PathBuf::from(env!("CARGO_BIN_EXE_fencesim")),
+        replay: None,
     }
 }
 
@@ -211,7 +212,7 @@ fn bad_input_to_a_live_run_exits_2_and_leaves_nothing_running() {
     refused(&["--redis", &unreachable], &format!("cannot reach Redis at {unreachable}"));
     refused(&["--redis", "http://127.0.0.1/"], "is not a Redis URL");
     refused(&["--time-scale", "-1"], "--time-scale -1: expected a number above 0");
-    refused(&["--strategy", "redlock"], "holds its lease on 5 Redis instances");
+    refused(&["--mechanism", "redlock"], "holds its lease on 5 Redis instances");
     refused(&["--strategy", "sometimes"], "unknown mechanism 'sometimes'");
     let dir = std::env::temp_dir().join(format!("fencesim-live-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory");

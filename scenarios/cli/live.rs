@@ -1,29 +1,43 @@
-//! `fencesim live`: the worked example with real processes against a real redis-server,
-//! a real SQLite file and a gateway service on loopback, judged by the same checkers and
-//! told by the same narrator as a simulated run.
+//! `fencesim live`: the worked example, or a replay file's world and faults (`--replay`),
+//! with real processes against a real redis-server, a real SQLite file or PostgreSQL and
+//! a gateway service on loopback, judged by the same checkers and told by the same
+//! narrator as a simulated run; `--runs N` plays it N times beside the simulation.
 
 use crate::cli::args::{parse_gateway, parse_mechanism};
 use crate::cli::{bad_input, verdict};
+use fencesim::live::coordinator::live_scenario;
 use fencesim::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
 use fencesim::model::Mechanism;
-use fencesim::runner::Outcome;
+use fencesim::runner::{run, Outcome, DEFAULT_SEED};
+use fencesim::scenario::Scenario;
 use fencesim::sim::{EventKind, GatewayMode};
+use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::story::{render_story, story};
 use fencesim::tell::write::write_whole;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct LiveArgs {
     /// The mechanism (`fencesim mechanisms` lists them; one Redis instance), e.g. fenced
-    #[arg(long, alias = "mechanism", default_value = "fenced", value_parser = parse_mechanism)]
-    strategy: Mechanism,
+    #[arg(long, alias = "strategy", default_value = "fenced", value_parser = parse_mechanism)]
+    mechanism: Mechanism,
     /// idempotent or non-idempotent
     #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
     gateway: GatewayMode,
-    /// Real time per story time: 0.1 tells the two-minute story in about twelve seconds
-    #[arg(long, default_value_t = 0.1, allow_hyphen_values = true)]
-    time_scale: f64,
+    /// Run this replay file's world and faults instead of the worked example (its
+    /// mechanism and gateway are the file's)
+    #[arg(long, conflicts_with_all = ["mechanism", "gateway"])]
+    replay: Option<PathBuf>,
+    /// Play it this many times and count, per invariant, the runs that broke it, beside
+    /// the simulation's verdict
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Real time per story time: 0.1 tells the worked example's two minutes in about twelve
+    /// seconds [default: 0.1 for the worked example, 1 for a replay file]
+    #[arg(long, allow_hyphen_values = true)]
+    time_scale: Option<f64>,
     /// Use the Redis at this URL (its database must be empty) instead of starting one
     #[arg(long)]
     redis: Option<String>,
@@ -66,10 +80,10 @@ fn too_slow(outcome: &Outcome) -> Option<String> {
     })
 }
 
-fn tell(outcome: &Outcome) {
+fn tell(outcome: &Outcome, worked_example: bool) {
     let lines = story(outcome);
     print!("{}", render_story(outcome, &lines, usize::MAX));
-    if let Some(note) = too_slow(outcome) {
+    if let Some(note) = too_slow(outcome).filter(|_| worked_example) {
         eprintln!("{note}");
     }
     println!("\nlive: {}", outcome.counts_line());
@@ -81,12 +95,16 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         Ok(program) => program,
         Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
     };
-    if !args.strategy.spec().fence_settlement {
+    if !args.mechanism.spec().fence_settlement && args.replay.is_none() {
         return bad_input(format!(
             "--mechanism {}: the live arm has one store only, and this mechanism is about a second one; run it in the simulation (fencesim run --mechanism {})",
-            args.strategy, args.strategy
+            args.mechanism, args.mechanism
         ));
     }
+    let replay = match args.replay.as_deref().map(replayed).transpose() {
+        Ok(replay) => replay,
+        Err(error) => return bad_input(error),
+    };
     let store = match (args.database.as_str(), args.db, args.postgres) {
         ("postgres", None, url) => StoreChoice::Postgres(url),
         ("sqlite", file, None) => StoreChoice::Sqlite(file),
@@ -96,16 +114,21 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
             ))
         }
     };
+    let default_scale = if replay.is_some() { 1.0 } else { 0.1 };
     let config = LiveConfig {
         program,
         store,
-        mechanism: args.strategy,
+        mechanism: args.mechanism,
         gateway: args.gateway,
-        time_scale: args.time_scale,
+        time_scale: args.time_scale.unwrap_or(default_scale),
         redis_url: args.redis,
         gateway_port: args.gateway_port,
         keep: args.keep,
+        replay,
     };
+    if args.runs > 1 {
+        return runs(&config, args.runs, args.json);
+    }
     let outcome = match run_live(&config) {
         Ok(outcome) => outcome,
         Err(error) => return bad_input(error),
@@ -118,9 +141,71 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
     if args.json {
         println!("{}", outcome.to_json());
     } else {
-        tell(&outcome);
+        tell(&outcome, config.replay.is_none());
     }
     verdict(outcome.passed())
+}
+
+/// A replay file's world and seed, for a live run; a file that plants a mutant is refused
+/// (the worker processes do not plant one yet).
+fn replayed(path: &std::path::Path) -> Result<(Scenario, u64), String> {
+    let file = ReplayFile::load(path)?;
+    if let Some(mutant) = file.mutant {
+        return Err(format!(
+            "{}: the file plants mutant {mutant}; the live run's worker processes do not plant mutants yet",
+            path.display()
+        ));
+    }
+    Ok((file.scenario().map_err(|e| format!("{}: {e}", path.display()))?, file.seed))
+}
+
+/// Plays the world `count` times, and tells per invariant how many live runs broke it
+/// beside whether the simulation does; exit 1 when any run broke any.
+fn runs(config: &LiveConfig, count: u32, json: bool) -> ExitCode {
+    let (scenario, seed) = match &config.replay {
+        Some((scenario, seed)) => (scenario.clone(), *seed),
+        None => match live_scenario(config) {
+            Ok((scenario, _)) => (scenario, DEFAULT_SEED),
+            Err(error) => return bad_input(error),
+        },
+    };
+    let simulated = match run(&scenario, seed) {
+        Ok(outcome) => outcome,
+        Err(error) => return bad_input(error),
+    };
+    let mut broken: BTreeMap<&'static str, u32> = BTreeMap::new();
+    for _ in 0..count {
+        let outcome = match run_live(config) {
+            Ok(outcome) => outcome,
+            Err(error) => return bad_input(error),
+        };
+        for check in outcome.checks.iter().filter(|check| check.is_violation()) {
+            *broken.entry(check.invariant).or_default() += 1;
+        }
+    }
+    let rows: Vec<(&'static str, bool, u32)> = simulated
+        .checks
+        .iter()
+        .map(|check| {
+            (check.invariant, check.is_violation(), broken.get(check.invariant).copied().unwrap_or(0))
+        })
+        .collect();
+    if json {
+        let invariants: Vec<_> = rows
+            .iter()
+            .map(|(name, sim, live)| serde_json::json!({"name": name, "simulated_broken": sim, "live_runs_broken": live}))
+            .collect();
+        let out =
+            serde_json::json!({"runs": count, "time_scale": config.time_scale, "invariants": invariants});
+        println!("{out}");
+    } else {
+        println!("{count} live runs at time scale {}, beside the simulation:", config.time_scale);
+        println!("{:<24} {:<12} live runs broken", "invariant", "simulated");
+        for (name, sim, live) in &rows {
+            println!("{name:<24} {:<12} {live} of {count}", if *sim { "broken" } else { "holds" });
+        }
+    }
+    verdict(broken.is_empty())
 }
 
 /// A worker process of a live run (started by `fencesim live`, not by hand).

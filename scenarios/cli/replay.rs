@@ -18,6 +18,9 @@ pub struct ReplayArgs {
     /// Run it twice in fresh runtimes and name the first event that differs
     #[arg(long)]
     check_determinism: bool,
+    /// Tell the whole story up to the first violation, not only its last 25 lines
+    #[arg(long)]
+    whole: bool,
     /// Write the run's timeline page (one HTML file that opens from disk) to this file
     #[arg(long)]
     html: Option<PathBuf>,
@@ -84,7 +87,7 @@ pub fn run_command(args: ReplayArgs) -> ExitCode {
         Err(error) => return bad_input(error),
     };
     compare_hash(&outcome, &replay);
-    print!("{}", tell_failure(&outcome, 25));
+    print!("{}", tell_failure(&outcome, if args.whole { usize::MAX } else { 25 }));
     if let Some(path) = &args.html {
         if let Err(error) =
             write_run_page(path, &outcome, args.beside, &format!("fencesim replay {}", args.file.display()))

@@ -1,27 +1,31 @@
 //! The live run from start to verdict: a Redis (the run's own server, or one at a URL
 //! that is empty), the database file, the gateway service, the expiry watch and the
-//! queue are set up; one process per worker is started; a worker that stopped itself for
-//! a pause is resumed when the pause is over; once every job is acked the queue closes,
-//! the workers leave, and the files are merged and judged.
+//! queue are set up; one process per worker is started; the plan's faults are taken
+//! (`supervise`); once every job is acked the queue closes, the workers leave, and the
+//! files are merged and judged.
 
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::expiry::ExpiryWatch;
+use crate::live::faults::Progress;
 use crate::live::gateway::{GatewayService, GatewaySetup};
 use crate::live::log::{read_all, EventLog};
 use crate::live::merge::merge;
+use crate::live::plan::{live_plan, world_refusal, LivePlan};
 use crate::live::postgres::{PgRefunds, PostgresServer};
-use crate::live::processes::{supervise, Children};
+use crate::live::processes::Children;
 use crate::live::queue;
 use crate::live::redis::{connect, Admin};
 use crate::live::server::RedisServer;
 use crate::live::store::{Refunds, Sequences, StoreAt};
+use crate::live::supervise::Supervision;
 use crate::live::worker::WorkerSpec;
 use crate::runner::{judge, Outcome, DEFAULT_SEED};
 use crate::scenario::{self, FaultMask, Scenario};
 use fencesim_model::{Mechanism, SqliteRefunds, WorkerId};
-use fencesim_sim::{EventKind, FaultKind, GatewayMode, RunRecord, Trigger};
+use fencesim_sim::{EventKind, FaultKind, GatewayMode, Hop, RunRecord, Trigger, WorldConfig};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use strum::EnumCount;
 
 /// What `fencesim live` was asked for.
 #[derive(Clone, Debug)]
@@ -40,6 +44,8 @@ pub struct LiveConfig {
     pub keep: Option<PathBuf>,
     /// The `fencesim` program each worker process runs (`fencesim live-worker SPEC`).
     pub program: PathBuf,
+    /// A replay file's world and plan, and its seed, to run instead of the worked example.
+    pub replay: Option<(Scenario, u64)>,
 }
 
 /// Which real database holds the refunds.
@@ -53,28 +59,24 @@ pub enum StoreChoice {
     Postgres(Option<String>),
 }
 
-/// The worked example under the mechanism and gateway asked for, checked for what a live
-/// run can do: one Redis instance, pauses taken at a worker's own step.
-pub fn live_scenario(config: &LiveConfig) -> Result<Scenario, String> {
+/// The world to run (a replay file's, or the worked example under the mechanism and
+/// gateway asked for) and its plan as the live run takes it; refused, with what the live
+/// run lacks named, when it cannot be run live.
+pub fn live_scenario(config: &LiveConfig) -> Result<(Scenario, LivePlan), String> {
     if !(config.time_scale.is_finite() && config.time_scale > 0.0 && config.time_scale <= 10.0) {
         return Err(format!("--time-scale {}: expected a number above 0 and at most 10", config.time_scale));
     }
-    let instances = config.mechanism.redis_instances();
-    if instances != 1 {
-        return Err(format!(
-            "{} holds its lease on {instances} Redis instances; the live run has one",
-            config.mechanism
-        ));
-    }
-    let scenario =
-        scenario::build("worked-example", DEFAULT_SEED, config.mechanism, config.gateway, FaultMask::ALL)?;
-    for fault in &scenario.world.faults.faults {
-        let at_step = matches!(fault.trigger, Trigger::Step { .. });
-        if !matches!(fault.kind, FaultKind::Pause { .. }) || !at_step {
-            return Err(format!("the live run takes pauses at a worker's step only, not {fault:?}"));
+    let scenario = match &config.replay {
+        Some((scenario, _)) => scenario.clone(),
+        None => {
+            scenario::build("worked-example", DEFAULT_SEED, config.mechanism, config.gateway, FaultMask::ALL)?
         }
+    };
+    if let Some(refusal) = world_refusal(&scenario.world) {
+        return Err(refusal);
     }
-    Ok(scenario)
+    let plan = live_plan(&scenario.world)?;
+    Ok((scenario, plan))
 }
 
 /// The directory of a run's files: removed at the end unless it was asked to be kept.
@@ -177,7 +179,9 @@ fn open_store(choice: &StoreChoice, dir: &RunDir) -> Result<OpenStore, String> {
 /// The store holds the scenario's rows, and the counters stand where it says.
 fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connection) -> Result<(), String> {
     let world = &scenario.world;
-    store.load(&world.rows).map_err(|e| format!("the refund store: {e}"))?;
+    let arriving = world.arriving_rows();
+    let first: Vec<_> = world.rows.iter().filter(|row| !arriving.contains(&row.id)).copied().collect();
+    store.load(&first).map_err(|e| format!("the refund store: {e}"))?;
     let mut admin = Admin { con, failed: None };
     let placed = world.mechanism.place_counters(&world.counters, &mut admin, &Sequences(store));
     placed.map_err(|e| format!("the refund store: {e}"))?;
@@ -191,46 +195,59 @@ fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connect
 /// its first instant: a process takes a few milliseconds to start.
 const LEAD: Duration = Duration::from_millis(200);
 
-/// Each worker's spec: where everything is, and the pause it takes at a step of its own.
-fn specs(
-    scenario: &Scenario,
-    url: &str,
-    database: &StoreAt,
-    gateway: u16,
-    clock: LiveClock,
-    dir: &RunDir,
-) -> Vec<WorkerSpec> {
-    let world = &scenario.world;
-    let stop_of =
-        |worker: WorkerId| world.faults.faults.iter().find(|f| f.trigger.worker() == Some(worker)).cloned();
+/// Each worker's spec: where everything is, and the faults it takes at its own steps.
+fn specs(stage: &Stage, plan: &LivePlan) -> Vec<WorkerSpec> {
+    let world = &stage.scenario.world;
     (0..world.workers)
         .map(WorkerId)
         .map(|worker| WorkerSpec {
             worker,
             mechanism: world.mechanism,
             ttl_ms: world.ttl_ms,
-            redis_url: url.to_owned(),
-            database: database.clone(),
-            gateway_url: format!("http://127.0.0.1:{gateway}"),
-            log: dir.file(&format!("worker-{worker}.jsonl")),
-            clock,
+            redis_url: stage.redis.url.clone(),
+            database: stage.store_at.clone(),
+            gateway_url: format!("http://127.0.0.1:{}", stage.gateway.port),
+            log: stage.dir.file(&format!("worker-{worker}.jsonl")),
+            clock: stage.clock,
             visibility_ms: world.visibility_timeout_ms,
-            stop: stop_of(worker),
+            stops: plan.at_steps[worker.0 as usize].clone(),
+            latency_ms: latencies(world),
+            incarnation: 1,
+            progress_file: stage.dir.file(&format!("worker-{worker}.progress")),
+            progress: Progress::default(),
+            keep_counts: plan.may_crash(worker, world),
         })
         .collect()
 }
 
-/// Each pause's worker and real length, and the story's longest pause.
-fn pauses(scenario: &Scenario, clock: LiveClock) -> (Vec<(WorkerId, Duration)>, u64) {
-    let mut longest = 0;
-    let pauses = scenario.world.faults.faults.iter().filter_map(|fault| match fault.kind {
-        FaultKind::Pause { worker, duration_ms } => {
-            longest = longest.max(duration_ms);
-            Some((worker, clock.real(duration_ms)))
-        }
+/// The world's latency on each hop a worker sends on itself (the gateway service takes
+/// the gateway's).
+fn latencies(world: &WorldConfig) -> [u64; Hop::COUNT] {
+    let mut latency = [0; Hop::COUNT];
+    latency[Hop::Redis as usize] = world.redis_latency_ms;
+    latency[Hop::Database as usize] = world.db_latency_ms;
+    latency
+}
+
+/// How long the story may take: to its last timed fault or arrival, every pause and
+/// restart on top, then the settle bound.
+fn horizon_ms(world: &WorldConfig) -> u64 {
+    let last_at = world.faults.faults.iter().filter_map(|f| match f.trigger {
+        Trigger::At { at_ms } => Some(at_ms),
         _ => None,
     });
-    (pauses.collect(), longest)
+    let last = last_at.chain(world.last_arrival_ms()).max().unwrap_or(0);
+    let held: u64 = world
+        .faults
+        .faults
+        .iter()
+        .map(|f| match f.kind {
+            FaultKind::Pause { duration_ms, .. } => duration_ms,
+            FaultKind::Crash { restart_after_ms, .. } => restart_after_ms,
+            _ => 0,
+        })
+        .sum();
+    last + held + world.settle_ms
 }
 
 /// Everything a run stands on before its workers start; torn down when dropped.
@@ -252,8 +269,7 @@ struct Stage {
 impl Stage {
     /// Checks the input, then sets up the store, Redis, the gateway, the expiry watch and
     /// the queue, in that order: bad input is found before anything is started.
-    fn set_up(config: &LiveConfig) -> Result<Stage, String> {
-        let scenario = live_scenario(config)?;
+    fn set_up(config: &LiveConfig, scenario: Scenario) -> Result<Stage, String> {
         let dir = RunDir::create(config.keep.as_deref())?;
         let (store, store_at, postgres) = open_store(&config.store, &dir)?;
         let redis = LiveRedisSetup::start(config.redis_url.as_deref())?;
@@ -291,30 +307,38 @@ impl Stage {
     }
 }
 
-/// Runs the worked example live and judges it as the simulation's runs are judged.
+/// Runs the world live and judges it as the simulation's runs are judged.
 pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
-    let mut stage = Stage::set_up(config)?;
-    let (scenario, clock) = (&stage.scenario, stage.clock);
-    let specs = specs(scenario, &stage.redis.url, &stage.store_at, stage.gateway.port, clock, &stage.dir);
-    let (pauses, longest) = pauses(scenario, clock);
+    let (scenario, plan) = live_scenario(config)?;
+    let mut stage = Stage::set_up(config, scenario)?;
+    let specs = specs(&stage, &plan);
     let mut children = Children::spawn(&config.program, &specs, &stage.dir.path)?;
-    let deadline = Instant::now() + LEAD + clock.real(longest + scenario.world.settle_ms);
-    let jobs = scenario.world.jobs.len() as u64;
-    let finished = supervise(&mut children, &pauses, &mut stage.con, jobs, deadline, &stage.log)?;
-    let ended_at_ms = clock.story_ms(wall_us());
+    let world = &stage.scenario.world;
+    let supervision = Supervision {
+        plan: &plan,
+        world,
+        clock: stage.clock,
+        log: &stage.log,
+        store: &*stage.store,
+        deadline: Instant::now() + LEAD + stage.clock.real(horizon_ms(world)),
+    };
+    let finished = supervision.run(&mut children, &mut stage.con)?;
+    let ended_at_ms = stage.clock.story_ms(wall_us());
     let failures = if finished { children.failures() } else { Vec::new() };
+    let logs = children.logs().to_vec();
     drop(children);
     if !failures.is_empty() {
         return Err(failures.join("\n"));
     }
-    let Stage { scenario, dir, store, gateway, watch, log, .. } = stage;
+    let Stage { scenario, dir, store, gateway, watch, log, clock, .. } = stage;
     drop(watch);
     let mut files = vec![log.path().to_owned(), dir.file("expiries.jsonl"), gateway.log_path()];
-    files.extend(specs.iter().map(|spec| spec.log.clone()));
+    files.extend(logs);
     let merged = merge(read_all(&files)?, clock, scenario.world.workers as usize);
     let final_rows = store.all_rows().map_err(|e| format!("the refund store: {e}"))?;
+    let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
     let record = record(&scenario, merged, final_rows, gateway.ledger(), finished, ended_at_ms);
-    judge(&scenario, record, None)
+    judge(&scenario, RunRecord { seed, ..record }, None)
 }
 
 /// What the run left, as the checkers read a simulated run's.
@@ -339,13 +363,8 @@ fn record(
             .filter(|e| matches!(e.kind, EventKind::JobDelivered { job: j, .. } if j == job))
             .count() as u32
     };
-    let open_jobs: Vec<_> = scenario
-        .world
-        .jobs
-        .iter()
-        .filter(|job| !acked(job.id))
-        .map(|job| (*job, deliveries(job.id)))
-        .collect();
+    let open_jobs: Vec<_> =
+        scenario.world.all_jobs().filter(|job| !acked(job.id)).map(|job| (job, deliveries(job.id))).collect();
     let last_fault_ms =
         merged.events.iter().rev().find(|e| matches!(e.kind, EventKind::FaultFired { .. })).map(|e| e.at_ms);
     RunRecord {

@@ -8,10 +8,11 @@
 //! worker names itself in the `worker` header. Each call takes the scenario's latency.
 
 use crate::live::clock::{wall_us, LiveClock};
+use crate::live::faults::LiveFaults;
 use crate::live::log::EventLog;
 use fencesim_model::{Cents, Gateway, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId};
 use fencesim_sim::gateway::GatewayCore;
-use fencesim_sim::{CallOutcome, EventKind, GatewayMode, Latency, LedgerEntry};
+use fencesim_sim::{CallOutcome, EventKind, GatewayMode, Hop, Latency, LedgerEntry};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -208,17 +209,26 @@ impl Shared {
     }
 }
 
+/// Waits for a gateway call on a thread of its own, so that the worker's other task (a
+/// renewal) keeps its time while the call is out, as it does in the simulation.
+async fn off_the_runtime<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, GatewayError> + Send + 'static,
+) -> Result<T, GatewayError> {
+    tokio::task::spawn_blocking(call).await.unwrap_or(Err(GatewayError::Unavailable))
+}
+
 /// A worker's client for the gateway service.
 pub struct LiveGateway {
     agent: ureq::Agent,
     base: String,
     worker: WorkerId,
+    faults: Arc<LiveFaults>,
 }
 
 impl LiveGateway {
-    pub fn new(base: &str, worker: WorkerId) -> LiveGateway {
+    pub fn new(base: &str, worker: WorkerId, faults: Arc<LiveFaults>) -> LiveGateway {
         let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
-        LiveGateway { agent, base: base.trim_end_matches('/').to_owned(), worker }
+        LiveGateway { agent, base: base.trim_end_matches('/').to_owned(), worker, faults }
     }
 
     /// The answer as a receipt, `None` for 404, or how the call failed.
@@ -239,11 +249,10 @@ impl LiveGateway {
 
 impl Gateway for LiveGateway {
     async fn find(&self, reference: RefundId) -> Result<Option<Receipt>, GatewayError> {
+        self.faults.call(Hop::Gateway).await;
         let url = format!("{}/refunds/{}", self.base, reference.0);
-        let answer = self.agent.get(&url).set("worker", &self.worker.to_string()).call();
-        let found = Self::receipt(answer);
-        tokio::task::yield_now().await;
-        found
+        let (agent, worker) = (self.agent.clone(), self.worker.to_string());
+        off_the_runtime(move || Self::receipt(agent.get(&url).set("worker", &worker).call())).await
     }
 
     async fn refund(
@@ -252,11 +261,12 @@ impl Gateway for LiveGateway {
         key: IdempotencyKey,
         amount: Cents,
     ) -> Result<Receipt, GatewayError> {
+        self.faults.call(Hop::Gateway).await;
         let url = format!("{}/refunds", self.base);
         let body = RefundRequest { reference: reference.0, key: key.0, amount: amount.0 };
-        let answer = self.agent.post(&url).set("worker", &self.worker.to_string()).send_json(body);
-        let paid = Self::receipt(answer);
-        tokio::task::yield_now().await;
-        paid?.ok_or(GatewayError::Unavailable)
+        let (agent, worker) = (self.agent.clone(), self.worker.to_string());
+        let paid =
+            off_the_runtime(move || Self::receipt(agent.post(&url).set("worker", &worker).send_json(body)));
+        paid.await?.ok_or(GatewayError::Unavailable)
     }
 }

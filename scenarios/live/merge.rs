@@ -80,6 +80,10 @@ fn attribute(
         EventKind::Write { worker, epoch, .. } | EventKind::RefundCalled { worker, epoch, .. } => {
             *epoch = ledger.current(*worker);
         }
+        // a crashed process holds nothing, as in the simulation
+        EventKind::FaultFired { fault: fencesim_sim::FaultKind::Crash { worker, .. }, .. } => {
+            ledger.forget(*worker)
+        }
         _ => {}
     }
     Some(kind)

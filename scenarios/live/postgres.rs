@@ -178,14 +178,21 @@ impl Refunds for PgRefunds {
 
     fn load(&self, rows: &[RefundRow]) -> Result<(), String> {
         let rows = rows.to_vec();
-        self.run(move |client| load(client, &rows))?.map_err(|e| e.to_string())
+        self.run(move |client| load(client, &rows, true))?.map_err(|e| e.to_string())
+    }
+
+    fn add(&self, rows: &[RefundRow]) -> Result<(), String> {
+        let rows = rows.to_vec();
+        self.run(move |client| load(client, &rows, false))?.map_err(|e| e.to_string())
     }
 }
 
-/// Empties the tables and inserts `rows`, in one transaction.
-fn load(client: &mut postgres::Client, rows: &[RefundRow]) -> Result<(), postgres::Error> {
+/// Inserts `rows`, after emptying the tables if `clear`, in one transaction.
+fn load(client: &mut postgres::Client, rows: &[RefundRow], clear: bool) -> Result<(), postgres::Error> {
     let mut tx = client.transaction()?;
-    tx.batch_execute(CLEAR)?;
+    if clear {
+        tx.batch_execute(CLEAR)?;
+    }
     let insert = tx.prepare(
         "INSERT INTO refund (id, merchant, amount_cents, state, fence) VALUES ($1, $2, $3, $4, $5)",
     )?;

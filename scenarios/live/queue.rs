@@ -1,6 +1,7 @@
 //! The job queue of a live run: a Redis stream read by a consumer group. A delivery that
-//! is not acked within the visibility timeout is claimed by the next worker that asks
-//! (its idle time in the group says how long it has waited); each delivery gets a receipt
+//! is not acked within the visibility timeout is handed on (its idle time in the group
+//! says how long it has waited), to the waiting worker the simulated queue would choose;
+//! each delivery gets a receipt
 //! of its own, and an ack is accepted only with the receipt of the job's latest delivery.
 //! The coordinator closes the queue once every job is acked.
 
@@ -18,22 +19,62 @@ pub const RECEIPTS: &str = "jobs:receipts";
 pub const ACKED: &str = "jobs:acked";
 pub const CLOSED: &str = "jobs:closed";
 
-/// Takes one job for `ARGV[2]`: a delivery idle for `ARGV[3]` ms or more first, else a new
-/// one. Returns the entry id, its fields, the new receipt, the delivery count and the
-/// latest delivery before this one ("receipt:worker"), or nothing.
+/// Hash: worker -> the wall-clock microsecond it began to wait for a job.
+pub const IDLE: &str = "jobs:idle";
+/// Hash: worker -> the wall-clock microsecond it last asked.
+pub const POLLED: &str = "jobs:polled";
+
+/// Takes one job for `ARGV[2]`, by the simulated queue's rule: the job is the oldest
+/// delivery idle for `ARGV[3]` ms or more, else the next new entry, and it goes to the
+/// worker waiting for one (asked within the last `ARGV[5]` microseconds) that did not
+/// hold it last, then the one that has waited longest, then the lowest id; the caller
+/// gets it only if that is the caller. Returns the entry id, its fields, the new receipt,
+/// the delivery count and the latest delivery before this one ("receipt:worker"), or
+/// nothing.
 const DELIVER_LUA: &str = r#"
-local got = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', 1)[2]
-if #got == 0 then
-  local read = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
-  if not read then return false end
-  got = read[1][2]
+local group, me, now, fresh = ARGV[1], ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
+redis.call('HSET', KEYS[5], me, now)
+if redis.call('HEXISTS', KEYS[4], me) == 0 then redis.call('HSET', KEYS[4], me, now) end
+local id, pending = nil, false
+local late = redis.call('XPENDING', KEYS[1], group, 'IDLE', ARGV[3], '-', '+', 1)
+if #late > 0 then
+  id, pending = late[1][1], true
+else
+  local last = '0-0'
+  for _, info in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local fields = {}
+    for i = 1, #info, 2 do fields[info[i]] = info[i + 1] end
+    if fields['name'] == group then last = fields['last-delivered-id'] end
+  end
+  local next = redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', 1)
+  if #next > 0 then id = next[1][1] end
+end
+if not id then return false end
+local previous = redis.call('HGET', KEYS[2], id)
+local held_by = previous and string.match(previous, ':(.*)$') or ''
+local best = nil
+local idle = redis.call('HGETALL', KEYS[4])
+for i = 1, #idle, 2 do
+  local w, since = idle[i], tonumber(idle[i + 1])
+  if now - tonumber(redis.call('HGET', KEYS[5], w) or '0') <= fresh then
+    local key = {w == held_by and 1 or 0, since, w}
+    if best == nil or key[1] < best[1] or (key[1] == best[1] and (key[2] < best[2] or (key[2] == best[2] and key[3] < best[3]))) then
+      best = key
+    end
+  end
+end
+if best == nil or best[3] ~= me then return false end
+local got
+if pending then
+  got = redis.call('XCLAIM', KEYS[1], group, me, ARGV[3], id)
+else
+  got = redis.call('XREADGROUP', 'GROUP', group, me, 'COUNT', 1, 'STREAMS', KEYS[1], '>')[1][2]
 end
 if #got == 0 then return false end
-local id = got[1][1]
-local count = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)[1][4]
-local previous = redis.call('HGET', KEYS[2], id)
+redis.call('HDEL', KEYS[4], me)
+local count = redis.call('XPENDING', KEYS[1], group, id, id, 1)[1][4]
 local receipt = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[2], id, receipt .. ':' .. ARGV[2])
+redis.call('HSET', KEYS[2], id, receipt .. ':' .. me)
 return {id, got[1][2], receipt, count, previous or ''}
 "#;
 
@@ -49,17 +90,20 @@ return 1
 /// Puts the jobs on a fresh stream, each as an entry with its id and merchant.
 pub fn enqueue(con: &mut redis::Connection, jobs: &[Job]) -> redis::RedisResult<()> {
     redis::cmd("XGROUP").arg("CREATE").arg(STREAM).arg(GROUP).arg("$").arg("MKSTREAM").query::<()>(con)?;
-    for job in jobs {
-        redis::cmd("XADD")
-            .arg(STREAM)
-            .arg("*")
-            .arg("job")
-            .arg(job.id.0)
-            .arg("merchant")
-            .arg(job.merchant.0)
-            .query::<String>(con)?;
-    }
-    Ok(())
+    jobs.iter().try_for_each(|job| add(con, job))
+}
+
+/// Puts one more job on the stream (its refunds arrived while the run goes on).
+pub fn add(con: &mut redis::Connection, job: &Job) -> redis::RedisResult<()> {
+    redis::cmd("XADD")
+        .arg(STREAM)
+        .arg("*")
+        .arg("job")
+        .arg(job.id.0)
+        .arg("merchant")
+        .arg(job.merchant.0)
+        .query::<String>(con)
+        .map(|_| ())
 }
 
 /// How many jobs have been acked.
@@ -116,15 +160,21 @@ impl LiveQueue {
 
     fn take(&self) -> Option<Taken> {
         let mut con = self.con.lock().unwrap_or_else(|p| p.into_inner());
+        // a worker counts as waiting while it asks at least every third poll
+        let fresh_us = (self.poll.as_micros() as u64 * 3).max(5_000);
         redis::cmd("EVAL")
             .arg(DELIVER_LUA)
-            .arg(3)
+            .arg(5)
             .arg(STREAM)
             .arg(CURRENT)
             .arg(RECEIPTS)
+            .arg(IDLE)
+            .arg(POLLED)
             .arg(GROUP)
             .arg(self.worker.to_string())
             .arg(self.visibility_ms)
+            .arg(crate::live::clock::wall_us())
+            .arg(fresh_us)
             .query::<Option<Taken>>(&mut *con)
             .ok()
             .flatten()

@@ -3,10 +3,11 @@
 //! same checkers can judge the run; the epochs are worked out when the files are merged.
 
 use crate::live::clock::LiveClock;
+use crate::live::faults::LiveFaults;
 use crate::live::log::EventLog;
 use fencesim_model::{BackendError, CounterAdmin, RedisInstance, Token, WorkerId};
 use fencesim_sim::redis::{COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
-use fencesim_sim::EventKind;
+use fencesim_sim::{EventKind, Hop};
 use std::sync::{Arc, Mutex};
 
 /// Opens a connection to the server at `url`, or says why not.
@@ -29,6 +30,7 @@ pub struct LiveRedis {
     log: Arc<EventLog>,
     /// TTLs are the story's milliseconds; the server counts real ones.
     clock: LiveClock,
+    faults: Arc<LiveFaults>,
 }
 
 fn backend(e: redis::RedisError) -> BackendError {
@@ -36,8 +38,14 @@ fn backend(e: redis::RedisError) -> BackendError {
 }
 
 impl LiveRedis {
-    pub fn new(con: redis::Connection, worker: WorkerId, log: Arc<EventLog>, clock: LiveClock) -> LiveRedis {
-        LiveRedis { con: Arc::new(Mutex::new(con)), worker, log, clock }
+    pub fn new(
+        con: redis::Connection,
+        worker: WorkerId,
+        log: Arc<EventLog>,
+        clock: LiveClock,
+        faults: Arc<LiveFaults>,
+    ) -> LiveRedis {
+        LiveRedis { con: Arc::new(Mutex::new(con)), worker, log, clock, faults }
     }
 
     /// A TTL of the story as the server's milliseconds (at least one).
@@ -47,6 +55,7 @@ impl LiveRedis {
 
     /// Runs one command and lets the process's other task (a renewal) have a turn.
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, BackendError> {
+        self.faults.call(Hop::Redis).await;
         let reply = {
             let mut con = self.con.lock().unwrap_or_else(|p| p.into_inner());
             cmd.query(&mut *con).map_err(backend)

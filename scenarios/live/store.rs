@@ -4,12 +4,13 @@
 //! the simulated store's adapter does.
 
 use crate::live::clock::wall_us;
+use crate::live::faults::LiveFaults;
 use crate::live::log::EventLog;
 use fencesim_model::{
     BackendError, MerchantId, RefundId, RefundRow, RefundStore, SequenceAdmin, SqliteRefunds, Token,
     WorkerId, WriteGuard, WriteKind, WriteOutcome,
 };
-use fencesim_sim::EventKind;
+use fencesim_sim::{EventKind, Hop};
 use std::sync::Arc;
 
 /// A real refund database, as a live run uses it.
@@ -30,6 +31,8 @@ pub trait Refunds: Send + Sync + 'static {
     fn all_rows(&self) -> Result<Vec<RefundRow>, String>;
     /// Empties the store and loads `rows`.
     fn load(&self, rows: &[RefundRow]) -> Result<(), String>;
+    /// Adds `rows` (refunds that arrive while the run goes on).
+    fn add(&self, rows: &[RefundRow]) -> Result<(), String>;
 }
 
 impl Refunds for SqliteRefunds {
@@ -61,6 +64,10 @@ impl Refunds for SqliteRefunds {
     fn load(&self, rows: &[RefundRow]) -> Result<(), String> {
         self.clear().and_then(|()| self.insert(rows)).map_err(|e| e.to_string())
     }
+
+    fn add(&self, rows: &[RefundRow]) -> Result<(), String> {
+        self.insert(rows).map_err(|e| e.to_string())
+    }
 }
 
 /// Where a worker finds the refund database.
@@ -87,6 +94,7 @@ pub struct LiveStore<R> {
     pub refunds: R,
     pub worker: WorkerId,
     pub log: Arc<EventLog>,
+    pub faults: Arc<LiveFaults>,
 }
 
 fn backend(e: String) -> BackendError {
@@ -100,6 +108,7 @@ impl<R: Refunds> LiveStore<R> {
         refund: RefundId,
         guard: WriteGuard,
     ) -> Result<WriteOutcome, BackendError> {
+        self.faults.call(Hop::Database).await;
         let (outcome, at_us) = self.refunds.write(write, refund, guard).map_err(backend)?;
         let (worker, token, rows, after) = (self.worker, guard.token(), outcome.rows_updated, outcome.after);
         self.log
@@ -111,6 +120,7 @@ impl<R: Refunds> LiveStore<R> {
 
 impl<R: Refunds> RefundStore for LiveStore<R> {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
+        self.faults.call(Hop::Database).await;
         let rows = self.refunds.open_refunds(merchant).map_err(backend);
         tokio::task::yield_now().await;
         rows
@@ -125,6 +135,7 @@ impl<R: Refunds> RefundStore for LiveStore<R> {
     }
 
     async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
+        self.faults.call(Hop::Database).await;
         let token = self.refunds.next_sequence_token(merchant).map_err(backend)?;
         let key = format!("fence_seq:{merchant}");
         self.log.record(EventKind::TokenIssued { worker: self.worker, key, token });

@@ -1,28 +1,32 @@
 //! One worker of a live run, as an OS process of its own: the model's worker, unchanged,
 //! over a real Redis, the shared database file, the gateway service and the stream queue.
-//! A pause of the fault plan that fires at one of its steps is taken by the process
-//! itself: it records the fault and stops (`SIGSTOP`) right there, so the moment is
-//! exact, and the coordinator resumes it (`SIGCONT`) when the pause is over.
+//! A pause or a crash of the fault plan that fires at one of its steps is taken by the
+//! process itself: it records the fault and stops (`SIGSTOP`) or kills itself (`SIGKILL`)
+//! right there, so the moment is exact; the coordinator resumes it (`SIGCONT`) when the
+//! pause is over, or starts a new process for the worker when the crash's restart is due.
+//! The steps it has reached and the faults it has fired are kept in a file beside its
+//! events, so that a new process for the worker counts on from where the last one died.
 
 use crate::live::clock::{wall_us, LiveClock};
+use crate::live::faults::{LiveFaults, Progress};
 use crate::live::gateway::LiveGateway;
 use crate::live::log::EventLog;
+use crate::live::plan::Planned;
 use crate::live::postgres::PgRefunds;
 use crate::live::queue::LiveQueue;
 use crate::live::redis::{connect, LiveRedis};
 use crate::live::store::{LiveStore, Refunds, StoreAt};
 use fencesim_model::{
     BackendError, LeaseClient, Mechanism, MerchantId, Ports, Posting, Probe, RefundId, SettlementOutcome,
-    SettlementStore, SqliteRefunds, Step, StepKind, Token, TokenClient, Worker, WorkerConfig, WorkerId,
-    WriteGuard,
+    SettlementStore, SqliteRefunds, Step, Token, TokenClient, Worker, WorkerConfig, WorkerId, WriteGuard,
 };
 use fencesim_sim::port::step_recorded;
-use fencesim_sim::{EventKind, Fault, Trigger};
+use fencesim_sim::EventKind;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use strum::EnumCount;
 
 /// Everything a worker process is told when it starts, as one JSON argument.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -37,17 +41,27 @@ pub struct WorkerSpec {
     pub clock: LiveClock,
     /// The queue's visibility timeout, in the story's milliseconds.
     pub visibility_ms: u64,
-    /// A pause this worker takes at a step of its own.
-    pub stop: Option<Fault>,
+    /// The faults this worker takes itself (at its steps, before its requests), by place
+    /// in the plan.
+    pub stops: Vec<Planned>,
+    /// The world's latency on each hop, in the story's milliseconds, by `Hop`.
+    pub latency_ms: [u64; fencesim_sim::Hop::COUNT],
+    /// Which process of the worker this is (1 first, one more after each crash).
+    pub incarnation: u32,
+    /// Where the worker keeps what it has reached and fired, and what it had when this
+    /// process started.
+    pub progress_file: PathBuf,
+    pub progress: Progress,
+    /// Whether to keep every count in the file (a worker that may be killed needs it; a
+    /// fault is kept in the file when it fires either way).
+    pub keep_counts: bool,
 }
 
-/// Records each step and stops the process at the one the plan names.
+/// Records each step, and takes the faults the worker triggers there.
 struct LiveProbe {
     worker: WorkerId,
     log: Arc<EventLog>,
-    /// The step kind, how many times it is reached before the stop, and the fault.
-    stop: Option<(StepKind, u32, Fault)>,
-    counts: Mutex<BTreeMap<StepKind, u32>>,
+    faults: Arc<LiveFaults>,
 }
 
 impl Probe for LiveProbe {
@@ -56,33 +70,15 @@ impl Probe for LiveProbe {
         if step_recorded(kind) {
             self.log.record(EventKind::Step { worker: self.worker, step });
         }
-        let nth = {
-            let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-            let count = counts.entry(kind).or_default();
-            *count += 1;
-            *count
-        };
-        if let Some((at, at_nth, fault)) = &self.stop {
-            if *at == kind && *at_nth == nth {
-                self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
-                // SAFETY: raising a signal at the calling process has no memory effects.
-                unsafe { libc::raise(libc::SIGSTOP) };
-            }
-        }
+        self.faults.step(kind);
     }
 }
 
-/// The step a pause fires at, if it is a pause at one of `worker`'s steps.
-fn stop_of(fault: &Fault) -> Option<(StepKind, u32, Fault)> {
-    match fault.trigger {
-        Trigger::Step { step, nth, .. } => Some((step, nth, fault.clone())),
-        Trigger::At { .. } | Trigger::Call { .. } | Trigger::Within { .. } => None,
-    }
-}
-
-/// How much later in the story each worker asks the queue for its first job than the one
-/// before it.
-const STAGGER_MS: u64 = 100;
+/// How much later in real time each worker asks the queue for its first job than the one
+/// before it: enough that they begin to wait in id order, so that the queue's rule (the
+/// worker that has waited longest) hands the first jobs to the lowest ids, as the
+/// simulated queue does with workers that all wait from the start.
+const STAGGER_US: u64 = 1_000;
 
 /// Runs the worker until the queue closes.
 pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
@@ -100,33 +96,48 @@ pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
 fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), String> {
     let log = Arc::new(EventLog::create(&spec.log)?);
     let id = spec.worker;
-    let redis = LiveRedis::new(connect(&spec.redis_url)?, id, log.clone(), spec.clock);
-    let store = LiveStore { refunds, worker: id, log: log.clone() };
+    let faults = Arc::new(LiveFaults {
+        worker: id,
+        log: log.clone(),
+        planned: spec.stops.clone(),
+        progress: Mutex::new(spec.progress.clone()),
+        progress_file: spec.progress_file.clone(),
+        keep_counts: spec.keep_counts,
+        admin: Mutex::new(Some(connect(&spec.redis_url)?)),
+        latency_ms: spec.latency_ms,
+        clock: spec.clock,
+    });
+    let redis = LiveRedis::new(connect(&spec.redis_url)?, id, log.clone(), spec.clock, faults.clone());
+    let store = LiveStore { refunds, worker: id, log: log.clone(), faults: faults.clone() };
     let visibility = spec.clock.real(spec.visibility_ms).as_millis() as u64;
-    let poll = spec.clock.real(50).max(Duration::from_millis(1));
+    // an idle worker asks again every story millisecond (from half a real millisecond to
+    // five), as the simulated queue hands a job on the moment its timeout ends
+    let poll = spec.clock.real(1).clamp(Duration::from_micros(500), Duration::from_millis(5));
     let queue = LiveQueue::new(connect(&spec.redis_url)?, id, visibility, poll, log.clone());
-    let stop = spec.stop.as_ref().and_then(stop_of);
-    let probe = LiveProbe { worker: id, log: log.clone(), stop, counts: Mutex::default() };
+    let probe = LiveProbe { worker: id, log: log.clone(), faults: faults.clone() };
     let ports = Ports {
         lease: LeaseClient::new(spec.mechanism, vec![redis.clone()], spec.clock),
         tokens: TokenClient::new(spec.mechanism, redis, store.clone(), spec.ttl_ms),
         store,
-        gateway: LiveGateway::new(&spec.gateway_url, id),
+        gateway: LiveGateway::new(&spec.gateway_url, id, faults),
         queue,
         probe,
         clock: spec.clock,
         settlement: NoSettlement,
     };
     let config = WorkerConfig { id, mechanism: spec.mechanism, ttl_ms: spec.ttl_ms, settlement: false };
-    let worker = Worker::new(config, ports, 1);
+    let worker = Worker::new(config, ports, spec.incarnation);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .map_err(|e| format!("cannot start the worker's runtime: {e}"))?;
     // The story starts at the same instant for every process, and the workers ask the
-    // queue in id order, as the simulated queue hands a job to the lowest idle worker.
-    let first_ask = spec.clock.start_us + spec.clock.real(STAGGER_MS * u64::from(id.0)).as_micros() as u64;
-    std::thread::sleep(Duration::from_micros(first_ask.saturating_sub(wall_us())));
+    // queue in id order, as the simulated queue hands a job to the lowest idle worker; a
+    // process started after a crash asks at once.
+    if spec.incarnation == 1 {
+        let first_ask = spec.clock.start_us + STAGGER_US * u64::from(id.0);
+        std::thread::sleep(Duration::from_micros(first_ask.saturating_sub(wall_us())));
+    }
     runtime.block_on(worker.run());
     Ok(())
 }

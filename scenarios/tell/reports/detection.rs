@@ -8,7 +8,6 @@ use crate::search::false_alarms::FalseAlarmRun;
 use crate::search::mutants::{MutantReport, SHRINK_STARTS, START_STRIDE};
 use crate::tell::chart::{self, Axis, Bar, BarChart, Mark};
 use crate::tell::reports::{beside, table_rows, TableRow};
-use fencesim_sim::Trigger;
 use std::fmt::Write as _;
 
 pub const DETECTION_REPORT: &str = "reports/detection.md";
@@ -156,17 +155,6 @@ fn sources_section(reports: &[MutantReport]) -> String {
     out
 }
 
-fn describe(trigger: &Trigger) -> String {
-    match trigger {
-        Trigger::Step { worker, step, nth } => format!("{worker}'s {} #{nth}", step.name()),
-        Trigger::Call { worker, hop, nth } => format!("{worker}'s {} #{nth}", hop.call_name()),
-        Trigger::Within { worker, hop, nth } => {
-            format!("{worker}'s {} #{nth} inside an operation", hop.call_name())
-        }
-        Trigger::At { at_ms } => format!("{at_ms} ms"),
-    }
-}
-
 /// The exhaustive section: plans counted, and how many each mechanism fails.
 pub fn exhaustive_section(scope: &SmallScope) -> String {
     let mut out = String::from("\n## Exhaustive small scope\n\n");
@@ -187,7 +175,7 @@ pub fn exhaustive_section(scope: &SmallScope) -> String {
     for (mechanism, count, first) in &scope.failing {
         let first = first.as_ref().map_or("-".to_owned(), |plan| {
             plan.iter()
-                .map(|fault| format!("{} at {}", fault.kind.name(), describe(&fault.trigger)))
+                .map(|fault| format!("{} at {}", fault.kind.name(), fault.trigger.describe()))
                 .collect::<Vec<_>>()
                 .join(" + ")
         });

@@ -452,6 +452,18 @@ pub struct FaultPlan {
 
 impl Trigger {
     /// The same trigger, fired by `worker` instead (a timed trigger names nobody).
+    /// The trigger in words: "A's after-claim #3", "B's Redis command #2", "1500 ms".
+    pub fn describe(&self) -> String {
+        match self {
+            Trigger::Step { worker, step, nth } => format!("{worker}'s {} #{nth}", step.name()),
+            Trigger::Call { worker, hop, nth } => format!("{worker}'s {} #{nth}", hop.call_name()),
+            Trigger::Within { worker, hop, nth } => {
+                format!("{worker}'s {} #{nth} inside an operation", hop.call_name())
+            }
+            Trigger::At { at_ms } => format!("{at_ms} ms"),
+        }
+    }
+
     pub fn for_worker(self, worker: WorkerId) -> Trigger {
         match self {
             Trigger::At { at_ms } => Trigger::At { at_ms },

@@ -1,0 +1,102 @@
+//! The coordinator's loop while a live run goes on: it takes the plan's faults that come at
+//! a time (a pause, a crash, an early lease expiry), brings in the refunds that arrive,
+//! resumes and restarts workers as their faults end, and closes the queue once every job
+//! is acked.
+
+use crate::live::clock::LiveClock;
+use crate::live::faults::expire_now;
+use crate::live::log::EventLog;
+use crate::live::plan::{LivePlan, Planned};
+use crate::live::processes::{instant_of, Children};
+use crate::live::queue;
+use crate::live::store::Refunds;
+use fencesim_sim::{EventKind, FaultKind, WorldConfig};
+use std::time::{Duration, Instant};
+
+/// Something the coordinator does at a time of the story.
+enum Due {
+    Fault(Planned),
+    /// The arrival at this place in the world's list.
+    Arrival(usize),
+}
+
+/// What the loop works with.
+pub struct Supervision<'a> {
+    pub plan: &'a LivePlan,
+    pub world: &'a WorldConfig,
+    pub clock: LiveClock,
+    pub log: &'a EventLog,
+    pub store: &'a dyn Refunds,
+    pub deadline: Instant,
+}
+
+impl Supervision<'_> {
+    /// The timed faults and the arrivals, the next one last.
+    fn agenda(&self) -> Vec<(Instant, Due)> {
+        let faults = self.plan.at_times.iter().map(|(at, planned)| (*at, Due::Fault(planned.clone())));
+        let arrivals =
+            self.world.arrivals.iter().enumerate().map(|(index, a)| (a.at_ms, Due::Arrival(index)));
+        let mut agenda: Vec<(u64, Due)> = faults.chain(arrivals).collect();
+        agenda.sort_by_key(|(at, due)| (*at, matches!(due, Due::Arrival(_))));
+        agenda.reverse();
+        agenda.into_iter().map(|(at, due)| (instant_of(self.clock, at), due)).collect()
+    }
+
+    /// Watches the workers until every one has left (`true`) or the deadline passes
+    /// (`false`).
+    pub fn run(&self, children: &mut Children, con: &mut redis::Connection) -> Result<bool, String> {
+        let mut agenda = self.agenda();
+        let jobs = self.world.all_jobs().count() as u64;
+        let mut closed = false;
+        let mut asked = Instant::now();
+        while !children.all_exited() {
+            if Instant::now() > self.deadline {
+                return Ok(false);
+            }
+            while agenda.last().is_some_and(|(at, _)| *at <= Instant::now()) {
+                let (_, due) = agenda.pop().expect("a due entry");
+                self.take(due, children, con)?;
+            }
+            children.look(self.plan, self.world, self.clock, self.log)?;
+            // The queue is asked every 10 ms, the processes every half millisecond: a resume
+            // is due to the millisecond, the end of the run is not.
+            if !closed && agenda.is_empty() && asked.elapsed() >= Duration::from_millis(10) {
+                asked = Instant::now();
+                if queue::acked(con).map_err(|e| format!("the queue: {e}"))? >= jobs {
+                    queue::close(con).map_err(|e| format!("the queue: {e}"))?;
+                    closed = true;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        Ok(true)
+    }
+
+    fn take(&self, due: Due, children: &mut Children, con: &mut redis::Connection) -> Result<(), String> {
+        match due {
+            Due::Fault((_, fault)) => {
+                self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
+                let after = |ms| Instant::now() + self.clock.real(ms);
+                match fault.kind {
+                    FaultKind::Pause { worker, duration_ms } => children.pause(worker, after(duration_ms)),
+                    FaultKind::Crash { worker, restart_after_ms } => {
+                        children.crash(worker, after(restart_after_ms))
+                    }
+                    FaultKind::ExpireLease { merchant, .. } => expire_now(con, &merchant.lock_key())?,
+                    other => return Err(format!("the live run cannot take {} at a time", other.name())),
+                }
+            }
+            Due::Arrival(index) => {
+                let arrival = &self.world.arrivals[index];
+                let rows: Vec<_> =
+                    self.world.rows.iter().filter(|row| arrival.rows.contains(&row.id)).copied().collect();
+                self.store.add(&rows).map_err(|e| format!("the refund store: {e}"))?;
+                let (job, merchant) = (arrival.job.id, arrival.job.merchant);
+                self.log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
+                self.log.record(EventKind::JobEnqueued { job, merchant });
+                queue::add(con, &arrival.job).map_err(|e| format!("the queue: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+}
