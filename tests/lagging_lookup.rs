@@ -244,3 +244,31 @@ fn each_shrunk_lagging_failure_replays_small_and_still_pays_twice() {
     assert_eq!(kept.count(), listed, "{stale}: every file listed, every listed file kept");
     assert!(listed >= 2, "{stale}: the non-idempotent rows fail with the lag on");
 }
+
+/// A random world that draws no lag and no `lookup-lag` fault is the same world with the
+/// kind switched off, trace for trace: the kind's own stream leaves everything else as it
+/// was (so the lag's rows with it off are the matrix's own seeds).
+#[test]
+fn a_random_world_without_a_lag_is_the_same_with_the_kind_switched_off() {
+    use fencesim::scenario::FaultMask;
+    use fencesim::sim::FaultName;
+    let off = FaultMask::ALL.without(FaultName::LookupLag as usize);
+    let mut same = 0;
+    for seed in 1..=60u64 {
+        let build =
+            |mask| scenario::build("random", seed, Mechanism::Fenced, GatewayMode::NonIdempotent, mask);
+        let all = build(FaultMask::ALL).unwrap();
+        let lags = all.world.lookup_lag_ms > 0;
+        if lags || all.world.faults.faults.iter().any(|f| f.kind.kind() == FaultName::LookupLag) {
+            continue;
+        }
+        let without = build(off).unwrap();
+        assert_eq!(
+            run(&all, seed).unwrap().trace_hash,
+            run(&without, seed).unwrap().trace_hash,
+            "seed {seed}"
+        );
+        same += 1;
+    }
+    assert!(same >= 10, "enough worlds without a lag to compare: {same}");
+}

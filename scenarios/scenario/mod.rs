@@ -4,6 +4,7 @@
 //! and replay files choose by name.
 
 pub mod builder;
+pub mod deployment;
 pub mod lagging_lookup;
 pub mod random;
 pub mod registry;

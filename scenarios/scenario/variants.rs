@@ -2,9 +2,9 @@
 //! replica, a gateway whose lookups lag, or the second store.
 
 use super::builder::Scenario;
+use super::deployment::{replica_drawn, settlement_drawn, widen_settle_bound, REPLICA, REPLICA_SHARE};
 use super::random::{
-    add_arrivals, lookup_lag, random_scenario, random_world, replica_drawn, scenario_of_world,
-    settlement_drawn, stream, swarm_plan, widen_settle_bound, FaultMask, REPLICA, REPLICA_SHARE,
+    add_arrivals, lookup_lag, random_scenario, random_world, scenario_of_world, stream, swarm_plan, FaultMask,
 };
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode, WallMs};

@@ -262,14 +262,26 @@ fn shrink_arrivals(scenario: &mut Scenario, still_fails: &mut impl StillFails) -
     Ok(())
 }
 
-/// The world without a replica its failure does not need (a plan with a failover needs
+/// The world without a replica, a second store or a lagging lookup its failure does not
+/// need (a plan with a failover needs a replica; a mechanism about the second store needs
 /// one), cut down at once, then its arrivals, then fewer workers (any the plan does not
 /// name), fewer merchants, then fewer rows per merchant, while the scenario still fails.
+/// A world with less in it is shorter to read, and more of them can be played live.
 fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
     if scenario.world.replica.is_some() {
         let mut single = scenario.clone();
         single.world.replica = None;
         keep_if_fails(scenario, Some(single), still_fails)?;
+    }
+    if scenario.world.settlement.is_some() && scenario.world.mechanism.spec().fence_settlement {
+        let mut one_store = scenario.clone();
+        one_store.world.settlement = None;
+        keep_if_fails(scenario, Some(one_store), still_fails)?;
+    }
+    if scenario.world.lookup_lag_ms > 0 {
+        let mut current = scenario.clone();
+        current.world.lookup_lag_ms = 0;
+        keep_if_fails(scenario, Some(current), still_fails)?;
     }
     cut_down_world(scenario, still_fails)?;
     shrink_arrivals(scenario, still_fails)?;
