@@ -271,3 +271,189 @@ fn an_event_file_reads_back_as_the_events_written() {
     assert_eq!(read.len(), written.len());
     assert!(read == written, "every event reads back as itself");
 }
+
+/// A small world of the property suite, with one store and no replica, as a live run
+/// takes it: `workers` workers, `rows` rows, a TTL of `ttl_ms`, and `faults`.
+fn small_live_world(
+    workers: u32,
+    rows: u32,
+    ttl_ms: u64,
+    faults: Vec<fencesim::sim::Fault>,
+) -> fencesim::scenario::Scenario {
+    use fencesim::scenario::small::SmallWorld;
+    let small = SmallWorld { workers, rows, ttl_ms, latency_ms: 20, faults };
+    let mut scenario = small.scenario(Mechanism::Fenced, GatewayMode::Idempotent);
+    scenario.world.settlement = None;
+    scenario.world.replica = None;
+    scenario
+}
+
+/// The world played live at real time (a time scale of 1), as `live --replay` plays a file.
+fn replayed_live(test: &str, scenario: fencesim::scenario::Scenario) -> Option<Outcome> {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !available(test, &StoreChoice::Sqlite(None)) {
+        return None;
+    }
+    let mut config = config(Mechanism::Fenced, GatewayMode::Idempotent, StoreChoice::Sqlite(None));
+    config.time_scale = 1.0;
+    config.replay = Some((scenario, 1));
+    Some(run_live(&config).unwrap_or_else(|e| panic!("{test}: {e}")))
+}
+
+fn position(outcome: &Outcome, wanted: impl Fn(&EventKind) -> bool) -> Option<usize> {
+    outcome.record.events.iter().position(|event| wanted(&event.kind))
+}
+
+/// A crash at a worker's own step kills its process there; a new process for the worker
+/// starts when the restart is due, takes the lease as the worker's second incarnation once
+/// the first one's has run out (the world's one worker), and the job is done: every row
+/// sent, every invariant kept.
+#[test]
+fn a_crash_at_a_step_kills_the_worker_process_and_a_new_one_takes_over() {
+    use fencesim::sim::{Fault, FaultKind};
+    let crash = Fault {
+        kind: FaultKind::Crash { worker: WorkerId(0), restart_after_ms: 100 },
+        trigger: Trigger::Step { worker: WorkerId(0), step: StepKind::AfterClaim, nth: 1 },
+    };
+    let Some(live) = replayed_live("live-replay-crash", small_live_world(1, 3, 400, vec![crash])) else {
+        return;
+    };
+    let story = told(&live);
+    let fired =
+        position(&live, |k| matches!(k, EventKind::FaultFired { fault: FaultKind::Crash { .. }, .. }));
+    let restarted =
+        position(&live, |k| matches!(k, EventKind::Restarted { worker: WorkerId(0), incarnation: 2 }));
+    assert!(fired.is_some() && restarted > fired, "the crash fired, then A started again:\n{story}");
+    let second = |k: &EventKind| matches!(k, EventKind::LeaseGranted { worker: WorkerId(0), value, .. } if value.starts_with("A.2#"));
+    assert!(position(&live, second).is_some(), "A's second process took the lease:\n{story}");
+    assert_eq!(live.tally().refunds_sent, 3, "every row sent:\n{story}");
+    assert!(live.passed(), "{}{story}", live.breach_lines("", false));
+}
+
+/// An early lease expiry before a worker's n-th Redis command is set on the real server by
+/// the worker itself: the key expires right there, and the fence keeps every invariant.
+#[test]
+fn an_early_expiry_before_a_workers_redis_command_ends_the_lease_on_the_real_server() {
+    use fencesim::sim::{Fault, FaultKind, Hop};
+    let expire = Fault {
+        kind: FaultKind::ExpireLease { instance: 0, merchant: fencesim::model::MerchantId(7) },
+        trigger: Trigger::Call { worker: WorkerId(0), hop: Hop::Redis, nth: 3 },
+    };
+    let Some(live) = replayed_live("live-replay-expiry", small_live_world(2, 3, 2_000, vec![expire])) else {
+        return;
+    };
+    let story = told(&live);
+    let fired =
+        position(&live, |k| matches!(k, EventKind::FaultFired { fault: FaultKind::ExpireLease { .. }, .. }))
+            .expect("the expiry fired");
+    let expired =
+        live.record.events[fired..].iter().find(|e| matches!(e.kind, EventKind::LeaseExpired { .. }));
+    let gap = expired.map(|e| e.at_ms - live.record.events[fired].at_ms);
+    assert!(gap.is_some_and(|ms| ms <= 20), "the lease ended right after the fault ({gap:?} ms):\n{story}");
+    assert!(live.passed(), "{}{story}", live.breach_lines("", false));
+}
+
+/// A pause at a time is the coordinator's: it stops the worker's process when the story
+/// reaches it and resumes it when the pause is over.
+#[test]
+fn a_pause_at_a_time_stops_the_worker_process_and_resumes_it() {
+    use fencesim::sim::{Fault, FaultKind};
+    let pause = Fault {
+        kind: FaultKind::Pause { worker: WorkerId(0), duration_ms: 300 },
+        trigger: Trigger::At { at_ms: 30 },
+    };
+    let Some(live) = replayed_live("live-replay-pause", small_live_world(2, 3, 2_000, vec![pause])) else {
+        return;
+    };
+    let story = told(&live);
+    let fired = position(&live, |k| matches!(k, EventKind::FaultFired { .. })).expect("the pause fired");
+    let resumed =
+        position(&live, |k| matches!(k, EventKind::Resumed { worker: WorkerId(0) })).expect("a resume");
+    let held = live.record.events[resumed].at_ms - live.record.events[fired].at_ms;
+    assert!((290..=340).contains(&held), "A was stopped for the pause's 300 ms ({held} ms):\n{story}");
+    assert!(live.passed(), "{}{story}", live.breach_lines("", false));
+}
+
+/// The worked example written as a replay file (`run --save-replay`) and played with
+/// `live --replay` gets the simulation's verdicts, as `live` does.
+#[test]
+fn the_worked_example_as_a_replay_file_gets_the_simulations_verdict_live() {
+    let test = "live-replay-worked-example";
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !available(test, &StoreChoice::Sqlite(None)) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fencesim-live-replay-{}", std::process::id()));
+    let run_args = ["run", "--mechanism", "ttl-only", "--gateway", "non-idempotent", "--save-replay"];
+    let saved = Command::new(env!("CARGO_BIN_EXE_fencesim")).args(run_args).arg(&dir).output().unwrap();
+    assert_eq!(saved.status.code(), Some(1), "{}", String::from_utf8_lossy(&saved.stderr));
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["live", "--time-scale", "0.25", "--json", "--replay"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let broken: BTreeSet<String> = json["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|violation| violation["invariant"].as_str().unwrap().to_owned())
+        .collect();
+    let world =
+        scenario::build("worked-example", 1, Mechanism::TtlOnly, GatewayMode::NonIdempotent, FaultMask::ALL);
+    let simulated = run(&world.unwrap(), 1).unwrap();
+    let expected: BTreeSet<String> = broken_names(&simulated);
+    assert_eq!(broken, expected, "{json}");
+}
+
+fn broken_names(outcome: &Outcome) -> BTreeSet<String> {
+    broken(outcome).into_iter().map(str::to_owned).collect()
+}
+
+/// What `live --replay` cannot do yet is refused with exit 2 and named, never run as
+/// something else, and nothing is left running: a fault kind it does not take, a file
+/// that plants a mutant, a world with the second store.
+#[test]
+fn a_replay_file_the_live_run_cannot_play_is_refused_with_what_it_lacks() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut fault_file = None;
+    for entry in std::fs::read_dir(root.join("reports/mutants")).unwrap() {
+        let path = entry.unwrap().path();
+        let file = fencesim::tell::replay_file::ReplayFile::load(&path).unwrap();
+        let world = file.scenario().unwrap().world;
+        if world.settlement.is_none() && world.lookup_lag_ms == 0 && world.replica.is_none() {
+            fault_file.get_or_insert(path.clone());
+        }
+        if fault_file.is_some() {
+            break;
+        }
+    }
+    let mutant_file = fault_file.expect("a mutant's file with one store");
+    let said = |path: &std::path::Path| {
+        let file = fencesim::tell::replay_file::ReplayFile::load(path).unwrap();
+        format!("plants mutant {}", file.mutant.unwrap())
+    };
+    refused(&["--replay", mutant_file.to_str().unwrap()], &said(&mutant_file));
+    let two_stores = root.join("reports/second-store/fenced-one-store-none.json");
+    refused(&["--replay", two_stores.to_str().unwrap()], "the world has the second store");
+    let dir = std::env::temp_dir().join(format!("fencesim-live-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut file = fencesim::tell::replay_file::ReplayFile::load(&mutant_file).unwrap();
+    file.mutant = None;
+    file.fault_plan.faults = vec![fencesim::sim::Fault {
+        kind: fencesim::sim::FaultKind::GatewayTimeout { worker: WorkerId(0), late_ms: 50 },
+        trigger: Trigger::At { at_ms: 10 },
+    }];
+    let path = dir.join("timeout.json");
+    file.write_as(&path).unwrap();
+    refused(
+        &["--replay", path.to_str().unwrap()],
+        "fault 1 (gateway-timeout at 10 ms) cannot be done live yet",
+    );
+    refused(&["--replay", path.to_str().unwrap(), "--mechanism", "fenced"], "cannot be used with");
+    let _ = std::fs::remove_dir_all(&dir);
+}

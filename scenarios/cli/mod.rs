@@ -57,7 +57,7 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Combine the --json outputs of an exploration's shards into one answer
     Merge(merge::MergeArgs),
-    /// The worked example with real processes, a real redis-server and a real SQLite file
+    /// The worked example, or a replay file's world (--replay), with real processes and servers
     Live(live::LiveArgs),
     /// A worker process of a live run (started by `fencesim live`)
     #[command(hide = true)]

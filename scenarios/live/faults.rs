@@ -44,6 +44,9 @@ impl Progress {
     }
 }
 
+/// The longest latency slept outside the runtime's timer.
+const PRECISE: Duration = Duration::from_millis(2);
+
 /// A worker process's own faults.
 pub struct LiveFaults {
     pub worker: WorkerId,
@@ -83,9 +86,14 @@ impl LiveFaults {
             let trigger = Trigger::Call { worker: self.worker, hop, nth: *count };
             self.take(progress, trigger);
         }
-        let latency = self.latency_ms[hop as usize];
-        if latency > 0 {
-            tokio::time::sleep(self.clock.real(latency)).await;
+        let latency = self.clock.real(self.latency_ms[hop as usize]);
+        if latency > PRECISE {
+            tokio::time::sleep(latency).await;
+        } else if !latency.is_zero() {
+            // the runtime's timer keeps whole milliseconds, late by up to one: a latency of
+            // one or two is slept here, to the tens of microseconds, holding up the
+            // process's other task (a renewal) for that long at most
+            std::thread::sleep(latency);
         }
     }
 

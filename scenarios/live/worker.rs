@@ -78,7 +78,7 @@ impl Probe for LiveProbe {
 /// before it: enough that they begin to wait in id order, so that the queue's rule (the
 /// worker that has waited longest) hands the first jobs to the lowest ids, as the
 /// simulated queue does with workers that all wait from the start.
-const STAGGER_US: u64 = 1_000;
+const STAGGER_US: u64 = 5_000;
 
 /// Runs the worker until the queue closes.
 pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
