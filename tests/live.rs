@@ -457,3 +457,39 @@ fn a_replay_file_the_live_run_cannot_play_is_refused_with_what_it_lacks() {
     refused(&["--replay", path.to_str().unwrap(), "--mechanism", "fenced"], "cannot be used with");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A held-up answer from the database, armed before a worker's own request, is slept by
+/// the worker after the answer arrives: A's claim's answer comes back after its lease has
+/// run out and B has taken the job over, and A's confirm is turned away by B's fence, live
+/// as in the simulation.
+#[test]
+fn a_held_up_database_answer_stalls_the_worker_past_its_lease_and_the_fence_turns_it_away() {
+    use fencesim::sim::{Fault, FaultKind, Hop};
+    let held = Fault {
+        kind: FaultKind::DbReplyDelay { worker: WorkerId(0), delay_ms: 600 },
+        trigger: Trigger::Call { worker: WorkerId(0), hop: Hop::Database, nth: 2 },
+    };
+    let world = small_live_world(2, 2, 200, vec![held]);
+    let simulated = run(&world, 1).unwrap();
+    let Some(live) = replayed_live("live-replay-held-reply", world) else { return };
+    let story = told(&live);
+    assert!(simulated.tally().fence_rejections >= 1, "the simulation's fence turns A away");
+    assert!(live.tally().fence_rejections >= 1, "the fence turned A away:\n{story}");
+    let claimed = position(&live, |k| {
+        matches!(k, EventKind::Write { worker: WorkerId(0), write: fencesim::model::WriteKind::Claim, .. })
+    })
+    .expect("A claims");
+    let by_a = |kind: &EventKind| match kind {
+        EventKind::Step { worker, .. }
+        | EventKind::Write { worker, .. }
+        | EventKind::RefundCalled { worker, .. } => *worker == WorkerId(0),
+        _ => false,
+    };
+    let next = live.record.events[claimed + 1..].iter().find(|e| by_a(&e.kind));
+    let held_ms = next.map(|e| e.at_ms - live.record.events[claimed].at_ms);
+    assert!(
+        held_ms.is_some_and(|ms| ms >= 600),
+        "A heard its claim's answer 600 ms late ({held_ms:?}):\n{story}"
+    );
+    assert!(live.passed(), "{}{story}", live.breach_lines("", false));
+}

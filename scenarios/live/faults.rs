@@ -47,6 +47,26 @@ impl Progress {
 /// The longest latency slept outside the runtime's timer.
 const PRECISE: Duration = Duration::from_millis(2);
 
+/// Hold-ups a fault armed, in the story's milliseconds, by `Hop`: for the worker's next
+/// request on a hop, and for its answer on the way back.
+#[derive(Default)]
+pub struct Held {
+    pub request_ms: [u64; Hop::COUNT],
+    pub reply_ms: [u64; Hop::COUNT],
+}
+
+/// Sleeps `story_ms` of the story: on the runtime's timer, or, for a millisecond or two
+/// (which that timer keeps only to the whole millisecond, late by up to one), here, to the
+/// tens of microseconds, holding up the process's other task (a renewal) that long at most.
+async fn sleep_story(clock: crate::live::clock::LiveClock, story_ms: u64) {
+    let real = clock.real(story_ms);
+    if real > PRECISE {
+        tokio::time::sleep(real).await;
+    } else if !real.is_zero() {
+        std::thread::sleep(real);
+    }
+}
+
 /// A worker process's own faults.
 pub struct LiveFaults {
     pub worker: WorkerId,
@@ -62,6 +82,8 @@ pub struct LiveFaults {
     /// The world's latency on each hop, in the story's milliseconds, by `Hop` (the
     /// gateway's is the gateway service's own).
     pub latency_ms: [u64; Hop::COUNT],
+    /// Hold-ups armed for the next request on each hop, and for its answer, by `Hop`.
+    pub held: Mutex<Held>,
     pub clock: crate::live::clock::LiveClock,
 }
 
@@ -86,17 +108,17 @@ impl LiveFaults {
             let trigger = Trigger::Call { worker: self.worker, hop, nth: *count };
             self.take(progress, trigger);
         }
-        let latency = self.clock.real(self.latency_ms[hop as usize]);
-        if latency > PRECISE {
-            tokio::time::sleep(latency).await;
-        } else if !latency.is_zero() {
-            // the runtime's timer keeps whole milliseconds, late by up to one: a latency of
-            // one or two is slept here, to the tens of microseconds, holding up the
-            // process's other task (a renewal) for that long at most
-            std::thread::sleep(latency);
-        }
+        let held =
+            std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).request_ms[hop as usize]);
+        sleep_story(self.clock, self.latency_ms[hop as usize] + held).await;
     }
 
+    /// The answer to the request on `hop` is back: it takes the hold-up armed for it.
+    pub async fn answered(&self, hop: Hop) {
+        let held =
+            std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).reply_ms[hop as usize]);
+        sleep_story(self.clock, held).await;
+    }
     /// Takes every fault of `trigger` not yet fired, in plan order.
     fn take(&self, mut progress: std::sync::MutexGuard<'_, Progress>, trigger: Trigger) {
         let due: Vec<Planned> = self
@@ -118,6 +140,22 @@ impl LiveFaults {
             let signal = match fault.kind {
                 FaultKind::Pause { .. } => libc::SIGSTOP,
                 FaultKind::Crash { .. } => libc::SIGKILL,
+                FaultKind::DbDelay { delay_ms, .. } => {
+                    self.hold(Hop::Database, delay_ms, false);
+                    continue;
+                }
+                FaultKind::RedisDelay { delay_ms, .. } => {
+                    self.hold(Hop::Redis, delay_ms, false);
+                    continue;
+                }
+                FaultKind::DbReplyDelay { delay_ms, .. } => {
+                    self.hold(Hop::Database, delay_ms, true);
+                    continue;
+                }
+                FaultKind::RedisReplyDelay { delay_ms, .. } => {
+                    self.hold(Hop::Redis, delay_ms, true);
+                    continue;
+                }
                 FaultKind::ExpireLease { merchant, .. } => {
                     let mut admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(con) = admin.as_mut() {
@@ -133,6 +171,15 @@ impl LiveFaults {
             // stopped or after it is killed.
             unsafe { libc::raise(signal) };
         }
+    }
+}
+
+impl LiveFaults {
+    /// Arms `delay_ms` more for the next request on `hop`, or for its answer.
+    fn hold(&self, hop: Hop, delay_ms: u64, reply: bool) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = if reply { &mut held.reply_ms } else { &mut held.request_ms };
+        slot[hop as usize] += delay_ms;
     }
 }
 

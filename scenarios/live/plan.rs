@@ -69,10 +69,17 @@ pub fn live_plan(world: &WorldConfig) -> Result<LivePlan, String> {
     let mut plan = LivePlan { at_steps: vec![Vec::new(); world.workers as usize], at_times: Vec::new() };
     for (index, fault) in world.faults.faults.iter().enumerate() {
         let own = matches!(fault.kind, FaultKind::Pause { .. } | FaultKind::Crash { .. });
+        let held = matches!(
+            fault.kind,
+            FaultKind::DbDelay { .. }
+                | FaultKind::RedisDelay { .. }
+                | FaultKind::DbReplyDelay { .. }
+                | FaultKind::RedisReplyDelay { .. }
+        );
         let expiry = matches!(fault.kind, FaultKind::ExpireLease { .. });
         match fault.trigger {
             Trigger::Step { worker, .. } | Trigger::Call { worker, .. }
-                if expiry || (own && fault.kind.worker() == Some(worker)) =>
+                if expiry || ((own || held) && fault.kind.worker() == Some(worker)) =>
             {
                 plan.at_steps[worker.0 as usize].push((index, fault.clone()));
             }
@@ -86,7 +93,7 @@ pub fn live_plan(world: &WorldConfig) -> Result<LivePlan, String> {
 
 fn cannot(index: usize, fault: &Fault) -> String {
     format!(
-        "fault {} ({} at {}) cannot be done live yet: the live run takes pauses and crashes of a worker at its own step, before its own n-th request on a hop or at a time, and early lease expiries at any of those",
+        "fault {} ({} at {}) cannot be done live yet: the live run takes pauses and crashes of a worker at its own step, before its own n-th request on a hop or at a time, held-up Redis and database requests and replies at the worker's own step or request, and early lease expiries at any of those",
         index + 1,
         fault.kind.name(),
         fault.trigger.describe()

@@ -60,6 +60,7 @@ impl LiveRedis {
             let mut con = self.con.lock().unwrap_or_else(|p| p.into_inner());
             cmd.query(&mut *con).map_err(backend)
         };
+        self.faults.answered(Hop::Redis).await;
         tokio::task::yield_now().await;
         reply
     }

@@ -110,6 +110,7 @@ impl<R: Refunds> LiveStore<R> {
     ) -> Result<WriteOutcome, BackendError> {
         self.faults.call(Hop::Database).await;
         let (outcome, at_us) = self.refunds.write(write, refund, guard).map_err(backend)?;
+        self.faults.answered(Hop::Database).await;
         let (worker, token, rows, after) = (self.worker, guard.token(), outcome.rows_updated, outcome.after);
         self.log
             .record_at(at_us, EventKind::Write { worker, epoch: None, write, refund, token, rows, after });
@@ -122,6 +123,7 @@ impl<R: Refunds> RefundStore for LiveStore<R> {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         self.faults.call(Hop::Database).await;
         let rows = self.refunds.open_refunds(merchant).map_err(backend);
+        self.faults.answered(Hop::Database).await;
         tokio::task::yield_now().await;
         rows
     }
@@ -137,6 +139,7 @@ impl<R: Refunds> RefundStore for LiveStore<R> {
     async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         self.faults.call(Hop::Database).await;
         let token = self.refunds.next_sequence_token(merchant).map_err(backend)?;
+        self.faults.answered(Hop::Database).await;
         let key = format!("fence_seq:{merchant}");
         self.log.record(EventKind::TokenIssued { worker: self.worker, key, token });
         tokio::task::yield_now().await;

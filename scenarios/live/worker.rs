@@ -105,6 +105,7 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), Str
         keep_counts: spec.keep_counts,
         admin: Mutex::new(Some(connect(&spec.redis_url)?)),
         latency_ms: spec.latency_ms,
+        held: Mutex::default(),
         clock: spec.clock,
     });
     let redis = LiveRedis::new(connect(&spec.redis_url)?, id, log.clone(), spec.clock, faults.clone());
