@@ -6,12 +6,11 @@ use super::random::stream;
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultKind, Replication, Settlement, WorldConfig};
 use rand::Rng;
-use rand_chacha::ChaCha8Rng;
 
 const SETTLEMENT: u64 = 8;
-pub(super) const REPLICA: u64 = 9;
+const REPLICA: u64 = 9;
 /// The share of seeds whose Redis (a lease on one instance) is a primary with a replica.
-pub(super) const REPLICA_SHARE: f64 = 0.25;
+const REPLICA_SHARE: f64 = 0.25;
 /// The share of seeds whose batch also posts to the second store.
 const SETTLEMENT_SHARE: f64 = 0.25;
 
@@ -34,21 +33,23 @@ pub(super) fn settlement_drawn(seed: u64) -> (bool, Settlement) {
 
 /// A replica in one seed of four, for a lease on one instance (Redlock's instances are
 /// single servers), and in every seed for a mechanism that waits for it: it lags the
-/// primary by up to a tenth of the TTL, and a failover to it
-/// takes up to half the TTL to switch the clients over. A worker that waits for it waits a
-/// fifth of the TTL, so a wait times out only when a failover breaks it.
+/// primary by up to a tenth of the TTL, and a failover to it takes up to half the TTL to
+/// switch the clients over. A worker that waits for it waits a fifth of the TTL, so a wait times out only when a failover breaks it.
 pub(super) fn replica(seed: u64, mechanism: Mechanism, ttl_ms: u64) -> Option<Replication> {
-    let mut rng = stream(seed, REPLICA);
-    let wanted = rng.gen_bool(REPLICA_SHARE) || mechanism.spec().wait_replica;
-    let drawn = wanted.then(|| replica_drawn(&mut rng, ttl_ms));
-    drawn.filter(|_| mechanism.redis_instances() == 1)
+    let (drawn, replica) = replica_drawn(seed, ttl_ms);
+    let wanted = drawn || mechanism.spec().wait_replica;
+    (wanted && mechanism.redis_instances() == 1).then_some(replica)
 }
 
-pub(super) fn replica_drawn(rng: &mut ChaCha8Rng, ttl_ms: u64) -> Replication {
-    Replication {
+/// Whether the seed draws a replica, and the one it has when it has one.
+pub(super) fn replica_drawn(seed: u64, ttl_ms: u64) -> (bool, Replication) {
+    let mut rng = stream(seed, REPLICA);
+    let drawn = rng.gen_bool(REPLICA_SHARE);
+    let replica = Replication {
         lag_ms: rng.gen_range(1..=(ttl_ms / 10).max(1)),
         switch_over_ms: rng.gen_range(0..=ttl_ms / 2),
-    }
+    };
+    (drawn, replica)
 }
 
 /// The jobs of one merchant take its lease in turn, and a job handed out while another

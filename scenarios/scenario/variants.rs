@@ -2,13 +2,12 @@
 //! replica, a gateway whose lookups lag, or the second store.
 
 use super::builder::Scenario;
-use super::deployment::{replica_drawn, settlement_drawn, widen_settle_bound, REPLICA, REPLICA_SHARE};
+use super::deployment::{replica_drawn, settlement_drawn, widen_settle_bound};
 use super::random::{
-    add_arrivals, lookup_lag, random_scenario, random_world, scenario_of_world, stream, swarm_plan, FaultMask,
+    add_arrivals, lookup_lag, random_scenario, random_world, scenario_of_world, swarm_plan, FaultMask,
 };
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode, WallMs};
-use rand::Rng;
 
 /// The replicated scenario: the seed's random world with a replica always (for a lease on
 /// one instance; the one the random scenario draws where it draws one), and its swarm plan
@@ -20,10 +19,8 @@ pub fn replicated_scenario(
     allowed: FaultMask,
 ) -> Scenario {
     let mut world = random_world(seed, mechanism, gateway);
-    if mechanism.redis_instances() == 1 && world.replica.is_none() {
-        let mut rng = stream(seed, REPLICA);
-        let _ = rng.gen_bool(REPLICA_SHARE);
-        world.replica = Some(replica_drawn(&mut rng, world.ttl_ms));
+    if mechanism.redis_instances() == 1 {
+        world.replica = Some(replica_drawn(seed, world.ttl_ms).1);
     }
     add_arrivals(seed, &mut world);
     world.faults = swarm_plan(seed, &world, allowed.without(FaultName::RedisRestart as usize));
