@@ -8,7 +8,8 @@ use crate::cli::{bad_input, verdict};
 use fencesim::live::coordinator::live_scenario;
 use fencesim::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
 use fencesim::model::Mechanism;
-use fencesim::runner::{run, Outcome, DEFAULT_SEED};
+use fencesim::mutant::Mutant;
+use fencesim::runner::{run_with, Outcome, DEFAULT_SEED};
 use fencesim::scenario::Scenario;
 use fencesim::sim::{EventKind, GatewayMode};
 use fencesim::tell::replay_file::ReplayFile;
@@ -114,6 +115,10 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
             ))
         }
     };
+    let (replay, mutant) = match replay {
+        Some((scenario, seed, mutant)) => (Some((scenario, seed)), mutant),
+        None => (None, None),
+    };
     let default_scale = if replay.is_some() { 1.0 } else { 0.1 };
     let config = LiveConfig {
         program,
@@ -125,6 +130,7 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         gateway_port: args.gateway_port,
         keep: args.keep,
         replay,
+        mutant,
     };
     if args.runs > 1 {
         return runs(&config, args.runs, args.json);
@@ -146,17 +152,10 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
     verdict(outcome.passed())
 }
 
-/// A replay file's world and seed, for a live run; a file that plants a mutant is refused
-/// (the worker processes do not plant one yet).
-fn replayed(path: &std::path::Path) -> Result<(Scenario, u64), String> {
+/// A replay file's world, seed and planted bug, for a live run.
+fn replayed(path: &std::path::Path) -> Result<(Scenario, u64, Option<Mutant>), String> {
     let file = ReplayFile::load(path)?;
-    if let Some(mutant) = file.mutant {
-        return Err(format!(
-            "{}: the file plants mutant {mutant}; the live run's worker processes do not plant mutants yet",
-            path.display()
-        ));
-    }
-    Ok((file.scenario().map_err(|e| format!("{}: {e}", path.display()))?, file.seed))
+    Ok((file.scenario().map_err(|e| format!("{}: {e}", path.display()))?, file.seed, file.mutant))
 }
 
 /// Plays the world `count` times, and tells per invariant how many live runs broke it
@@ -169,7 +168,7 @@ fn runs(config: &LiveConfig, count: u32, json: bool) -> ExitCode {
             Err(error) => return bad_input(error),
         },
     };
-    let simulated = match run(&scenario, seed) {
+    let simulated = match run_with(&scenario, seed, config.mutant) {
         Ok(outcome) => outcome,
         Err(error) => return bad_input(error),
     };

@@ -19,6 +19,7 @@ use crate::live::server::RedisServer;
 use crate::live::store::{Refunds, Sequences, StoreAt};
 use crate::live::supervise::Supervision;
 use crate::live::worker::WorkerSpec;
+use crate::mutant::Mutant;
 use crate::runner::{judge, Outcome, DEFAULT_SEED};
 use crate::scenario::{self, FaultMask, Scenario};
 use fencesim_model::{Mechanism, SqliteRefunds, WorkerId};
@@ -46,6 +47,9 @@ pub struct LiveConfig {
     pub program: PathBuf,
     /// A replay file's world and plan, and its seed, to run instead of the worked example.
     pub replay: Option<(Scenario, u64)>,
+    /// The bug of the mutant catalogue the replay file plants, planted in every worker
+    /// process as `replay` plants it.
+    pub mutant: Option<Mutant>,
 }
 
 /// Which real database holds the refunds.
@@ -196,7 +200,7 @@ fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connect
 const LEAD: Duration = Duration::from_millis(200);
 
 /// Each worker's spec: where everything is, and the faults it takes at its own steps.
-fn specs(stage: &Stage, plan: &LivePlan) -> Vec<WorkerSpec> {
+fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>) -> Vec<WorkerSpec> {
     let world = &stage.scenario.world;
     (0..world.workers)
         .map(WorkerId)
@@ -216,6 +220,7 @@ fn specs(stage: &Stage, plan: &LivePlan) -> Vec<WorkerSpec> {
             progress_file: stage.dir.file(&format!("worker-{worker}.progress")),
             progress: Progress::default(),
             keep_counts: plan.may_crash(worker, world),
+            mutant: mutant.map(|mutant| mutant.name().to_owned()),
         })
         .collect()
 }
@@ -311,7 +316,7 @@ impl Stage {
 pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     let (scenario, plan) = live_scenario(config)?;
     let mut stage = Stage::set_up(config, scenario)?;
-    let specs = specs(&stage, &plan);
+    let specs = specs(&stage, &plan, config.mutant);
     let mut children = Children::spawn(&config.program, &specs, &stage.dir.path)?;
     let world = &stage.scenario.world;
     let supervision = Supervision {
@@ -338,7 +343,7 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     let final_rows = store.all_rows().map_err(|e| format!("the refund store: {e}"))?;
     let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
     let record = record(&scenario, merged, final_rows, gateway.ledger(), finished, ended_at_ms);
-    judge(&scenario, RunRecord { seed, ..record }, None)
+    judge(&scenario, RunRecord { seed, ..record }, config.mutant)
 }
 
 /// What the run left, as the checkers read a simulated run's.

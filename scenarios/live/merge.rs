@@ -69,6 +69,10 @@ fn attribute(
             ledger.lost(0, key, value, at_ms, own);
             leases.holders.remove(key.as_str());
         }
+        // a SET without NX (a planted bug's): the key is this value's now, whoever held it
+        EventKind::LeaseSet { key, value, .. } => {
+            leases.holders.insert(key.clone(), value.clone());
+        }
         EventKind::LeaseExpired { key, .. } => {
             if let Some(early) = leases.early.get_mut(key.as_str()).filter(|n| **n > 0) {
                 *early -= 1;

@@ -32,9 +32,10 @@ fn stamped(write: &str) -> String {
     )
 }
 
-/// A statement of the model's in PostgreSQL's placeholders (`$1` for `?1`).
+/// A statement of the model's in PostgreSQL's placeholders (`$1` for `?1`). A parameter
+/// cast to text (a planted bug's) is typed first, as SQLite's is by its value.
 fn dialect(sql: &str) -> String {
-    sql.replace("?1", "$1").replace("?2", "$2")
+    sql.replace("CAST(?1 AS TEXT)", "CAST(?1::bigint AS TEXT)").replace("?1", "$1").replace("?2", "$2")
 }
 
 /// Work for the connection's thread.
@@ -45,6 +46,8 @@ type Job = Box<dyn FnOnce(&mut postgres::Client) + Send>;
 #[derive(Clone)]
 pub struct PgRefunds {
     jobs: Arc<Mutex<mpsc::Sender<Job>>>,
+    /// The claim and confirm it runs: the model's, or a planted bug's.
+    statements: Statements,
 }
 
 fn state(text: &str) -> Result<RefundState, String> {
@@ -78,7 +81,12 @@ impl PgRefunds {
             }
         });
         connected.recv().map_err(|e| e.to_string())??;
-        Ok(PgRefunds { jobs: Arc::new(Mutex::new(jobs)) })
+        Ok(PgRefunds { jobs: Arc::new(Mutex::new(jobs)), statements: Statements::SQLITE })
+    }
+
+    /// The same store, running `statements` for its claims and confirms.
+    pub fn with_statements(self, statements: Statements) -> PgRefunds {
+        PgRefunds { statements, ..self }
     }
 
     fn open(url: &str) -> Result<postgres::Client, String> {
@@ -131,7 +139,7 @@ impl Refunds for PgRefunds {
         refund: RefundId,
         guard: WriteGuard,
     ) -> Result<(WriteOutcome, u64), String> {
-        let sql = stamped(Statements::SQLITE.of(kind, guard.token().is_some()));
+        let sql = stamped(self.statements.of(kind, guard.token().is_some()));
         let id = i64::from(refund.0);
         let rows = self.run(move |client| {
             let written = match guard {

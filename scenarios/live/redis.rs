@@ -5,6 +5,7 @@
 use crate::live::clock::LiveClock;
 use crate::live::faults::LiveFaults;
 use crate::live::log::EventLog;
+use crate::mutant::RawRedis;
 use fencesim_model::{BackendError, CounterAdmin, RedisInstance, Token, WorkerId};
 use fencesim_sim::redis::{COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 use fencesim_sim::{EventKind, Hop};
@@ -134,6 +135,40 @@ impl RedisInstance for LiveRedis {
     async fn wait_replicas(&self, _timeout_ms: u64) -> Result<bool, BackendError> {
         let _acked: i64 = self.query(redis::cmd("WAIT").arg(0).arg(0)).await?;
         Ok(true)
+    }
+}
+
+/// Re-arms a key's expiry and says whose lease it was, in one step, as the simulated
+/// Redis records a `PEXPIRE`.
+const PEXPIRE_SAYING_HOLDER_LUA: &str = "local v = redis.call('GET', KEYS[1]) \
+     if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 1 then return v else return false end";
+
+/// The commands only a planted bug sends, recorded as the simulated Redis records them.
+impl RawRedis for LiveRedis {
+    async fn set_nx(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        let taken: bool = self.query(redis::cmd("SETNX").arg(key).arg(value)).await?;
+        let (worker, key, value) = (self.worker, key.to_owned(), value.to_owned());
+        self.log.record(match taken {
+            true => EventKind::LeaseGranted { worker, instance: 0, key, value, ttl_ms: 0, epoch: None },
+            false => EventKind::LeaseRefused { worker, instance: 0, key },
+        });
+        Ok(taken)
+    }
+
+    async fn pexpire(&self, key: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let ttl = self.real_ms(ttl_ms).to_string();
+        let holder: Option<String> = self.query(&Self::eval(PEXPIRE_SAYING_HOLDER_LUA, key, &[&ttl])).await?;
+        let (worker, key, rearmed) = (self.worker, key.to_owned(), holder.is_some());
+        self.log.record(EventKind::LeaseRearmed { worker, instance: 0, key, holder, ttl_ms });
+        Ok(rearmed)
+    }
+
+    async fn set_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), BackendError> {
+        let cmd = redis::cmd("SET").arg(key).arg(value).arg("PX").arg(self.real_ms(ttl_ms)).clone();
+        let _: String = self.query(&cmd).await?;
+        let (worker, key, value) = (self.worker, key.to_owned(), value.to_owned());
+        self.log.record(EventKind::LeaseSet { worker, instance: 0, key, value, ttl_ms });
+        Ok(())
     }
 }
 

@@ -16,9 +16,11 @@ use crate::live::postgres::PgRefunds;
 use crate::live::queue::LiveQueue;
 use crate::live::redis::{connect, LiveRedis};
 use crate::live::store::{LiveStore, Refunds, StoreAt};
+use crate::mutant::{Mutant, OwnPorts, Planted, PlantedPorts};
+use fencesim_sim::Wiring;
 use fencesim_model::{
     BackendError, LeaseClient, Mechanism, MerchantId, Ports, Posting, Probe, RefundId, SettlementOutcome,
-    SettlementStore, SqliteRefunds, Step, Token, TokenClient, Worker, WorkerConfig, WorkerId, WriteGuard,
+    SettlementStore, SqliteRefunds, Statements, Step, Token, TokenClient, Worker, WorkerConfig, WorkerId, WriteGuard,
 };
 use fencesim_sim::port::step_recorded;
 use fencesim_sim::EventKind;
@@ -55,6 +57,8 @@ pub struct WorkerSpec {
     /// Whether to keep every count in the file (a worker that may be killed needs it; a
     /// fault is kept in the file when it fires either way).
     pub keep_counts: bool,
+    /// The bug of the mutant catalogue planted in the worker's ports, by name.
+    pub mutant: Option<String>,
 }
 
 /// Records each step, and takes the faults the worker triggers there.
@@ -82,18 +86,21 @@ const STAGGER_US: u64 = 5_000;
 
 /// Runs the worker until the queue closes.
 pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
+    let mutant = spec.mutant.as_deref().map(|name| name.parse::<Mutant>()).transpose()?;
+    let statements = mutant.map_or(Statements::SQLITE, |mutant| Planted(mutant).statements());
     match &spec.database {
         StoreAt::Sqlite { file } => {
             let refunds = SqliteRefunds::open_file(file, false)
                 .map_err(|e| format!("{} is not a refund store: {e}", file.display()))?;
-            run_over(&spec, refunds)
+            run_over(&spec, refunds.with_statements(statements), mutant)
         }
-        StoreAt::Postgres { url } => run_over(&spec, PgRefunds::connect(url)?),
+        StoreAt::Postgres { url } => run_over(&spec, PgRefunds::connect(url)?.with_statements(statements), mutant),
     }
 }
 
-/// Runs the model's worker over the live ports, with `refunds` as its database.
-fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), String> {
+/// Runs the model's worker over the live ports, with `refunds` as its database and
+/// `mutant`, if any, planted in them.
+fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mutant>) -> Result<(), String> {
     let log = Arc::new(EventLog::create(&spec.log)?);
     let id = spec.worker;
     let faults = Arc::new(LiveFaults {
@@ -116,18 +123,30 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), Str
     let poll = spec.clock.real(1).clamp(Duration::from_micros(500), Duration::from_millis(5));
     let queue = LiveQueue::new(connect(&spec.redis_url)?, id, visibility, poll, log.clone());
     let probe = LiveProbe { worker: id, log: log.clone(), faults: faults.clone() };
-    let ports = Ports {
-        lease: LeaseClient::new(spec.mechanism, vec![redis.clone()], spec.clock),
-        tokens: TokenClient::new(spec.mechanism, redis, store.clone(), spec.ttl_ms),
-        store,
-        gateway: LiveGateway::new(&spec.gateway_url, id, faults),
-        queue,
-        probe,
-        clock: spec.clock,
-        settlement: NoSettlement,
+    let gateway = LiveGateway::new(&spec.gateway_url, id, faults);
+    let (mechanism, clock, ttl_ms) = (spec.mechanism, spec.clock, spec.ttl_ms);
+    let config = WorkerConfig { id, mechanism, ttl_ms, settlement: false };
+    let Some(mutant) = mutant else {
+        let ports = Ports {
+            lease: LeaseClient::new(mechanism, vec![redis.clone()], clock),
+            tokens: TokenClient::new(mechanism, redis, store.clone(), ttl_ms),
+            store,
+            gateway,
+            queue,
+            probe,
+            clock,
+            settlement: NoSettlement,
+        };
+        return drive(spec, Worker::new(config, ports, spec.incarnation).run());
     };
-    let config = WorkerConfig { id, mechanism: spec.mechanism, ttl_ms: spec.ttl_ms, settlement: false };
-    let worker = Worker::new(config, ports, spec.incarnation);
+    let own = OwnPorts { mechanism, worker: id, ttl_ms, redis: vec![redis], store, gateway, queue, clock };
+    let PlantedPorts { lease, tokens, store, gateway, queue } = Planted(mutant).plant(own);
+    let ports = Ports { lease, tokens, store, gateway, queue, probe, clock, settlement: NoSettlement };
+    drive(spec, Worker::new(config, ports, spec.incarnation).run())
+}
+
+/// Runs a worker's loop on a runtime of the process's own until the queue closes.
+fn drive(spec: &WorkerSpec, worker: impl std::future::Future<Output = ()>) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -136,10 +155,10 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R) -> Result<(), Str
     // queue in id order, as the simulated queue hands a job to the lowest idle worker; a
     // process started after a crash asks at once.
     if spec.incarnation == 1 {
-        let first_ask = spec.clock.start_us + STAGGER_US * u64::from(id.0);
+        let first_ask = spec.clock.start_us + STAGGER_US * u64::from(spec.worker.0);
         std::thread::sleep(Duration::from_micros(first_ask.saturating_sub(wall_us())));
     }
-    runtime.block_on(worker.run());
+    runtime.block_on(worker);
     Ok(())
 }
 

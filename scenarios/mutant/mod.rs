@@ -6,9 +6,11 @@
 
 mod acts;
 mod planted;
+mod ports;
 
 pub use acts::acts;
-pub use planted::Planted;
+pub use planted::{OwnPorts, Planted, PlantedPorts};
+pub use ports::RawRedis;
 
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;

@@ -1,18 +1,16 @@
 //! Planting a mutant: a wiring of the worker's ports in which one port (or one statement,
 //! or the Redis start-up routine) has the bug. Every other port is the model's own.
 
+use super::ports::{PlantedGateway, PlantedLease, PlantedQueue, PlantedRedis, PlantedStore, PlantedTokens, RawRedis};
 use super::Mutant;
 use fencesim_model::{
-    BackendError, Cents, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseClient,
-    LeaseStore, MerchantId, Receipt, RedisInstance, RefundId, RefundStore, SettlementStatements, Statements,
-    Token, TokenClient, TokenSource, WorkerId, WriteGuard, WriteOutcome,
+    Clock, Gateway, JobQueue, LeaseClient, Mechanism, RefundStore, SettlementStatements, Statements,
+    TokenClient, WorkerId,
 };
-use fencesim_sim::port::{
-    ClockClient, GatewayClient, QueueClient, RedisClient, SettlementClient, StoreClient,
-};
+use fencesim_sim::port::{ClockClient, SettlementClient, StoreClient};
 use fencesim_sim::{Connections, Wired, WiredOf, Wiring};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, LazyLock, Mutex};
 
 /// The wiring with `0` planted.
@@ -48,32 +46,17 @@ impl Wiring for Planted {
     type Settlement = SettlementClient;
 
     fn wire(&self, connections: Connections) -> WiredOf<Self> {
-        let mutant = self.0;
-        let acquisitions = Arc::new(AtomicU32::new(0));
-        let redis = connections.redis.iter().map(|r| PlantedRedis { inner: r.clone(), mutant }).collect();
-        let lease = PlantedLease {
-            inner: connections.lease_over(redis),
-            mutant,
-            acquisitions: acquisitions.clone(),
-            clock: connections.clock.clone(),
-            deadlines: Mutex::new(BTreeMap::new()),
-        };
-        let counter = PlantedRedis { inner: connections.redis[0].clone(), mutant };
-        let tokens = connections.tokens_over(counter, connections.store.clone());
-        let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
-        let store = PlantedStore {
-            inner: connections.store,
-            ignore_row_count: mutant == Mutant::ClaimRowCountIgnored,
-        };
-        let gateway = PlantedGateway {
-            inner: connections.gateway,
-            mutant,
+        let own = OwnPorts {
+            mechanism: connections.mechanism,
             worker: connections.worker,
-            acquisitions,
-            calls: Mutex::new(BTreeMap::new()),
-            missed: Mutex::new(BTreeSet::new()),
+            ttl_ms: connections.ttl_ms,
+            redis: connections.redis,
+            store: connections.store,
+            gateway: connections.gateway,
+            queue: connections.queue,
+            clock: connections.clock,
         };
-        let queue = PlantedQueue { inner: connections.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
+        let PlantedPorts { lease, tokens, store, gateway, queue } = self.plant(own);
         Wired { lease, tokens, store, gateway, queue, settlement: connections.settlement }
     }
 
@@ -150,324 +133,72 @@ impl Wiring for Planted {
     }
 }
 
-/// A Redis connection with its scripts written wrong: under `extend-recreates` the renewal
-/// sets a missing key again, under `extend-ttl-ms-as-seconds` it re-arms a thousand times
-/// too long; under `release-by-get-then-del` the release is two commands, and under
-/// `acquire-setnx-then-pexpire` so is the acquisition; under `wait-answer-ignored` a
-/// `WAIT` is sent and whatever it answers is taken as every replica's acknowledgement.
-pub struct PlantedRedis {
-    inner: RedisClient,
-    mutant: Mutant,
+
+/// A worker's own ports, simulated or live, before a bug is planted in them.
+pub struct OwnPorts<R, S, G, Q, C> {
+    pub mechanism: Mechanism,
+    pub worker: WorkerId,
+    pub ttl_ms: u64,
+    /// One connection per Redis instance the mechanism's lease lives on.
+    pub redis: Vec<R>,
+    pub store: S,
+    pub gateway: G,
+    pub queue: Q,
+    pub clock: C,
 }
 
-impl RedisInstance for PlantedRedis {
-    async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        // the bug: whole seconds, and an expiry of 0 deletes the key (as the report describes)
-        let truncated = self.mutant == Mutant::SubsecondTtlTruncated;
-        let ttl_ms = if truncated { ttl_ms / 1_000 * 1_000 } else { ttl_ms };
-        if self.mutant != Mutant::AcquireSetnxThenPexpire && !(truncated && ttl_ms == 0) {
-            return self.inner.set_nx_px(key, value, ttl_ms).await;
-        }
-        let taken = self.inner.set_nx(key, value).await?;
-        if taken {
-            self.inner.pexpire(key, ttl_ms).await?;
-        }
-        Ok(taken)
-    }
-
-    async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
-        self.inner.get(key).await
-    }
-
-    async fn del(&self, key: &str) -> Result<bool, BackendError> {
-        self.inner.del(key).await
-    }
-
-    async fn incr(&self, key: &str) -> Result<i64, BackendError> {
-        self.inner.incr(key).await
-    }
-
-    async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
-        if self.mutant != Mutant::ReleaseByGetThenDel {
-            return self.inner.compare_and_delete(key, value).await;
-        }
-        // the bug: the key can change hands between the check and the delete
-        if self.inner.get(key).await?.as_deref() != Some(value) {
-            return Ok(false);
-        }
-        self.inner.del(key).await
-    }
-
-    async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        let ttl_ms = if self.mutant == Mutant::ExtendTtlAsSeconds { ttl_ms * 1_000 } else { ttl_ms };
-        let extended = self.inner.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false);
-        // the bug: a missing key is simply set again
-        let recreated = !extended
-            && self.mutant == Mutant::ExtendRecreates
-            && self.inner.get(key).await.unwrap_or(None).is_none()
-            && self.inner.set_px(key, value, ttl_ms).await.is_ok();
-        Ok(extended || recreated)
-    }
-
-    async fn wait_replicas(&self, timeout_ms: u64) -> Result<bool, BackendError> {
-        let answer = self.inner.wait_replicas(timeout_ms).await;
-        // the bug: the WAIT is sent, its count (or its failure) is never looked at
-        if self.mutant == Mutant::WaitAnswerIgnored {
-            return Ok(true);
-        }
-        answer
-    }
+/// The ports with the bug planted: the lease and the token source over the planted Redis.
+pub struct PlantedPorts<R, S, G, Q, C> {
+    pub lease: PlantedLease<LeaseClient<PlantedRedis<R>, C>, C>,
+    pub tokens: PlantedTokens<TokenClient<PlantedRedis<R>, S>>,
+    pub store: PlantedStore<S>,
+    pub gateway: PlantedGateway<G>,
+    pub queue: PlantedQueue<Q>,
 }
 
-/// The lease, under `shared-lock-value` with one value for every worker, under
-/// `release-with-del` given back with a plain `DEL`, under `expiry-judged-on-client-clock`
-/// held until the worker's own clock says the TTL is over. Counts acquisitions for the
-/// gateway's per-attempt key.
-pub struct PlantedLease<L> {
-    inner: L,
-    mutant: Mutant,
-    acquisitions: Arc<AtomicU32>,
-    clock: ClockClient,
-    /// When each lease (key, value) runs out by the worker's own reckoning.
-    deadlines: Mutex<BTreeMap<(String, String), u64>>,
-}
-
-impl<L> PlantedLease<L> {
-    fn value<'a>(&self, value: &'a str) -> &'a str {
-        if self.mutant == Mutant::SharedLockValue {
-            "worker"
-        } else {
-            value
-        }
-    }
-}
-
-impl<L: LeaseStore + Sync> LeaseStore for PlantedLease<L> {
-    async fn acquire(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        self.acquisitions.fetch_add(1, Ordering::Relaxed);
-        let asked_at = self.clock.now_ms();
-        let taken = self.inner.acquire(key, self.value(value), ttl_ms).await?;
-        if taken {
-            self.reckon(key, value, asked_at + ttl_ms);
-        }
-        Ok(taken)
-    }
-
-    async fn release(&self, key: &str, value: &str) -> Result<bool, BackendError> {
-        if self.mutant == Mutant::ReleaseWithDel {
-            return self.inner.delete(key).await;
-        }
-        self.inner.release(key, self.value(value)).await
-    }
-
-    async fn delete(&self, key: &str) -> Result<bool, BackendError> {
-        self.inner.delete(key).await
-    }
-
-    async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        let asked_at = self.clock.now_ms();
-        let extended = self.inner.extend(key, self.value(value), ttl_ms).await;
-        if extended == Ok(true) {
-            self.reckon(key, value, asked_at + ttl_ms);
-        }
-        if self.mutant == Mutant::RenewalIgnoresResult {
-            // the bug: the script's 0 is never looked at
-            return extended.map(|_| true);
-        }
-        extended
-    }
-
-    async fn confirm_held(&self, key: &str, value: &str) -> Result<bool, BackendError> {
-        self.inner.confirm_held(key, self.value(value)).await
-    }
-
-    async fn holds(&self, key: &str, value: &str) -> Result<bool, BackendError> {
-        if self.mutant == Mutant::ExpiryJudgedOnClientClock {
-            // the bug: the worker's own reckoning stands in for asking Redis
-            let deadlines = self.deadlines.lock().unwrap_or_else(|p| p.into_inner());
-            let deadline = deadlines.get(&(key.to_owned(), value.to_owned())).copied();
-            return Ok(deadline.is_some_and(|d| self.clock.now_ms() < d));
-        }
-        self.inner.holds(key, self.value(value)).await
-    }
-}
-
-impl<L> PlantedLease<L> {
-    /// Notes when the lease runs out by the worker's own clock (only the mutant that
-    /// judges by it keeps the notes).
-    fn reckon(&self, key: &str, value: &str, deadline_ms: u64) {
-        if self.mutant != Mutant::ExpiryJudgedOnClientClock {
-            return;
-        }
-        let mut deadlines = self.deadlines.lock().unwrap_or_else(|p| p.into_inner());
-        deadlines.insert((key.to_owned(), value.to_owned()), deadline_ms);
-    }
-}
-
-/// Tokens, under `token-per-job` kept per merchant's job and under `token-per-worker` kept
-/// once for every batch, instead of taken anew for each acquisition.
-pub struct PlantedTokens<T> {
-    inner: T,
-    mutant: Mutant,
-    /// Keyed by merchant under `token-per-job`, by nothing under `token-per-worker`.
-    kept: Mutex<BTreeMap<Option<MerchantId>, Token>>,
-}
-
-impl<T: TokenSource + Sync> TokenSource for PlantedTokens<T> {
-    async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
-        if self.mutant == Mutant::TokenWrapsAt32Bits {
-            // the bug: the token is kept in a signed 32-bit integer
-            return self.inner.next_token(merchant).await.map(|token| Token(i64::from(token.0 as i32)));
-        }
-        let slot = if self.mutant == Mutant::TokenPerJob {
-            Some(merchant)
-        } else if self.mutant == Mutant::TokenPerWorker {
-            None
-        } else {
-            // every other mutant takes a token per acquisition, as the model does
-            return self.inner.next_token(merchant).await;
+impl Planted {
+    /// `own` with the bug planted: the same wrappers whether the ports are the simulated
+    /// world's or a live run's, so that a live worker process runs the very bug `replay`
+    /// plants.
+    pub fn plant<R, S, G, Q, C>(&self, own: OwnPorts<R, S, G, Q, C>) -> PlantedPorts<R, S, G, Q, C>
+    where
+        R: RawRedis + Clone + Sync,
+        S: RefundStore + Clone + Sync,
+        G: Gateway + Sync,
+        Q: JobQueue + Sync,
+        C: Clock + Clone + Sync,
+    {
+        let mutant = self.0;
+        let acquisitions = Arc::new(AtomicU32::new(0));
+        let counter = PlantedRedis { inner: own.redis[0].clone(), mutant };
+        let redis = own.redis.into_iter().map(|inner| PlantedRedis { inner, mutant }).collect();
+        let lease = PlantedLease {
+            inner: LeaseClient::new(own.mechanism, redis, own.clock.clone()),
+            mutant,
+            acquisitions: acquisitions.clone(),
+            clock: own.clock,
+            deadlines: Mutex::new(BTreeMap::new()),
         };
-        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).get(&slot).copied();
-        if let Some(token) = kept {
-            return Ok(token);
-        }
-        let token = self.inner.next_token(merchant).await?;
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).insert(slot, token);
-        Ok(token)
-    }
-}
-
-/// The store, under `claim-row-count-ignored` reporting a claim that updated no row as one
-/// that did.
-pub struct PlantedStore {
-    inner: StoreClient,
-    ignore_row_count: bool,
-}
-
-impl RefundStore for PlantedStore {
-    async fn open_refunds(
-        &self,
-        merchant: MerchantId,
-    ) -> Result<Vec<fencesim_model::RefundRow>, BackendError> {
-        self.inner.open_refunds(merchant).await
-    }
-
-    async fn claim(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
-        let mut outcome = self.inner.claim(refund, guard).await?;
-        if self.ignore_row_count {
-            outcome.rows_updated = outcome.rows_updated.max(1);
-        }
-        Ok(outcome)
-    }
-
-    async fn confirm(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
-        self.inner.confirm(refund, guard).await
-    }
-
-    async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
-        self.inner.next_sequence_token(merchant).await
-    }
-}
-
-/// The gateway, under `key-per-attempt` called with a key made per acquisition instead of
-/// the refund id, under `retry-mints-new-key` with a new key for each retry; under
-/// `timeout-taken-as-failure` reporting a timeout as a refusal, under
-/// `failure-taken-as-refunded` reporting any failed call as paid, and under
-/// `lookup-miss-mints-new-key` paying a refund its lookup did not find under a new key.
-pub struct PlantedGateway {
-    inner: GatewayClient,
-    mutant: Mutant,
-    worker: WorkerId,
-    acquisitions: Arc<AtomicU32>,
-    /// How many refund calls this process sent for each refund.
-    calls: Mutex<BTreeMap<RefundId, u32>>,
-    /// The refunds this process's last lookup of found none of, not paid since.
-    missed: Mutex<BTreeSet<RefundId>>,
-}
-
-impl PlantedGateway {
-    fn key(&self, reference: RefundId, key: IdempotencyKey) -> IdempotencyKey {
-        if self.mutant == Mutant::KeyPerAttempt {
-            let attempt = self.acquisitions.load(Ordering::Relaxed);
-            return IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker));
-        }
-        if self.mutant == Mutant::LookupMissMintsNewKey {
-            // the bug: "the lookup found nothing, so no call went out": a key of this call's own
-            let missed = self.missed.lock().unwrap_or_else(|p| p.into_inner()).remove(&reference);
-            let attempt = self.acquisitions.load(Ordering::Relaxed);
-            return if missed {
-                IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker))
-            } else {
-                key
-            };
-        }
-        if self.mutant != Mutant::RetryMintsNewKey {
-            return key;
-        }
-        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        let sent = calls.entry(reference).or_default();
-        *sent += 1;
-        match *sent {
-            1 => key,
-            n => IdempotencyKey(format!("{reference}/retry-{n}")),
-        }
-    }
-}
-
-impl Gateway for PlantedGateway {
-    async fn find(&self, reference: RefundId) -> Result<Option<Receipt>, GatewayError> {
-        let found = self.inner.find(reference).await;
-        if self.mutant == Mutant::LookupMissMintsNewKey {
-            let mut missed = self.missed.lock().unwrap_or_else(|p| p.into_inner());
-            match found {
-                Ok(None) => missed.insert(reference),
-                Ok(Some(_)) | Err(_) => missed.remove(&reference),
-            };
-        }
-        found
-    }
-
-    async fn refund(
-        &self,
-        reference: RefundId,
-        key: IdempotencyKey,
-        amount: Cents,
-    ) -> Result<Receipt, GatewayError> {
-        let key = self.key(reference, key);
-        let answer = self.inner.refund(reference, key, amount).await;
-        if self.mutant == Mutant::TimeoutTakenAsFailure && answer == Err(GatewayError::Timeout) {
-            return Err(GatewayError::Unavailable);
-        }
-        if self.mutant == Mutant::FailureTakenAsRefunded && answer.is_err() {
-            return Ok(Receipt { gateway_ref: 0, amount });
-        }
-        answer
-    }
-}
-
-/// The job queue, under `ack-on-receive` acking each delivery as it arrives.
-pub struct PlantedQueue {
-    inner: QueueClient,
-    ack_on_receive: bool,
-}
-
-impl JobQueue for PlantedQueue {
-    async fn receive(&self) -> Option<Delivery> {
-        let delivery = self.inner.receive().await?;
-        if self.ack_on_receive {
-            self.inner.ack(delivery).await;
-        }
-        Some(delivery)
-    }
-
-    async fn ack(&self, delivery: Delivery) -> bool {
-        self.inner.ack(delivery).await
+        let tokens = TokenClient::new(own.mechanism, counter, own.store.clone(), own.ttl_ms);
+        let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
+        let store = PlantedStore { inner: own.store, ignore_row_count: mutant == Mutant::ClaimRowCountIgnored };
+        let gateway = PlantedGateway {
+            inner: own.gateway,
+            mutant,
+            worker: own.worker,
+            acquisitions,
+            calls: Mutex::new(BTreeMap::new()),
+            missed: Mutex::new(BTreeSet::new()),
+        };
+        let queue = PlantedQueue { inner: own.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
+        PlantedPorts { lease, tokens, store, gateway, queue }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencesim_model::{Cents, MerchantId, RefundId, Token, WriteGuard};
     use fencesim_model::{RefundRow, RefundState, SqliteRefunds, WriteKind};
 
     fn store_with(state: RefundState, fence: i64, statements: Statements) -> SqliteRefunds {

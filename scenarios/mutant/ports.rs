@@ -1,0 +1,360 @@
+//! The ports with a planted bug: each wraps the port a worker would have had (simulated
+//! or live) and does what the bug does, and nothing else differs.
+
+use super::Mutant;
+use fencesim_model::{
+    BackendError, Cents, Clock, Delivery, Gateway, GatewayError, IdempotencyKey, JobQueue, LeaseStore,
+    MerchantId, Receipt, RedisInstance, RefundId, RefundStore, Token, TokenSource, WorkerId, WriteGuard,
+    WriteOutcome,
+};
+use fencesim_sim::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The commands a planted bug sends that the model's protocol never does: a `SET` without
+/// `NX` or without a TTL, and a `PEXPIRE` of whatever the key holds.
+pub trait RawRedis: RedisInstance {
+    /// `SETNX key value`: the key taken with no expiry.
+    fn set_nx(&self, key: &str, value: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// `PEXPIRE key ttl`: whoever holds the key.
+    fn pexpire(&self, key: &str, ttl_ms: u64) -> impl Future<Output = Result<bool, BackendError>> + Send;
+    /// `SET key value PX ttl`: whoever holds the key, it is this value's now.
+    fn set_px(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+impl RawRedis for RedisClient {
+    async fn set_nx(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        RedisClient::set_nx(self, key, value).await
+    }
+
+    async fn pexpire(&self, key: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        RedisClient::pexpire(self, key, ttl_ms).await
+    }
+
+    async fn set_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), BackendError> {
+        RedisClient::set_px(self, key, value, ttl_ms).await
+    }
+}
+
+/// A Redis connection with its scripts written wrong: under `extend-recreates` the renewal
+/// sets a missing key again, under `extend-ttl-ms-as-seconds` it re-arms a thousand times
+/// too long; under `release-by-get-then-del` the release is two commands, and under
+/// `acquire-setnx-then-pexpire` so is the acquisition; under `wait-answer-ignored` a
+/// `WAIT` is sent and whatever it answers is taken as every replica's acknowledgement.
+pub struct PlantedRedis<R = RedisClient> {
+    pub(super) inner: R,
+    pub(super) mutant: Mutant,
+}
+
+impl<R: RawRedis + Sync> RedisInstance for PlantedRedis<R> {
+    async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        // the bug: whole seconds, and an expiry of 0 deletes the key (as the report describes)
+        let truncated = self.mutant == Mutant::SubsecondTtlTruncated;
+        let ttl_ms = if truncated { ttl_ms / 1_000 * 1_000 } else { ttl_ms };
+        if self.mutant != Mutant::AcquireSetnxThenPexpire && !(truncated && ttl_ms == 0) {
+            return self.inner.set_nx_px(key, value, ttl_ms).await;
+        }
+        let taken = self.inner.set_nx(key, value).await?;
+        if taken {
+            self.inner.pexpire(key, ttl_ms).await?;
+        }
+        Ok(taken)
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
+        self.inner.get(key).await
+    }
+
+    async fn del(&self, key: &str) -> Result<bool, BackendError> {
+        self.inner.del(key).await
+    }
+
+    async fn incr(&self, key: &str) -> Result<i64, BackendError> {
+        self.inner.incr(key).await
+    }
+
+    async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        if self.mutant != Mutant::ReleaseByGetThenDel {
+            return self.inner.compare_and_delete(key, value).await;
+        }
+        // the bug: the key can change hands between the check and the delete
+        if self.inner.get(key).await?.as_deref() != Some(value) {
+            return Ok(false);
+        }
+        self.inner.del(key).await
+    }
+
+    async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let ttl_ms = if self.mutant == Mutant::ExtendTtlAsSeconds { ttl_ms * 1_000 } else { ttl_ms };
+        let extended = self.inner.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false);
+        // the bug: a missing key is simply set again
+        let recreated = !extended
+            && self.mutant == Mutant::ExtendRecreates
+            && self.inner.get(key).await.unwrap_or(None).is_none()
+            && self.inner.set_px(key, value, ttl_ms).await.is_ok();
+        Ok(extended || recreated)
+    }
+
+    async fn wait_replicas(&self, timeout_ms: u64) -> Result<bool, BackendError> {
+        let answer = self.inner.wait_replicas(timeout_ms).await;
+        // the bug: the WAIT is sent, its count (or its failure) is never looked at
+        if self.mutant == Mutant::WaitAnswerIgnored {
+            return Ok(true);
+        }
+        answer
+    }
+}
+
+/// The lease, under `shared-lock-value` with one value for every worker, under
+/// `release-with-del` given back with a plain `DEL`, under `expiry-judged-on-client-clock`
+/// held until the worker's own clock says the TTL is over. Counts acquisitions for the
+/// gateway's per-attempt key.
+pub struct PlantedLease<L, C = ClockClient> {
+    pub(super) inner: L,
+    pub(super) mutant: Mutant,
+    pub(super) acquisitions: Arc<AtomicU32>,
+    pub(super) clock: C,
+    /// When each lease (key, value) runs out by the worker's own reckoning.
+    pub(super) deadlines: Mutex<BTreeMap<(String, String), u64>>,
+}
+
+impl<L, C> PlantedLease<L, C> {
+    fn value<'a>(&self, value: &'a str) -> &'a str {
+        if self.mutant == Mutant::SharedLockValue {
+            "worker"
+        } else {
+            value
+        }
+    }
+}
+
+impl<L: LeaseStore + Sync, C: Clock + Sync> LeaseStore for PlantedLease<L, C> {
+    async fn acquire(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+        let asked_at = self.clock.now_ms();
+        let taken = self.inner.acquire(key, self.value(value), ttl_ms).await?;
+        if taken {
+            self.reckon(key, value, asked_at + ttl_ms);
+        }
+        Ok(taken)
+    }
+
+    async fn release(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        if self.mutant == Mutant::ReleaseWithDel {
+            return self.inner.delete(key).await;
+        }
+        self.inner.release(key, self.value(value)).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool, BackendError> {
+        self.inner.delete(key).await
+    }
+
+    async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        let asked_at = self.clock.now_ms();
+        let extended = self.inner.extend(key, self.value(value), ttl_ms).await;
+        if extended == Ok(true) {
+            self.reckon(key, value, asked_at + ttl_ms);
+        }
+        if self.mutant == Mutant::RenewalIgnoresResult {
+            // the bug: the script's 0 is never looked at
+            return extended.map(|_| true);
+        }
+        extended
+    }
+
+    async fn confirm_held(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        self.inner.confirm_held(key, self.value(value)).await
+    }
+
+    async fn holds(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+        if self.mutant == Mutant::ExpiryJudgedOnClientClock {
+            // the bug: the worker's own reckoning stands in for asking Redis
+            let deadlines = self.deadlines.lock().unwrap_or_else(|p| p.into_inner());
+            let deadline = deadlines.get(&(key.to_owned(), value.to_owned())).copied();
+            return Ok(deadline.is_some_and(|d| self.clock.now_ms() < d));
+        }
+        self.inner.holds(key, self.value(value)).await
+    }
+}
+
+impl<L, C> PlantedLease<L, C> {
+    /// Notes when the lease runs out by the worker's own clock (only the mutant that
+    /// judges by it keeps the notes).
+    fn reckon(&self, key: &str, value: &str, deadline_ms: u64) {
+        if self.mutant != Mutant::ExpiryJudgedOnClientClock {
+            return;
+        }
+        let mut deadlines = self.deadlines.lock().unwrap_or_else(|p| p.into_inner());
+        deadlines.insert((key.to_owned(), value.to_owned()), deadline_ms);
+    }
+}
+
+/// Tokens, under `token-per-job` kept per merchant's job and under `token-per-worker` kept
+/// once for every batch, instead of taken anew for each acquisition.
+pub struct PlantedTokens<T> {
+    pub(super) inner: T,
+    pub(super) mutant: Mutant,
+    /// Keyed by merchant under `token-per-job`, by nothing under `token-per-worker`.
+    pub(super) kept: Mutex<BTreeMap<Option<MerchantId>, Token>>,
+}
+
+impl<T: TokenSource + Sync> TokenSource for PlantedTokens<T> {
+    async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
+        if self.mutant == Mutant::TokenWrapsAt32Bits {
+            // the bug: the token is kept in a signed 32-bit integer
+            return self.inner.next_token(merchant).await.map(|token| Token(i64::from(token.0 as i32)));
+        }
+        let slot = if self.mutant == Mutant::TokenPerJob {
+            Some(merchant)
+        } else if self.mutant == Mutant::TokenPerWorker {
+            None
+        } else {
+            // every other mutant takes a token per acquisition, as the model does
+            return self.inner.next_token(merchant).await;
+        };
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).get(&slot).copied();
+        if let Some(token) = kept {
+            return Ok(token);
+        }
+        let token = self.inner.next_token(merchant).await?;
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).insert(slot, token);
+        Ok(token)
+    }
+}
+
+/// The store, under `claim-row-count-ignored` reporting a claim that updated no row as one
+/// that did.
+pub struct PlantedStore<S = StoreClient> {
+    pub(super) inner: S,
+    pub(super) ignore_row_count: bool,
+}
+
+impl<S: RefundStore + Sync> RefundStore for PlantedStore<S> {
+    async fn open_refunds(
+        &self,
+        merchant: MerchantId,
+    ) -> Result<Vec<fencesim_model::RefundRow>, BackendError> {
+        self.inner.open_refunds(merchant).await
+    }
+
+    async fn claim(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
+        let mut outcome = self.inner.claim(refund, guard).await?;
+        if self.ignore_row_count {
+            outcome.rows_updated = outcome.rows_updated.max(1);
+        }
+        Ok(outcome)
+    }
+
+    async fn confirm(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
+        self.inner.confirm(refund, guard).await
+    }
+
+    async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
+        self.inner.next_sequence_token(merchant).await
+    }
+}
+
+/// The gateway, under `key-per-attempt` called with a key made per acquisition instead of
+/// the refund id, under `retry-mints-new-key` with a new key for each retry; under
+/// `timeout-taken-as-failure` reporting a timeout as a refusal, under
+/// `failure-taken-as-refunded` reporting any failed call as paid, and under
+/// `lookup-miss-mints-new-key` paying a refund its lookup did not find under a new key.
+pub struct PlantedGateway<G = GatewayClient> {
+    pub(super) inner: G,
+    pub(super) mutant: Mutant,
+    pub(super) worker: WorkerId,
+    pub(super) acquisitions: Arc<AtomicU32>,
+    /// How many refund calls this process sent for each refund.
+    pub(super) calls: Mutex<BTreeMap<RefundId, u32>>,
+    /// The refunds this process's last lookup of found none of, not paid since.
+    pub(super) missed: Mutex<BTreeSet<RefundId>>,
+}
+
+impl<G> PlantedGateway<G> {
+    fn key(&self, reference: RefundId, key: IdempotencyKey) -> IdempotencyKey {
+        if self.mutant == Mutant::KeyPerAttempt {
+            let attempt = self.acquisitions.load(Ordering::Relaxed);
+            return IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker));
+        }
+        if self.mutant == Mutant::LookupMissMintsNewKey {
+            // the bug: "the lookup found nothing, so no call went out": a key of this call's own
+            let missed = self.missed.lock().unwrap_or_else(|p| p.into_inner()).remove(&reference);
+            let attempt = self.acquisitions.load(Ordering::Relaxed);
+            return if missed {
+                IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker))
+            } else {
+                key
+            };
+        }
+        if self.mutant != Mutant::RetryMintsNewKey {
+            return key;
+        }
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = calls.entry(reference).or_default();
+        *sent += 1;
+        match *sent {
+            1 => key,
+            n => IdempotencyKey(format!("{reference}/retry-{n}")),
+        }
+    }
+}
+
+impl<G: Gateway + Sync> Gateway for PlantedGateway<G> {
+    async fn find(&self, reference: RefundId) -> Result<Option<Receipt>, GatewayError> {
+        let found = self.inner.find(reference).await;
+        if self.mutant == Mutant::LookupMissMintsNewKey {
+            let mut missed = self.missed.lock().unwrap_or_else(|p| p.into_inner());
+            match found {
+                Ok(None) => missed.insert(reference),
+                Ok(Some(_)) | Err(_) => missed.remove(&reference),
+            };
+        }
+        found
+    }
+
+    async fn refund(
+        &self,
+        reference: RefundId,
+        key: IdempotencyKey,
+        amount: Cents,
+    ) -> Result<Receipt, GatewayError> {
+        let key = self.key(reference, key);
+        let answer = self.inner.refund(reference, key, amount).await;
+        if self.mutant == Mutant::TimeoutTakenAsFailure && answer == Err(GatewayError::Timeout) {
+            return Err(GatewayError::Unavailable);
+        }
+        if self.mutant == Mutant::FailureTakenAsRefunded && answer.is_err() {
+            return Ok(Receipt { gateway_ref: 0, amount });
+        }
+        answer
+    }
+}
+
+/// The job queue, under `ack-on-receive` acking each delivery as it arrives.
+pub struct PlantedQueue<Q = QueueClient> {
+    pub(super) inner: Q,
+    pub(super) ack_on_receive: bool,
+}
+
+impl<Q: JobQueue + Sync> JobQueue for PlantedQueue<Q> {
+    async fn receive(&self) -> Option<Delivery> {
+        let delivery = self.inner.receive().await?;
+        if self.ack_on_receive {
+            self.inner.ack(delivery).await;
+        }
+        Some(delivery)
+    }
+
+    async fn ack(&self, delivery: Delivery) -> bool {
+        self.inner.ack(delivery).await
+    }
+}
+
