@@ -286,6 +286,7 @@ impl Stage {
             mode: world.gateway_mode,
             refund_latency: world.refund_latency.clone(),
             lookup_latency_ms: world.lookup_latency_ms,
+            lookup_lag_ms: world.lookup_lag_ms,
             clock,
         };
         let gateway =
@@ -325,6 +326,7 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
         clock: stage.clock,
         log: &stage.log,
         store: &*stage.store,
+        gateway: &stage.gateway,
         deadline: Instant::now() + LEAD + stage.clock.real(horizon_ms(world)),
     };
     let finished = supervision.run(&mut children, &mut stage.con)?;

@@ -21,6 +21,9 @@ use strum::EnumCount;
 pub struct Progress {
     pub steps: BTreeMap<StepKind, u32>,
     pub calls: BTreeMap<Hop, u32>,
+    /// Requests inside an operation (the previous request on the same hop, no step since).
+    #[serde(default)]
+    pub within: BTreeMap<Hop, u32>,
     /// The faults it fired, by place in the plan, in the order they fired.
     pub fired: Vec<usize>,
 }
@@ -47,12 +50,23 @@ impl Progress {
 /// The longest latency slept outside the runtime's timer.
 const PRECISE: Duration = Duration::from_millis(2);
 
-/// Hold-ups a fault armed, in the story's milliseconds, by `Hop`: for the worker's next
-/// request on a hop, and for its answer on the way back.
+/// What faults armed for the worker's next requests, in the story's milliseconds: hold-ups
+/// by `Hop` for the next request on a hop and for its answer on the way back, and for its
+/// next refund call, extra latency, lost answers and a late landing (sent to the gateway
+/// service with the call, which does them).
 #[derive(Default)]
 pub struct Held {
     pub request_ms: [u64; Hop::COUNT],
     pub reply_ms: [u64; Hop::COUNT],
+    pub gateway: GatewayArmed,
+}
+
+/// What the worker's next refund call carries to the gateway service.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatewayArmed {
+    pub extra_ms: u64,
+    pub lost: u32,
+    pub late_ms: Option<u64>,
 }
 
 /// Sleeps `story_ms` of the story: on the runtime's timer, or, for a millisecond or two
@@ -85,28 +99,53 @@ pub struct LiveFaults {
     /// Hold-ups armed for the next request on each hop, and for its answer, by `Hop`.
     pub held: Mutex<Held>,
     pub clock: crate::live::clock::LiveClock,
+    /// The hop of the worker's last request since its last step, if any: the next request
+    /// on the same hop is inside that operation.
+    pub last_hop: Mutex<Option<Hop>>,
+    /// Where a fault that acts outside the worker is sent: the gateway service (an outage,
+    /// conflicts, a stalled lookup copy) and the queue (a redelivery, a duplicate).
+    pub outside: Outside,
+}
+
+/// The services a worker's fault may act on.
+pub struct Outside {
+    pub gateway_url: String,
+    pub queue: Mutex<Option<redis::Connection>>,
+    /// The queue's visibility timeout, in real milliseconds.
+    pub visibility_ms: u64,
 }
 
 impl LiveFaults {
     /// The worker reached `step`: count it and take the faults it triggers.
     pub fn step(&self, step: StepKind) {
+        *self.last_hop.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
         let count = progress.steps.entry(step).or_default();
         *count += 1;
         let trigger = Trigger::Step { worker: self.worker, step, nth: *count };
-        self.take(progress, trigger);
+        drop(self.take(progress, trigger));
     }
 
     /// A request is about to leave on `hop`: count it and take the faults it triggers,
     /// before it leaves; then it takes the world's latency on the hop, as in the
     /// simulation (the real component's own comes on top, tens of microseconds).
     pub async fn call(&self, hop: Hop) {
+        self.take_due_by_time();
         {
+            let inside = self.last_hop.lock().unwrap_or_else(|p| p.into_inner()).replace(hop) == Some(hop);
             let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
             let count = progress.calls.entry(hop).or_default();
             *count += 1;
-            let trigger = Trigger::Call { worker: self.worker, hop, nth: *count };
-            self.take(progress, trigger);
+            let call = Trigger::Call { worker: self.worker, hop, nth: *count };
+            let within = inside.then(|| {
+                let count = progress.within.entry(hop).or_default();
+                *count += 1;
+                Trigger::Within { worker: self.worker, hop, nth: *count }
+            });
+            progress = self.take(progress, call);
+            if let Some(within) = within {
+                drop(self.take(progress, within));
+            }
         }
         let held =
             std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).request_ms[hop as usize]);
@@ -115,12 +154,40 @@ impl LiveFaults {
 
     /// The answer to the request on `hop` is back: it takes the hold-up armed for it.
     pub async fn answered(&self, hop: Hop) {
+        self.take_due_by_time();
         let held =
             std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).reply_ms[hop as usize]);
         sleep_story(self.clock, held).await;
     }
+    /// Takes this worker's faults whose time has come (those that arm its next requests):
+    /// the simulation arms them at their time, and the next request after it takes them.
+    fn take_due_by_time(&self) {
+        let now = fencesim_model::Clock::now_ms(&self.clock);
+        let due = self.planned.iter().any(|(_, f)| matches!(f.trigger, Trigger::At { at_ms } if at_ms <= now));
+        if !due {
+            return;
+        }
+        let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let mut times: Vec<u64> = self
+            .planned
+            .iter()
+            .filter_map(|(index, f)| match f.trigger {
+                Trigger::At { at_ms } if at_ms <= now && !progress.fired.contains(index) => Some(at_ms),
+                _ => None,
+            })
+            .collect();
+        times.dedup();
+        for at_ms in times {
+            progress = self.take(progress, Trigger::At { at_ms });
+        }
+    }
+
     /// Takes every fault of `trigger` not yet fired, in plan order.
-    fn take(&self, mut progress: std::sync::MutexGuard<'_, Progress>, trigger: Trigger) {
+    fn take<'a>(
+        &self,
+        mut progress: std::sync::MutexGuard<'a, Progress>,
+        trigger: Trigger,
+    ) -> std::sync::MutexGuard<'a, Progress> {
         let due: Vec<Planned> = self
             .planned
             .iter()
@@ -131,55 +198,71 @@ impl LiveFaults {
             if self.keep_counts {
                 progress.write(&self.progress_file);
             }
-            return;
+            return progress;
         }
         for (index, fault) in due {
             progress.fired.push(index);
             progress.write(&self.progress_file);
             self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
-            let signal = match fault.kind {
-                FaultKind::Pause { .. } => libc::SIGSTOP,
-                FaultKind::Crash { .. } => libc::SIGKILL,
-                FaultKind::DbDelay { delay_ms, .. } => {
-                    self.hold(Hop::Database, delay_ms, false);
-                    continue;
-                }
-                FaultKind::RedisDelay { delay_ms, .. } => {
-                    self.hold(Hop::Redis, delay_ms, false);
-                    continue;
-                }
-                FaultKind::DbReplyDelay { delay_ms, .. } => {
-                    self.hold(Hop::Database, delay_ms, true);
-                    continue;
-                }
-                FaultKind::RedisReplyDelay { delay_ms, .. } => {
-                    self.hold(Hop::Redis, delay_ms, true);
-                    continue;
-                }
-                FaultKind::ExpireLease { merchant, .. } => {
-                    let mut admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(con) = admin.as_mut() {
-                        // a failure shows in the history as a lease that did not end
-                        let _ = expire_now(con, &merchant.lock_key());
-                    }
-                    continue;
-                }
-                _ => continue,
-            };
-            // SAFETY: raising a signal at the calling process has no memory effects; the
-            // progress lock is held, and no other task of this process runs while it is
-            // stopped or after it is killed.
-            unsafe { libc::raise(signal) };
+            if let Some(signal) = self.act(fault.kind) {
+                // SAFETY: raising a signal at the calling process has no memory effects; the
+                // progress lock is held, and no other task of this process runs while it is
+                // stopped or after it is killed.
+                unsafe { libc::raise(signal) };
+            }
         }
+        progress
     }
-}
 
-impl LiveFaults {
-    /// Arms `delay_ms` more for the next request on `hop`, or for its answer.
-    fn hold(&self, hop: Hop, delay_ms: u64, reply: bool) {
+    /// Does what `kind` does; the signal that stops or kills the process, if it is one.
+    fn act(&self, kind: FaultKind) -> Option<libc::c_int> {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = if reply { &mut held.reply_ms } else { &mut held.request_ms };
-        slot[hop as usize] += delay_ms;
+        match kind {
+            FaultKind::Pause { .. } => return Some(libc::SIGSTOP),
+            FaultKind::Crash { .. } => return Some(libc::SIGKILL),
+            FaultKind::DbDelay { delay_ms, .. } => held.request_ms[Hop::Database as usize] += delay_ms,
+            FaultKind::RedisDelay { delay_ms, .. } => held.request_ms[Hop::Redis as usize] += delay_ms,
+            FaultKind::DbReplyDelay { delay_ms, .. } => held.reply_ms[Hop::Database as usize] += delay_ms,
+            FaultKind::RedisReplyDelay { delay_ms, .. } => held.reply_ms[Hop::Redis as usize] += delay_ms,
+            FaultKind::GatewayLatency { extra_ms, .. } => held.gateway.extra_ms += extra_ms,
+            FaultKind::LostResponse { .. } => held.gateway.lost += 1,
+            FaultKind::GatewayTimeout { late_ms, .. } => held.gateway.late_ms = Some(late_ms),
+            FaultKind::ExpireLease { merchant, .. } => {
+                let mut admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(con) = admin.as_mut() {
+                    // a failure shows in the history as a lease that did not end
+                    let _ = expire_now(con, &merchant.lock_key());
+                }
+            }
+            FaultKind::GatewayOutage { .. } | FaultKind::GatewayConflicts { .. } | FaultKind::LookupLag { .. } => {
+                // a failure shows in the history as a gateway that went on answering
+                let _ = crate::live::gateway::send_fault(&self.outside.gateway_url, kind);
+            }
+            FaultKind::Redeliver { worker } | FaultKind::DuplicateDelivery { worker } => {
+                let mut queue = self.outside.queue.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(con) = queue.as_mut() {
+                    let duplicate = matches!(kind, FaultKind::DuplicateDelivery { .. });
+                    let _ = crate::live::queue::hand_on(con, worker, duplicate, self.outside.visibility_ms);
+                }
+            }
+            // the live plan refuses these before any process starts
+            FaultKind::RedisClockJump { .. }
+            | FaultKind::RedisRestart { .. }
+            | FaultKind::RedisFailover { .. }
+            | FaultKind::SettlementDelay { .. }
+            | FaultKind::SettlementReplyDelay { .. } => {}
+        }
+        None
+    }
+
+    /// Takes what faults armed for the worker's next refund call.
+    pub fn take_gateway(&self) -> GatewayArmed {
+        std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).gateway)
+    }
+
+    /// Puts back lost answers a call did not take (a conflict is always heard).
+    pub fn keep_lost(&self, lost: u32) {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).gateway.lost += lost;
     }
 }
 

@@ -8,11 +8,11 @@
 //! worker names itself in the `worker` header. Each call takes the scenario's latency.
 
 use crate::live::clock::{wall_us, LiveClock};
-use crate::live::faults::LiveFaults;
+use crate::live::faults::{GatewayArmed, LiveFaults};
 use crate::live::log::EventLog;
-use fencesim_model::{Cents, Gateway, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId};
-use fencesim_sim::gateway::GatewayCore;
-use fencesim_sim::{CallOutcome, EventKind, GatewayMode, Hop, Latency, LedgerEntry};
+use fencesim_model::{Cents, Gateway, GatewayCall, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId};
+use fencesim_sim::gateway::{CallReply, GatewayCore, LookupCopy};
+use fencesim_sim::{CallOutcome, EventKind, FaultKind, GatewayMode, Hop, Latency, LedgerEntry};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -36,11 +36,22 @@ pub struct GatewaySetup {
     pub mode: GatewayMode,
     pub refund_latency: Latency,
     pub lookup_latency_ms: u64,
+    /// How far behind the ledger the copy lookups are answered from, in the story.
+    pub lookup_lag_ms: u64,
     pub clock: LiveClock,
+}
+
+/// The faults in force at the gateway, in the story's milliseconds.
+#[derive(Default)]
+struct InForce {
+    outage_until_ms: u64,
+    conflicts_until_ms: u64,
+    lookups: LookupCopy,
 }
 
 struct Shared {
     core: Mutex<GatewayCore>,
+    in_force: Mutex<InForce>,
     /// When each worker last heard a refund call's answer, in wall-clock microseconds.
     answered: Mutex<std::collections::BTreeMap<WorkerId, u64>>,
     setup: GatewaySetup,
@@ -70,13 +81,14 @@ impl GatewayService {
         let port = server.server_addr().to_ip().map(|a| a.port()).ok_or("the gateway has no port")?;
         let server = Arc::new(server);
         let core = Mutex::new(GatewayCore::new(setup.mode));
-        let shared = Arc::new(Shared { core, answered: Mutex::default(), setup, log });
+        let shared =
+            Arc::new(Shared { core, in_force: Mutex::default(), answered: Mutex::default(), setup, log });
         let threads = (0..HANDLERS)
             .map(|_| {
                 let (server, shared) = (server.clone(), shared.clone());
                 std::thread::spawn(move || {
                     while let Ok(request) = server.recv() {
-                        shared.answer(request);
+                        Shared::answer(&shared, request);
                     }
                 })
             })
@@ -91,6 +103,37 @@ impl GatewayService {
 
     pub fn log_path(&self) -> std::path::PathBuf {
         self.shared.log.path().to_owned()
+    }
+
+    /// Takes a fault that acts on the gateway as a whole (the coordinator's, at a time).
+    pub fn take(&self, kind: FaultKind) {
+        self.shared.take(kind);
+    }
+}
+
+/// Sends a fault that acts on the gateway as a whole to the service at `base` (a
+/// worker's, at its own trigger), and waits until it is in force.
+pub fn send_fault(base: &str, kind: FaultKind) -> Result<(), String> {
+    let url = format!("{}/faults", base.trim_end_matches('/'));
+    ureq::post(&url).set("worker", "coordinator").send_json(kind).map(drop).map_err(|e| e.to_string())
+}
+
+/// How long an outage takes to refuse a request, in the story, as in the simulation.
+const REFUSAL_MS: u64 = 1;
+
+/// What a refund call carries in its headers: the faults armed for it.
+fn armed(request: &tiny_http::Request) -> GatewayArmed {
+    let header = |name: &str| {
+        request
+            .headers()
+            .iter()
+            .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+            .and_then(|h| h.value.as_str().parse::<u64>().ok())
+    };
+    GatewayArmed {
+        extra_ms: header("extra-ms").unwrap_or(0),
+        lost: header("lose").unwrap_or(0) as u32,
+        late_ms: header("late-ms"),
     }
 }
 
@@ -113,35 +156,81 @@ fn json_response(status: u16, body: &impl Serialize) -> tiny_http::Response<std:
 }
 
 impl Shared {
-    fn answer(&self, mut request: tiny_http::Request) {
+    fn answer(self: &Arc<Self>, mut request: tiny_http::Request) {
         let worker = request
             .headers()
             .iter()
             .find(|h| h.field.equiv("worker"))
             .and_then(|h| h.value.as_str().parse::<WorkerId>().ok());
+        let mut text = String::new();
+        let _ = request.as_reader().read_to_string(&mut text);
         let (status, body) = match (request.method(), worker) {
-            (_, None) => (400, serde_json::json!({"error": "no worker header"})),
-            (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, request.url()),
-            (tiny_http::Method::Post, Some(worker)) => {
-                let mut text = String::new();
-                let _ = request.as_reader().read_to_string(&mut text);
-                match serde_json::from_str::<RefundRequest>(&text) {
-                    Ok(call) => self.pay(worker, call),
+            (tiny_http::Method::Post, _) if request.url() == "/faults" => {
+                match serde_json::from_str::<FaultKind>(&text) {
+                    Ok(kind) => {
+                        self.take(kind);
+                        (200, serde_json::json!({"taken": kind.name()}))
+                    }
                     Err(e) => (400, serde_json::json!({"error": e.to_string()})),
                 }
             }
+            (_, None) => (400, serde_json::json!({"error": "no worker header"})),
+            (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, request.url()),
+            (tiny_http::Method::Post, Some(worker)) => match serde_json::from_str::<RefundRequest>(&text) {
+                Ok(call) => self.pay(worker, call, armed(&request)),
+                Err(e) => (400, serde_json::json!({"error": e.to_string()})),
+            },
             _ => (405, serde_json::json!({"error": "GET or POST"})),
         };
         let _ = request.respond(json_response(status, &body));
+    }
+
+    /// Takes a fault that acts on the gateway as a whole, now.
+    fn take(&self, kind: FaultKind) {
+        let now = fencesim_model::Clock::now_ms(&self.setup.clock);
+        let mut in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
+        match kind {
+            FaultKind::GatewayOutage { for_ms } => {
+                in_force.outage_until_ms = in_force.outage_until_ms.max(now + for_ms)
+            }
+            FaultKind::GatewayConflicts { for_ms } => {
+                in_force.conflicts_until_ms = in_force.conflicts_until_ms.max(now + for_ms)
+            }
+            FaultKind::LookupLag { for_ms } => in_force.lookups.freeze(now, for_ms),
+            // the live plan sends the gateway no other kind
+            _ => {}
+        }
+    }
+
+    /// During an outage the request is refused at once; records it if so.
+    fn refused(&self, worker: WorkerId, refund: RefundId, call: GatewayCall) -> bool {
+        let now = fencesim_model::Clock::now_ms(&self.setup.clock);
+        if now >= self.in_force.lock().unwrap_or_else(|p| p.into_inner()).outage_until_ms {
+            return false;
+        }
+        self.log.record(EventKind::GatewayRefused { worker, refund, call });
+        std::thread::sleep(self.setup.clock.real(REFUSAL_MS));
+        true
     }
 
     fn look_up(&self, worker: WorkerId, url: &str) -> (u16, serde_json::Value) {
         let Some(refund) = url.strip_prefix("/refunds/").and_then(|n| n.parse().ok()).map(RefundId) else {
             return (404, serde_json::json!({"error": "no such resource"}));
         };
+        if self.refused(worker, refund, GatewayCall::Lookup) {
+            return (503, serde_json::json!({"error": "the gateway is down"}));
+        }
         std::thread::sleep(self.setup.clock.real(self.setup.lookup_latency_ms));
-        let found = self.core.lock().unwrap_or_else(|p| p.into_inner()).find(refund);
-        self.log.record(EventKind::Lookup { worker, refund, found: found.map(|r| r.gateway_ref) });
+        let now = fencesim_model::Clock::now_ms(&self.setup.clock);
+        let horizon = {
+            let in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
+            in_force.lookups.horizon(now, self.setup.lookup_lag_ms)
+        };
+        let (found, told) =
+            self.core.lock().unwrap_or_else(|p| p.into_inner()).look_up(worker, refund, now, horizon);
+        for kind in told {
+            self.log.record(kind);
+        }
         match found {
             Some(r) => {
                 (200, serde_json::json!(ReceiptBody { gateway_ref: r.gateway_ref, amount: r.amount.0 }))
@@ -156,9 +245,9 @@ impl Shared {
     /// takes as long in the live story as in the simulated one, losing only what its work
     /// took beyond the latency. A gap of a story second or more is not work but a pause:
     /// the call then takes its whole latency from its arrival.
-    fn due_us(&self, worker: WorkerId, refund: RefundId, arrived_us: u64) -> u64 {
+    fn due_us(&self, worker: WorkerId, refund: RefundId, arrived_us: u64, extra_ms: u64) -> u64 {
         let clock = self.setup.clock;
-        let latency_us = clock.real(self.setup.refund_latency.of(refund)).as_micros() as u64;
+        let latency_us = clock.real(self.setup.refund_latency.of(refund) + extra_ms).as_micros() as u64;
         let pause_us = clock.real(PAUSE_MS).as_micros() as u64;
         let answered = self.answered.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
         match answered {
@@ -167,45 +256,75 @@ impl Shared {
         }
     }
 
-    fn pay(&self, worker: WorkerId, call: RefundRequest) -> (u16, serde_json::Value) {
+    /// The call reaches the ledger at `now` (story ms) and is recorded; `lost`: nobody
+    /// hears its answer (a conflict is always heard). `sent_us`: when a late call was sent.
+    fn reach(&self, worker: WorkerId, call: &RefundRequest, now: u64, latency: u64, lost: bool, sent_us: Option<u64>) -> CallReply {
+        let refund = RefundId(call.reference);
+        let refuse = now < self.in_force.lock().unwrap_or_else(|p| p.into_inner()).conflicts_until_ms;
+        let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        let (key, amount) = (IdempotencyKey(call.key.clone()), Cents(call.amount));
+        let reply = core.refund(refund, key, amount, now, latency, refuse);
+        let kind = EventKind::RefundCalled {
+            worker,
+            epoch: None,
+            refund,
+            amount,
+            outcome: reply.outcome,
+            gateway_ref: reply.receipt.gateway_ref,
+            response_lost: lost && reply.outcome != CallOutcome::Conflict,
+        };
+        match sent_us {
+            Some(sent_us) => self.log.record_late(sent_us, kind),
+            None => self.log.record(kind),
+        }
+        reply
+    }
+
+    fn pay(self: &Arc<Self>, worker: WorkerId, call: RefundRequest, armed: GatewayArmed) -> (u16, serde_json::Value) {
         let clock = self.setup.clock;
         let refund = RefundId(call.reference);
+        if self.refused(worker, refund, GatewayCall::Refund) {
+            return (503, serde_json::json!({"error": "the gateway is down"}));
+        }
         let arrived_us = wall_us();
-        let paced_us = self.due_us(worker, refund, arrived_us);
-        let reply = {
-            let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
-            let now = clock.story_ms(arrived_us);
-            let latency = clock.story_ms(paced_us) - now;
-            let reply =
-                core.refund(refund, IdempotencyKey(call.key), Cents(call.amount), now, latency, false);
-            let (amount, gateway_ref) = (Cents(call.amount), reply.receipt.gateway_ref);
-            let kind = EventKind::RefundCalled {
-                worker,
-                epoch: None,
-                refund,
-                amount,
-                outcome: reply.outcome,
-                gateway_ref,
-                response_lost: false,
-            };
-            self.log.record(kind);
-            reply
-        };
+        let paced_us = self.due_us(worker, refund, arrived_us, armed.extra_ms);
+        let now = clock.story_ms(arrived_us);
+        let latency = clock.story_ms(paced_us) - now;
+        if let Some(late_ms) = armed.late_ms {
+            // held up on its way: the worker hears nothing when its answer is due, and the
+            // call lands later and does what a call does then
+            self.log.record_at(arrived_us, EventKind::RefundTimedOut { worker, refund, lands_at_ms: now + late_ms });
+            let shared = self.clone();
+            std::thread::spawn(move || {
+                let lands_us = arrived_us + clock.real(late_ms).as_micros() as u64;
+                std::thread::sleep(Duration::from_micros(lands_us.saturating_sub(wall_us())));
+                shared.reach(worker, &call, clock.story_ms(lands_us), latency, false, Some(arrived_us));
+            });
+            self.wait_until(worker, paced_us, arrived_us);
+            return (504, serde_json::json!({"error": "no answer in time"}));
+        }
+        let reply = self.reach(worker, &call, now, latency, armed.lost > 0, None);
         let due = match reply.outcome {
             CallOutcome::Created => paced_us,
             CallOutcome::Replayed | CallOutcome::Conflict => {
                 clock.start_us + clock.real(reply.respond_at_ms).as_micros() as u64
             }
         };
-        std::thread::sleep(Duration::from_micros(due.saturating_sub(wall_us())));
-        // The answer's due time, not when the sleep ended: the machine's lateness in waking
-        // is then part of the next gap, and is credited as the worker's own work is.
-        self.answered.lock().unwrap_or_else(|p| p.into_inner()).insert(worker, due.max(arrived_us));
+        self.wait_until(worker, due, arrived_us);
         let receipt = ReceiptBody { gateway_ref: reply.receipt.gateway_ref, amount: reply.receipt.amount.0 };
-        match reply.outcome {
-            CallOutcome::Created | CallOutcome::Replayed => (200, serde_json::json!(receipt)),
-            CallOutcome::Conflict => (409, serde_json::json!({"error": "a call with this key is in flight"})),
+        match (reply.outcome, armed.lost > 0) {
+            (CallOutcome::Conflict, _) => (409, serde_json::json!({"error": "a call with this key is in flight"})),
+            (CallOutcome::Created | CallOutcome::Replayed, true) => (504, serde_json::json!({"error": "the answer was lost"})),
+            (CallOutcome::Created | CallOutcome::Replayed, false) => (200, serde_json::json!(receipt)),
         }
+    }
+
+    /// Answers at `due_us`; the worker's last answer is then its due time, not when the
+    /// sleep ended: the machine's lateness in waking is part of the next gap, and is
+    /// credited as the worker's own work is.
+    fn wait_until(&self, worker: WorkerId, due_us: u64, arrived_us: u64) {
+        std::thread::sleep(Duration::from_micros(due_us.saturating_sub(wall_us())));
+        self.answered.lock().unwrap_or_else(|p| p.into_inner()).insert(worker, due_us.max(arrived_us));
     }
 }
 
@@ -240,6 +359,7 @@ impl LiveGateway {
             }
             Err(ureq::Error::Status(404, _)) => Ok(None),
             Err(ureq::Error::Status(409, _)) => Err(GatewayError::Conflict),
+            Err(ureq::Error::Status(504, _)) => Err(GatewayError::Timeout),
             Err(ureq::Error::Status(..)) => Err(GatewayError::Unavailable),
             // The request may have left: only a lookup can tell what it did.
             Err(ureq::Error::Transport(_)) => Err(GatewayError::Timeout),
@@ -262,11 +382,25 @@ impl Gateway for LiveGateway {
         amount: Cents,
     ) -> Result<Receipt, GatewayError> {
         self.faults.call(Hop::Gateway).await;
+        let armed = self.faults.take_gateway();
         let url = format!("{}/refunds", self.base);
         let body = RefundRequest { reference: reference.0, key: key.0, amount: amount.0 };
         let (agent, worker) = (self.agent.clone(), self.worker.to_string());
-        let paid =
-            off_the_runtime(move || Self::receipt(agent.post(&url).set("worker", &worker).send_json(body)));
-        paid.await?.ok_or(GatewayError::Unavailable)
+        let paid = off_the_runtime(move || {
+            let mut request = agent.post(&url).set("worker", &worker);
+            request = request.set("extra-ms", &armed.extra_ms.to_string()).set("lose", &armed.lost.min(1).to_string());
+            if let Some(late_ms) = armed.late_ms {
+                request = request.set("late-ms", &late_ms.to_string());
+            }
+            Self::receipt(request.send_json(body))
+        });
+        let paid = paid.await;
+        // a lost answer is taken by the next call that is heard; a conflict is always heard
+        let kept = match paid {
+            Err(GatewayError::Conflict) => armed.lost,
+            _ => armed.lost.saturating_sub(1),
+        };
+        self.faults.keep_lost(kept);
+        paid?.ok_or(GatewayError::Unavailable)
     }
 }

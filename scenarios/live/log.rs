@@ -15,6 +15,10 @@ use std::sync::Mutex;
 pub struct LogLine {
     pub at_us: u64,
     pub happened: EventKind,
+    /// For a refund call that landed late: the wall-clock microsecond it was sent at (its
+    /// epoch is the sender's then, as the simulation records it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_us: Option<u64>,
 }
 
 /// A process's event file. Every line is written through at once: a process that is
@@ -36,7 +40,16 @@ impl EventLog {
     }
 
     pub fn record_at(&self, at_us: u64, happened: EventKind) {
-        let mut line = serde_json::to_vec(&LogLine { at_us, happened }).expect("an event is JSON");
+        self.write(LogLine { at_us, happened, sent_us: None });
+    }
+
+    /// Records now a refund call that was sent at `sent_us` and lands late.
+    pub fn record_late(&self, sent_us: u64, happened: EventKind) {
+        self.write(LogLine { at_us: wall_us(), happened, sent_us: Some(sent_us) });
+    }
+
+    fn write(&self, line: LogLine) {
+        let mut line = serde_json::to_vec(&line).expect("an event is JSON");
         line.push(b'\n');
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         // A full disk loses the line; the checkers then see a history with a hole, which

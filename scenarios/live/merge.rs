@@ -23,6 +23,9 @@ pub struct Merged {
 
 #[derive(Default)]
 struct Leases {
+    /// Refund calls that timed out and land later, by (worker, refund, when sent), with
+    /// the sender's epoch when it sent them.
+    late: BTreeMap<(fencesim_model::WorkerId, fencesim_model::RefundId, u64), Option<u32>>,
     /// The value each lease key holds, as far as the history has told.
     holders: BTreeMap<String, String>,
     /// Expiries already put before a grant, whose notifications are still to come.
@@ -35,16 +38,38 @@ pub fn merge(lines: Vec<LogLine>, clock: LiveClock, workers: usize) -> Merged {
     let mut events = Vec::with_capacity(lines.len());
     for line in lines {
         let at_ms = clock.story_ms(line.at_us);
-        if let Some(kind) = attribute(line.happened, at_ms, &mut ledger, &mut leases, &mut events) {
+        let happened = late_call(line.happened, line.at_us, line.sent_us, &ledger, &mut leases);
+        if let Some(kind) = attribute((happened, line.sent_us.is_some()), at_ms, &mut ledger, &mut leases, &mut events) {
             events.push(Event { at_ms, kind });
         }
     }
     Merged { events, epochs: ledger.take_epochs() }
 }
 
+/// A call that timed out is noted with its sender's epoch; when it lands, it is the
+/// epoch it is attributed to (the merge attributes other calls as they land).
+fn late_call(
+    mut kind: EventKind,
+    at_us: u64,
+    sent_us: Option<u64>,
+    ledger: &EpochLedger,
+    leases: &mut Leases,
+) -> EventKind {
+    match (&mut kind, sent_us) {
+        (EventKind::RefundTimedOut { worker, refund, .. }, _) => {
+            leases.late.insert((*worker, *refund, at_us), ledger.current(*worker));
+        }
+        (EventKind::RefundCalled { worker, refund, epoch, .. }, Some(sent_us)) => {
+            *epoch = leases.late.remove(&(*worker, *refund, sent_us)).flatten();
+        }
+        _ => {}
+    }
+    kind
+}
+
 /// The event with its epoch filled in, or `None` when it is a notification already accounted for.
 fn attribute(
-    mut kind: EventKind,
+    (mut kind, late): (EventKind, bool),
     at_ms: u64,
     ledger: &mut EpochLedger,
     leases: &mut Leases,
@@ -81,9 +106,9 @@ fn attribute(
             let value = leases.holders.remove(key.as_str())?;
             return Some(expire(ledger, key, value, at_ms));
         }
-        EventKind::Write { worker, epoch, .. } | EventKind::RefundCalled { worker, epoch, .. } => {
-            *epoch = ledger.current(*worker);
-        }
+        EventKind::Write { worker, epoch, .. } => *epoch = ledger.current(*worker),
+        // a late call already has its sender's epoch (or had none)
+        EventKind::RefundCalled { worker, epoch, .. } if !late => *epoch = ledger.current(*worker),
         // a crashed process holds nothing, as in the simulation
         EventKind::FaultFired { fault: fencesim_sim::FaultKind::Crash { worker, .. }, .. } => {
             ledger.forget(*worker)

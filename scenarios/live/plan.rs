@@ -55,36 +55,67 @@ pub fn world_refusal(world: &WorldConfig) -> Option<String> {
     if world.replica.is_some() {
         return Some("the world's Redis has a replica; the live run has one server".into());
     }
-    if world.lookup_lag_ms > 0 {
-        return Some(format!(
-            "the world's gateway answers lookups from a copy {} ms behind; the live gateway answers from its ledger",
-            world.lookup_lag_ms
-        ));
-    }
     None
+}
+
+/// Who takes a fault of this kind live.
+enum Taker {
+    /// The process of the worker it is about, at that worker's own trigger; the
+    /// coordinator at a time (a pause, a crash).
+    Itself,
+    /// The process of the worker it is about, at that worker's own trigger or at a time
+    /// (it arms the worker's next request: a hold-up, a gateway call's fault).
+    Armed,
+    /// The process whose trigger it is, or the coordinator at a time (it acts on a
+    /// service: an early expiry, the gateway, the queue).
+    Anyone,
+}
+
+fn taker(kind: FaultKind) -> Option<Taker> {
+    match kind {
+        FaultKind::Pause { .. } | FaultKind::Crash { .. } => Some(Taker::Itself),
+        FaultKind::DbDelay { .. }
+        | FaultKind::RedisDelay { .. }
+        | FaultKind::DbReplyDelay { .. }
+        | FaultKind::RedisReplyDelay { .. }
+        | FaultKind::GatewayLatency { .. }
+        | FaultKind::LostResponse { .. }
+        | FaultKind::GatewayTimeout { .. } => Some(Taker::Armed),
+        FaultKind::ExpireLease { .. }
+        | FaultKind::GatewayOutage { .. }
+        | FaultKind::GatewayConflicts { .. }
+        | FaultKind::LookupLag { .. }
+        | FaultKind::Redeliver { .. }
+        | FaultKind::DuplicateDelivery { .. } => Some(Taker::Anyone),
+        FaultKind::RedisClockJump { .. }
+        | FaultKind::RedisRestart { .. }
+        | FaultKind::RedisFailover { .. }
+        | FaultKind::SettlementDelay { .. }
+        | FaultKind::SettlementReplyDelay { .. } => None,
+    }
 }
 
 /// The plan as the live run takes it, or the first fault it cannot take, named.
 pub fn live_plan(world: &WorldConfig) -> Result<LivePlan, String> {
     let mut plan = LivePlan { at_steps: vec![Vec::new(); world.workers as usize], at_times: Vec::new() };
     for (index, fault) in world.faults.faults.iter().enumerate() {
-        let own = matches!(fault.kind, FaultKind::Pause { .. } | FaultKind::Crash { .. });
-        let held = matches!(
-            fault.kind,
-            FaultKind::DbDelay { .. }
-                | FaultKind::RedisDelay { .. }
-                | FaultKind::DbReplyDelay { .. }
-                | FaultKind::RedisReplyDelay { .. }
-        );
-        let expiry = matches!(fault.kind, FaultKind::ExpireLease { .. });
-        match fault.trigger {
-            Trigger::Step { worker, .. } | Trigger::Call { worker, .. }
-                if expiry || ((own || held) && fault.kind.worker() == Some(worker)) =>
-            {
-                plan.at_steps[worker.0 as usize].push((index, fault.clone()));
+        let planned = (index, fault.clone());
+        let about = fault.kind.worker();
+        match (taker(fault.kind), fault.trigger.worker()) {
+            (None, _) => return Err(cannot(index, fault)),
+            (Some(Taker::Anyone), Some(by)) => plan.at_steps[by.0 as usize].push(planned),
+            (Some(Taker::Itself | Taker::Armed), Some(by)) if about == Some(by) => {
+                plan.at_steps[by.0 as usize].push(planned)
             }
-            Trigger::At { at_ms } if own || expiry => plan.at_times.push((at_ms, (index, fault.clone()))),
-            _ => return Err(cannot(index, fault)),
+            (Some(Taker::Itself | Taker::Armed), Some(by)) => return Err(elsewhere(index, fault, by)),
+            (Some(Taker::Armed), None) => match about {
+                Some(worker) => plan.at_steps[worker.0 as usize].push(planned),
+                None => return Err(cannot(index, fault)),
+            },
+            (Some(Taker::Itself | Taker::Anyone), None) => match fault.trigger {
+                Trigger::At { at_ms } => plan.at_times.push((at_ms, planned)),
+                _ => return Err(cannot(index, fault)),
+            },
         }
     }
     plan.at_times.sort_by_key(|(at_ms, (index, _))| (*at_ms, *index));
@@ -93,7 +124,44 @@ pub fn live_plan(world: &WorldConfig) -> Result<LivePlan, String> {
 
 fn cannot(index: usize, fault: &Fault) -> String {
     format!(
-        "fault {} ({} at {}) cannot be done live yet: the live run takes pauses and crashes of a worker at its own step, before its own n-th request on a hop or at a time, held-up Redis and database requests and replies at the worker's own step or request, and early lease expiries at any of those",
+        "fault {} ({} at {}) cannot be done live: {}",
+        index + 1,
+        fault.kind.name(),
+        fault.trigger.describe(),
+        why_not(fault.kind)
+    )
+}
+
+/// Why the live run cannot do a kind it refuses.
+fn why_not(kind: FaultKind) -> &'static str {
+    match kind {
+        FaultKind::RedisClockJump { .. } => "the live run's redis-server keeps the machine's clock",
+        FaultKind::RedisRestart { .. } => "the live run does not restart its redis-server yet",
+        FaultKind::RedisFailover { .. } => "the live run's Redis has no replica",
+        FaultKind::SettlementDelay { .. } | FaultKind::SettlementReplyDelay { .. } => {
+            "the live run has no settlement ledger"
+        }
+        FaultKind::Pause { .. }
+        | FaultKind::Crash { .. }
+        | FaultKind::ExpireLease { .. }
+        | FaultKind::Redeliver { .. }
+        | FaultKind::DuplicateDelivery { .. }
+        | FaultKind::DbDelay { .. }
+        | FaultKind::GatewayLatency { .. }
+        | FaultKind::LostResponse { .. }
+        | FaultKind::GatewayConflicts { .. }
+        | FaultKind::RedisDelay { .. }
+        | FaultKind::GatewayTimeout { .. }
+        | FaultKind::GatewayOutage { .. }
+        | FaultKind::RedisReplyDelay { .. }
+        | FaultKind::DbReplyDelay { .. }
+        | FaultKind::LookupLag { .. } => "not with this trigger",
+    }
+}
+
+fn elsewhere(index: usize, fault: &Fault, by: WorkerId) -> String {
+    format!(
+        "fault {} ({} at {}) cannot be done live: it is about another worker than {by}, whose trigger it is, and a worker's process takes only its own",
         index + 1,
         fault.kind.name(),
         fault.trigger.describe()

@@ -52,6 +52,11 @@ end
 if not id then return false end
 local previous = redis.call('HGET', KEYS[2], id)
 local held_by = previous and string.match(previous, ':(.*)$') or ''
+if not pending then
+  -- a duplicate delivery's entry names the worker that held the job
+  local fields = redis.call('XRANGE', KEYS[1], id, id)[1][2]
+  for i = 1, #fields, 2 do if fields[i] == 'last' then held_by = fields[i + 1] end end
+end
 local best = nil
 local idle = redis.call('HGETALL', KEYS[4])
 for i = 1, #idle, 2 do
@@ -86,6 +91,66 @@ redis.call('HDEL', KEYS[2], ARGV[2])
 redis.call('INCR', KEYS[3])
 return 1
 "#;
+
+/// Hands on every delivery worker `ARGV[2]` holds now, as the simulated queue's faults
+/// do: a redelivery makes it due at once (its idle time set to the visibility timeout,
+/// `ARGV[3]` ms, its delivery count kept), a duplicate puts a copy of the job on the stream
+/// that names the worker as its last holder (and counts it among the jobs to ack).
+/// Returns how many deliveries it handed on.
+const HAND_ON_LUA: &str = r#"
+local group, worker, visibility, duplicate = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
+local current = redis.call('HGETALL', KEYS[2])
+local n = 0
+for i = 1, #current, 2 do
+  local id = current[i]
+  if string.match(current[i + 1], ':(.*)$') == worker then
+    n = n + 1
+    if duplicate then
+      local fields = redis.call('XRANGE', KEYS[1], id, id)[1][2]
+      local f = {}
+      for j = 1, #fields, 2 do f[fields[j]] = fields[j + 1] end
+      redis.call('XADD', KEYS[1], '*', 'job', f['job'], 'merchant', f['merchant'], 'last', worker)
+      redis.call('INCR', KEYS[3])
+    else
+      local count = redis.call('XPENDING', KEYS[1], group, id, id, 1)[1][4]
+      redis.call('XCLAIM', KEYS[1], group, worker, 0, id, 'IDLE', visibility, 'RETRYCOUNT', count)
+    end
+  end
+end
+return n
+"#;
+
+/// Hash key: how many copies of jobs duplicate deliveries put on the stream.
+pub const COPIES: &str = "jobs:copies";
+
+/// Hands on `worker`'s deliveries now: again to another worker (`duplicate`: while the
+/// first is still in flight). `visibility_ms` is the visibility timeout in real
+/// milliseconds.
+pub fn hand_on(
+    con: &mut redis::Connection,
+    worker: WorkerId,
+    duplicate: bool,
+    visibility_ms: u64,
+) -> redis::RedisResult<u32> {
+    redis::cmd("EVAL")
+        .arg(HAND_ON_LUA)
+        .arg(3)
+        .arg(STREAM)
+        .arg(CURRENT)
+        .arg(COPIES)
+        .arg(GROUP)
+        .arg(worker.to_string())
+        .arg(visibility_ms)
+        .arg(if duplicate { 1 } else { 0 })
+        .query(con)
+}
+
+/// How many jobs must be acked before the queue closes: the world's, and every copy a
+/// duplicate delivery made.
+pub fn to_ack(con: &mut redis::Connection, jobs: u64) -> redis::RedisResult<u64> {
+    let copies = redis::cmd("GET").arg(COPIES).query::<Option<u64>>(con)?.unwrap_or_default();
+    Ok(jobs + copies)
+}
 
 /// Puts the jobs on a fresh stream, each as an entry with its id and merchant.
 pub fn enqueue(con: &mut redis::Connection, jobs: &[Job]) -> redis::RedisResult<()> {

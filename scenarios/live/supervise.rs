@@ -5,6 +5,7 @@
 
 use crate::live::clock::LiveClock;
 use crate::live::faults::expire_now;
+use crate::live::gateway::GatewayService;
 use crate::live::log::EventLog;
 use crate::live::plan::{LivePlan, Planned};
 use crate::live::processes::{instant_of, Children};
@@ -27,6 +28,7 @@ pub struct Supervision<'a> {
     pub clock: LiveClock,
     pub log: &'a EventLog,
     pub store: &'a dyn Refunds,
+    pub gateway: &'a GatewayService,
     pub deadline: Instant,
 }
 
@@ -62,7 +64,8 @@ impl Supervision<'_> {
             // is due to the millisecond, the end of the run is not.
             if !closed && agenda.is_empty() && asked.elapsed() >= Duration::from_millis(10) {
                 asked = Instant::now();
-                if queue::acked(con).map_err(|e| format!("the queue: {e}"))? >= jobs {
+                let to_ack = queue::to_ack(con, jobs).map_err(|e| format!("the queue: {e}"))?;
+                if queue::acked(con).map_err(|e| format!("the queue: {e}"))? >= to_ack {
                     queue::close(con).map_err(|e| format!("the queue: {e}"))?;
                     closed = true;
                 }
@@ -83,6 +86,15 @@ impl Supervision<'_> {
                         children.crash(worker, after(restart_after_ms))
                     }
                     FaultKind::ExpireLease { merchant, .. } => expire_now(con, &merchant.lock_key())?,
+                    FaultKind::GatewayOutage { .. }
+                    | FaultKind::GatewayConflicts { .. }
+                    | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
+                    FaultKind::Redeliver { worker } | FaultKind::DuplicateDelivery { worker } => {
+                        let duplicate = matches!(fault.kind, FaultKind::DuplicateDelivery { .. });
+                        let visibility_ms = self.clock.real(self.world.visibility_timeout_ms).as_millis() as u64;
+                        queue::hand_on(con, worker, duplicate, visibility_ms)
+                            .map_err(|e| format!("the queue: {e}"))?;
+                    }
                     other => return Err(format!("the live run cannot take {} at a time", other.name())),
                 }
             }

@@ -8,7 +8,7 @@
 //! events, so that a new process for the worker counts on from where the last one died.
 
 use crate::live::clock::{wall_us, LiveClock};
-use crate::live::faults::{LiveFaults, Progress};
+use crate::live::faults::{LiveFaults, Outside, Progress};
 use crate::live::gateway::LiveGateway;
 use crate::live::log::EventLog;
 use crate::live::plan::Planned;
@@ -114,6 +114,12 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
         latency_ms: spec.latency_ms,
         held: Mutex::default(),
         clock: spec.clock,
+        last_hop: Mutex::default(),
+        outside: Outside {
+            gateway_url: spec.gateway_url.clone(),
+            queue: Mutex::new(Some(connect(&spec.redis_url)?)),
+            visibility_ms: spec.clock.real(spec.visibility_ms).as_millis() as u64,
+        },
     });
     let redis = LiveRedis::new(connect(&spec.redis_url)?, id, log.clone(), spec.clock, faults.clone());
     let store = LiveStore { refunds, worker: id, log: log.clone(), faults: faults.clone() };

@@ -5,7 +5,8 @@
 //! idempotent mode a key seen before moves no money: a finished key answers from its
 //! record at once, a key still in flight answers when the first call completes.
 
-use fencesim_model::{Cents, IdempotencyKey, Receipt, RefundId};
+use crate::history::EventKind;
+use fencesim_model::{Cents, IdempotencyKey, Receipt, RefundId, WorkerId};
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -149,6 +150,59 @@ impl GatewayCore {
     /// The first ledger entry of this reference (the ledger is in the order money moved).
     pub fn first_entry(&self, reference: RefundId) -> Option<&LedgerEntry> {
         self.ledger.iter().find(|e| e.refund == reference)
+    }
+
+    /// `worker`'s lookup of `reference` at `now_ms`, answered from a copy that holds the
+    /// ledger up to `horizon` (none: nothing yet): what it finds, and the events that tell
+    /// it (the lookup, and what the copy did not show yet).
+    pub fn look_up(
+        &self,
+        worker: WorkerId,
+        reference: RefundId,
+        now_ms: u64,
+        horizon: Option<u64>,
+    ) -> (Option<Receipt>, Vec<EventKind>) {
+        let found = horizon.and_then(|horizon| self.find_as_of(reference, horizon));
+        let mut told = vec![EventKind::Lookup { worker, refund: reference, found: found.map(|r| r.gateway_ref) }];
+        if let Some(entry) = self.first_entry(reference).filter(|_| found.is_none()) {
+            told.push(EventKind::LookupBehind {
+                worker,
+                refund: reference,
+                gateway_ref: entry.gateway_ref,
+                paid_at_ms: entry.at_ms,
+                behind_ms: now_ms - horizon.unwrap_or(0).min(now_ms),
+            });
+        }
+        (found, told)
+    }
+}
+
+/// The copy the gateway answers lookups from: the world's lag behind the ledger, and
+/// stalled while a lookup-lag fault holds it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LookupCopy {
+    /// It stopped catching up at the first time and starts again at the second.
+    frozen: Option<(u64, u64)>,
+}
+
+impl LookupCopy {
+    /// The copy stops catching up now, for `for_ms` (a freeze in force goes on from where
+    /// it stopped, until the later end).
+    pub fn freeze(&mut self, now_ms: u64, for_ms: u64) {
+        self.frozen = Some(match self.frozen {
+            Some((since, until)) if now_ms < until => (since, until.max(now_ms + for_ms)),
+            Some(_) | None => (now_ms, now_ms + for_ms),
+        });
+    }
+
+    /// Up to when the copy a lookup at `now_ms` reads holds the ledger, with a lag of
+    /// `lag_ms` and any freeze in force; none when it holds nothing yet.
+    pub fn horizon(&self, now_ms: u64, lag_ms: u64) -> Option<u64> {
+        let caught_up_to = match self.frozen {
+            Some((since, until)) if now_ms < until => since.min(now_ms),
+            Some(_) | None => now_ms,
+        };
+        caught_up_to.checked_sub(lag_ms)
     }
 }
 

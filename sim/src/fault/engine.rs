@@ -64,7 +64,7 @@ impl World {
             FaultKind::GatewayOutage { for_ms } => {
                 state.faults.outage_until_ms = state.faults.outage_until_ms.max(now + for_ms)
             }
-            FaultKind::LookupLag { for_ms } => state.faults.freeze_lookups(now, for_ms),
+            FaultKind::LookupLag { for_ms } => state.faults.lookup.freeze(now, for_ms),
         }
         self.changed.notify_one();
     }

@@ -39,9 +39,8 @@ pub(crate) struct FaultState {
     pub conflicts_until_ms: u64,
     /// The gateway refuses every request until then.
     pub outage_until_ms: u64,
-    /// The copy lookups read stopped catching up at the first time and starts again at
-    /// the second (a lookup-lag fault).
-    pub lookup_frozen: Option<(u64, u64)>,
+    /// The copy lookups are answered from (stalled by a lookup-lag fault).
+    pub lookup: crate::gateway::LookupCopy,
     /// Redis instances restarting, with when each answers again.
     pub redis_down_until_ms: Vec<(u8, u64)>,
     /// Refund calls that timed out and have not landed yet, in the order they were sent.
@@ -68,7 +67,7 @@ impl FaultState {
             armed: vec![Armed::default(); workers],
             conflicts_until_ms: 0,
             outage_until_ms: 0,
-            lookup_frozen: None,
+            lookup: Default::default(),
             redis_down_until_ms: Vec::new(),
             late_calls: Vec::new(),
             resumes: Vec::new(),
@@ -84,25 +83,6 @@ impl FaultState {
     /// Whether `instance` is down (restarting) at `now`.
     pub fn redis_down(&self, instance: u8, now_ms: u64) -> bool {
         self.redis_down_until_ms.iter().any(|&(down, until)| down == instance && now_ms < until)
-    }
-
-    /// The copy lookups read stops catching up now, for `for_ms` (a freeze in force goes
-    /// on from where it stopped, until the later end).
-    pub fn freeze_lookups(&mut self, now_ms: u64, for_ms: u64) {
-        self.lookup_frozen = Some(match self.lookup_frozen {
-            Some((since, until)) if now_ms < until => (since, until.max(now_ms + for_ms)),
-            Some(_) | None => (now_ms, now_ms + for_ms),
-        });
-    }
-
-    /// Up to when the copy a lookup at `now_ms` reads holds the ledger, with the world's
-    /// lag of `lag_ms` and any freeze in force; none when it holds nothing yet.
-    pub fn lookup_horizon(&self, now_ms: u64, lag_ms: u64) -> Option<u64> {
-        let caught_up_to = match self.lookup_frozen {
-            Some((since, until)) if now_ms < until => since.min(now_ms),
-            Some(_) | None => now_ms,
-        };
-        caught_up_to.checked_sub(lag_ms)
     }
 
     /// Arms `delay_ms` more for `worker`'s next request on `hop`.

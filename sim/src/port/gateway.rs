@@ -27,21 +27,9 @@ impl Gateway for GatewayClient {
         world.clock.sleep_ms(world.config.lookup_latency_ms).await;
         let mut state = world.lock();
         let now = world.clock.now_ms();
-        let horizon = state.faults.lookup_horizon(now, world.config.lookup_lag_ms);
-        let found = horizon.and_then(|horizon| state.gateway.find_as_of(reference, horizon));
-        let kind =
-            EventKind::Lookup { worker: *worker, refund: reference, found: found.map(|r| r.gateway_ref) };
-        state.record(now, kind);
-        let missed = state.gateway.first_entry(reference).filter(|_| found.is_none()).copied();
-        if let Some(entry) = missed {
-            let behind_ms = now - horizon.unwrap_or(0).min(now);
-            let kind = EventKind::LookupBehind {
-                worker: *worker,
-                refund: reference,
-                gateway_ref: entry.gateway_ref,
-                paid_at_ms: entry.at_ms,
-                behind_ms,
-            };
+        let horizon = state.faults.lookup.horizon(now, world.config.lookup_lag_ms);
+        let (found, told) = state.gateway.look_up(*worker, reference, now, horizon);
+        for kind in told {
             state.record(now, kind);
         }
         Ok(found)
