@@ -56,7 +56,7 @@ impl Mechanism {
         instance: u8,
         merchants: impl IntoIterator<Item = MerchantId>,
         redis: &mut impl CounterAdmin,
-        store: &SqliteRefunds,
+        max_fence: impl Fn(MerchantId) -> Option<i64>,
     ) -> Vec<(String, i64)> {
         if !self.spec().seed_counter_on_restart || instance != 0 {
             return Vec::new();
@@ -67,7 +67,7 @@ impl Mechanism {
             if redis.has(&key) {
                 continue;
             }
-            let value = store.max_fence(merchant).unwrap_or(0);
+            let value = max_fence(merchant).unwrap_or(0);
             redis.set(&key, value);
             seeded.push((key, value));
         }

@@ -15,7 +15,7 @@ use crate::live::postgres::{PgRefunds, PostgresServer};
 use crate::live::processes::Children;
 use crate::live::queue;
 use crate::live::redis::{connect, Admin};
-use crate::live::server::RedisServer;
+use crate::live::servers::{restart_mode, Servers};
 use crate::live::store::{Refunds, Sequences, StoreAt};
 use crate::live::supervise::Supervision;
 use crate::live::worker::WorkerSpec;
@@ -79,6 +79,7 @@ pub fn live_scenario(config: &LiveConfig) -> Result<(Scenario, LivePlan), String
     if let Some(refusal) = world_refusal(&scenario.world) {
         return Err(refusal);
     }
+    restart_mode(&scenario.world)?;
     let plan = live_plan(&scenario.world)?;
     Ok((scenario, plan))
 }
@@ -112,39 +113,6 @@ impl Drop for RunDir {
         if !self.keep {
             let _ = std::fs::remove_dir_all(&self.path);
         }
-    }
-}
-
-/// The run's Redis: a server of its own, or the one at a URL.
-struct LiveRedisSetup {
-    _own: Option<RedisServer>,
-    url: String,
-}
-
-impl LiveRedisSetup {
-    fn start(url: Option<&str>) -> Result<LiveRedisSetup, String> {
-        let (own, url) = match url {
-            Some(url) => (None, url.to_owned()),
-            None => {
-                let server = RedisServer::start("live", &["--appendonly", "no", "--hz", "100"])?;
-                let url = server.url();
-                (Some(server), url)
-            }
-        };
-        let mut con = connect(&url)?;
-        let keys: u64 = redis::cmd("DBSIZE").query(&mut con).map_err(|e| format!("Redis at {url}: {e}"))?;
-        if keys > 0 {
-            return Err(format!(
-                "the Redis database at {url} holds {keys} key(s); the live run needs an empty one (it writes lock, counter and queue keys)"
-            ));
-        }
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg("Ex")
-            .query::<()>(&mut con)
-            .map_err(|e| format!("Redis at {url} refuses keyspace notifications, which show the live run its expiries: {e}"))?;
-        Ok(LiveRedisSetup { _own: own, url })
     }
 }
 
@@ -186,10 +154,10 @@ fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connect
     let arriving = world.arriving_rows();
     let first: Vec<_> = world.rows.iter().filter(|row| !arriving.contains(&row.id)).copied().collect();
     store.load(&first).map_err(|e| format!("the refund store: {e}"))?;
-    let mut admin = Admin { con, failed: None };
+    let mut admin = Admin::new(con);
     let placed = world.mechanism.place_counters(&world.counters, &mut admin, &Sequences(store));
     placed.map_err(|e| format!("the refund store: {e}"))?;
-    match admin.failed {
+    match admin.failed() {
         Some(failed) => Err(format!("cannot place the token counters: {failed}")),
         None => Ok(()),
     }
@@ -208,7 +176,9 @@ fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>) -> Vec<WorkerSp
             worker,
             mechanism: world.mechanism,
             ttl_ms: world.ttl_ms,
-            redis_url: stage.redis.url.clone(),
+            redis_url: stage.redis.lock_url.clone(),
+            queue_url: stage.redis.queue_url.clone(),
+            redis_pid: stage.redis.lock_pid(),
             database: stage.store_at.clone(),
             gateway_url: format!("http://127.0.0.1:{}", stage.gateway.port),
             log: stage.dir.file(&format!("worker-{worker}.jsonl")),
@@ -261,8 +231,9 @@ struct Stage {
     dir: RunDir,
     store: Box<dyn Refunds>,
     store_at: StoreAt,
-    redis: LiveRedisSetup,
-    con: redis::Connection,
+    redis: Servers,
+    /// To the queue's server.
+    queue_con: redis::Connection,
     clock: LiveClock,
     gateway: GatewayService,
     watch: ExpiryWatch,
@@ -277,8 +248,9 @@ impl Stage {
     fn set_up(config: &LiveConfig, scenario: Scenario) -> Result<Stage, String> {
         let dir = RunDir::create(config.keep.as_deref())?;
         let (store, store_at, postgres) = open_store(&config.store, &dir)?;
-        let redis = LiveRedisSetup::start(config.redis_url.as_deref())?;
-        let mut con = connect(&redis.url)?;
+        let redis = Servers::start(config.redis_url.as_deref(), restart_mode(&scenario.world)?)?;
+        let mut con = connect(&redis.lock_url)?;
+        let mut queue_con = connect(&redis.queue_url)?;
         fill_store(&scenario, &*store, &mut con)?;
         let world = &scenario.world;
         let clock = LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale };
@@ -291,9 +263,9 @@ impl Stage {
         };
         let gateway =
             GatewayService::start(setup, EventLog::create(&dir.file("gateway.jsonl"))?, config.gateway_port)?;
-        let watch = ExpiryWatch::start(&redis.url, EventLog::create(&dir.file("expiries.jsonl"))?)?;
+        let watch = ExpiryWatch::start(&redis.lock_url, EventLog::create(&dir.file("expiries.jsonl"))?)?;
         let log = EventLog::create(&dir.file("coordinator.jsonl"))?;
-        queue::enqueue(&mut con, &world.jobs).map_err(|e| format!("cannot fill the queue: {e}"))?;
+        queue::enqueue(&mut queue_con, &world.jobs).map_err(|e| format!("cannot fill the queue: {e}"))?;
         for job in &world.jobs {
             log.record_at(clock.start_us, EventKind::JobEnqueued { job: job.id, merchant: job.merchant });
         }
@@ -303,7 +275,7 @@ impl Stage {
             store,
             store_at,
             redis,
-            con,
+            queue_con,
             clock,
             gateway,
             watch,
@@ -327,9 +299,10 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
         log: &stage.log,
         store: &*stage.store,
         gateway: &stage.gateway,
+        start_routine: config.mutant != Some(Mutant::NoReseedAfterRestart),
         deadline: Instant::now() + LEAD + stage.clock.real(horizon_ms(world)),
     };
-    let finished = supervision.run(&mut children, &mut stage.con)?;
+    let finished = supervision.run(&mut children, &mut stage.redis, &mut stage.queue_con)?;
     let ended_at_ms = stage.clock.story_ms(wall_us());
     let failures = if finished { children.failures() } else { Vec::new() };
     let logs = children.logs().to_vec();

@@ -113,6 +113,9 @@ pub struct Outside {
     pub queue: Mutex<Option<redis::Connection>>,
     /// The queue's visibility timeout, in real milliseconds.
     pub visibility_ms: u64,
+    /// The lock server's process id, for a restart at the worker's trigger, and its URL.
+    pub redis_pid: Option<i32>,
+    pub redis_url: String,
 }
 
 impl LiveFaults {
@@ -228,11 +231,8 @@ impl LiveFaults {
             FaultKind::LostResponse { .. } => held.gateway.lost += 1,
             FaultKind::GatewayTimeout { late_ms, .. } => held.gateway.late_ms = Some(late_ms),
             FaultKind::ExpireLease { merchant, .. } => {
-                let mut admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(con) = admin.as_mut() {
-                    // a failure shows in the history as a lease that did not end
-                    let _ = expire_now(con, &merchant.lock_key());
-                }
+                // a failure shows in the history as a lease that did not end
+                self.with_admin(|con| drop(expire_now(con, &merchant.lock_key())));
             }
             FaultKind::GatewayOutage { .. } | FaultKind::GatewayConflicts { .. } | FaultKind::LookupLag { .. } => {
                 // a failure shows in the history as a gateway that went on answering
@@ -245,14 +245,32 @@ impl LiveFaults {
                     let _ = crate::live::queue::hand_on(con, worker, duplicate, self.outside.visibility_ms);
                 }
             }
+            FaultKind::RedisRestart { persistence, .. } => {
+                if let Some(pid) = self.outside.redis_pid {
+                    self.with_admin(|con| crate::live::servers::restart_now(Some(con), pid, persistence, &self.log));
+                    // the connection is gone with the server: a new one is made when needed
+                    *self.admin.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                }
+            }
             // the live plan refuses these before any process starts
             FaultKind::RedisClockJump { .. }
-            | FaultKind::RedisRestart { .. }
             | FaultKind::RedisFailover { .. }
             | FaultKind::SettlementDelay { .. }
             | FaultKind::SettlementReplyDelay { .. } => {}
         }
         None
+    }
+
+    /// Runs `f` on the worker's own connection to the lock server, made again if a restart
+    /// took the last one (nothing is run when the server cannot be reached).
+    fn with_admin(&self, f: impl FnOnce(&mut redis::Connection)) {
+        let mut admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        if admin.is_none() {
+            *admin = crate::live::redis::connect(&self.outside.redis_url).ok();
+        }
+        if let Some(con) = admin.as_mut() {
+            f(con);
+        }
     }
 
     /// Takes what faults armed for the worker's next refund call.

@@ -109,6 +109,16 @@ fn attribute(
         EventKind::Write { worker, epoch, .. } => *epoch = ledger.current(*worker),
         // a late call already has its sender's epoch (or had none)
         EventKind::RefundCalled { worker, epoch, .. } if !late => *epoch = ledger.current(*worker),
+        // a restart without persistence loses every lease (the server's files keep the
+        // others), with no expiry to tell of it
+        EventKind::FaultFired {
+            fault: fencesim_sim::FaultKind::RedisRestart { persistence: fencesim_sim::Persistence::None, .. },
+            ..
+        } => {
+            for (key, value) in std::mem::take(&mut leases.holders) {
+                ledger.lost(0, &key, &value, at_ms, false);
+            }
+        }
         // a crashed process holds nothing, as in the simulation
         EventKind::FaultFired { fault: fencesim_sim::FaultKind::Crash { worker, .. }, .. } => {
             ledger.forget(*worker)

@@ -27,6 +27,7 @@ pub mod processes;
 pub mod queue;
 pub mod redis;
 pub mod server;
+pub mod servers;
 pub mod store;
 pub mod supervise;
 pub mod worker;

@@ -86,9 +86,9 @@ fn taker(kind: FaultKind) -> Option<Taker> {
         | FaultKind::GatewayConflicts { .. }
         | FaultKind::LookupLag { .. }
         | FaultKind::Redeliver { .. }
-        | FaultKind::DuplicateDelivery { .. } => Some(Taker::Anyone),
+        | FaultKind::DuplicateDelivery { .. }
+        | FaultKind::RedisRestart { .. } => Some(Taker::Anyone),
         FaultKind::RedisClockJump { .. }
-        | FaultKind::RedisRestart { .. }
         | FaultKind::RedisFailover { .. }
         | FaultKind::SettlementDelay { .. }
         | FaultKind::SettlementReplyDelay { .. } => None,
@@ -136,7 +136,6 @@ fn cannot(index: usize, fault: &Fault) -> String {
 fn why_not(kind: FaultKind) -> &'static str {
     match kind {
         FaultKind::RedisClockJump { .. } => "the live run's redis-server keeps the machine's clock",
-        FaultKind::RedisRestart { .. } => "the live run does not restart its redis-server yet",
         FaultKind::RedisFailover { .. } => "the live run's Redis has no replica",
         FaultKind::SettlementDelay { .. } | FaultKind::SettlementReplyDelay { .. } => {
             "the live run has no settlement ledger"
@@ -155,7 +154,8 @@ fn why_not(kind: FaultKind) -> &'static str {
         | FaultKind::GatewayOutage { .. }
         | FaultKind::RedisReplyDelay { .. }
         | FaultKind::DbReplyDelay { .. }
-        | FaultKind::LookupLag { .. } => "not with this trigger",
+        | FaultKind::LookupLag { .. }
+        | FaultKind::RedisRestart { .. } => "not with this trigger",
     }
 }
 

@@ -9,6 +9,7 @@ use crate::mutant::RawRedis;
 use fencesim_model::{BackendError, CounterAdmin, RedisInstance, Token, WorkerId};
 use fencesim_sim::redis::{COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 use fencesim_sim::{EventKind, Hop};
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 /// Opens a connection to the server at `url`, or says why not.
@@ -26,7 +27,9 @@ pub fn connect(url: &str) -> Result<redis::Connection, String> {
 /// A worker's connection to the one Redis instance of a live run.
 #[derive(Clone)]
 pub struct LiveRedis {
-    con: Arc<Mutex<redis::Connection>>,
+    /// None after the server went away (a restart): the next command connects again.
+    con: Arc<Mutex<Option<redis::Connection>>>,
+    url: String,
     worker: WorkerId,
     log: Arc<EventLog>,
     /// TTLs are the story's milliseconds; the server counts real ones.
@@ -40,13 +43,14 @@ fn backend(e: redis::RedisError) -> BackendError {
 
 impl LiveRedis {
     pub fn new(
-        con: redis::Connection,
+        url: &str,
         worker: WorkerId,
         log: Arc<EventLog>,
         clock: LiveClock,
         faults: Arc<LiveFaults>,
-    ) -> LiveRedis {
-        LiveRedis { con: Arc::new(Mutex::new(con)), worker, log, clock, faults }
+    ) -> Result<LiveRedis, String> {
+        let con = Arc::new(Mutex::new(Some(connect(url)?)));
+        Ok(LiveRedis { con, url: url.to_owned(), worker, log, clock, faults })
     }
 
     /// A TTL of the story as the server's milliseconds (at least one).
@@ -57,13 +61,44 @@ impl LiveRedis {
     /// Runs one command and lets the process's other task (a renewal) have a turn.
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, BackendError> {
         self.faults.call(Hop::Redis).await;
-        let reply = {
-            let mut con = self.con.lock().unwrap_or_else(|p| p.into_inner());
-            cmd.query(&mut *con).map_err(backend)
-        };
+        let reply = self.send(cmd);
         self.faults.answered(Hop::Redis).await;
         tokio::task::yield_now().await;
         reply
+    }
+
+    /// Sends `cmd` on the connection, made again if the last one was lost; a server that
+    /// is down (a restart) refuses it, as the simulated Redis does, and that is recorded.
+    fn send<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, BackendError> {
+        let mut con = self.con.lock().unwrap_or_else(|p| p.into_inner());
+        let lost = |e: &redis::RedisError| e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal();
+        let mut reply = Self::on(&mut con, &self.url, cmd);
+        // a connection from before a restart fails at once, the command unsent to the new
+        // server: it goes again on a new connection
+        if reply.as_ref().is_err_and(lost) {
+            *con = None;
+            reply = Self::on(&mut con, &self.url, cmd);
+        }
+        match reply {
+            Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() => {
+                *con = None;
+                self.log.record(EventKind::RedisRefused { worker: self.worker, instance: 0 });
+                Err(BackendError(format!("redis#0: connection refused (restarting): {e}")))
+            }
+            other => other.map_err(backend),
+        }
+    }
+
+    /// Sends `cmd` on `con`, connecting first if there is none.
+    fn on<T: redis::FromRedisValue>(
+        con: &mut Option<redis::Connection>,
+        url: &str,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        if con.is_none() {
+            *con = Some(redis::Client::open(url)?.get_connection()?);
+        }
+        cmd.query(con.as_mut().expect("a connection"))
     }
 
     fn eval(script: &str, key: &str, args: &[&str]) -> redis::Cmd {
@@ -172,22 +207,42 @@ impl RawRedis for LiveRedis {
     }
 }
 
-/// Where the deployment's counters are placed before the run, over a plain connection.
-/// The first command that fails is kept, for the caller to report.
+/// Where the deployment's counters are placed before the run, and seeded by the start-up
+/// routine after a restart, over a plain connection. The first command that fails is
+/// kept, for the caller to report.
 pub struct Admin<'a> {
-    pub con: &'a mut redis::Connection,
-    pub failed: Option<String>,
+    con: RefCell<&'a mut redis::Connection>,
+    failed: RefCell<Option<String>>,
+}
+
+impl<'a> Admin<'a> {
+    pub fn new(con: &'a mut redis::Connection) -> Admin<'a> {
+        Admin { con: RefCell::new(con), failed: RefCell::new(None) }
+    }
+
+    /// The first command that failed, if one did.
+    pub fn failed(&self) -> Option<String> {
+        self.failed.borrow().clone()
+    }
+
+    fn fail(&self, what: String) {
+        self.failed.borrow_mut().get_or_insert(what);
+    }
 }
 
 impl CounterAdmin for Admin<'_> {
-    fn has(&self, _key: &str) -> bool {
-        // Asked only by a Redis start-up routine, which a live run does not have.
-        false
+    fn has(&self, key: &str) -> bool {
+        let answer = redis::cmd("EXISTS").arg(key).query::<bool>(&mut **self.con.borrow_mut());
+        answer.unwrap_or_else(|e| {
+            self.fail(format!("EXISTS {key}: {e}"));
+            true
+        })
     }
 
     fn set(&mut self, key: &str, value: i64) {
-        if let Err(e) = redis::cmd("SET").arg(key).arg(value).query::<()>(self.con) {
-            self.failed.get_or_insert(format!("SET {key} {value}: {e}"));
+        let answer = redis::cmd("SET").arg(key).arg(value).query::<()>(&mut **self.con.borrow_mut());
+        if let Err(e) = answer {
+            self.fail(format!("SET {key} {value}: {e}"));
         }
     }
 }

@@ -115,9 +115,26 @@ impl RedisServer {
                     return Ok(());
                 }
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(2));
         }
         Err(format!("redis-server on port {} did not answer within 10 s", self.port))
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Whether the server's process has ended (a fault killed it).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Starts the server again on its port and directory, with what its files kept.
+    pub fn start_again(&mut self) -> Result<(), String> {
+        let _ = self.child.wait();
+        self.child = spawn(&self.binary, self.port, &self.dir, &self.args, &self.env)?;
+        self.wait_until_ready()
     }
 
     /// The server's own directory.

@@ -6,6 +6,8 @@
 use crate::live::clock::LiveClock;
 use crate::live::faults::expire_now;
 use crate::live::gateway::GatewayService;
+use crate::live::redis::connect;
+use crate::live::servers::{restart_now, start_routine, Servers};
 use crate::live::log::EventLog;
 use crate::live::plan::{LivePlan, Planned};
 use crate::live::processes::{instant_of, Children};
@@ -29,6 +31,9 @@ pub struct Supervision<'a> {
     pub log: &'a EventLog,
     pub store: &'a dyn Refunds,
     pub gateway: &'a GatewayService,
+    /// Whether the deployment's start-up routine runs after a restart (a planted bug may
+    /// leave it out).
+    pub start_routine: bool,
     pub deadline: Instant,
 }
 
@@ -46,27 +51,37 @@ impl Supervision<'_> {
 
     /// Watches the workers until every one has left (`true`) or the deadline passes
     /// (`false`).
-    pub fn run(&self, children: &mut Children, con: &mut redis::Connection) -> Result<bool, String> {
+    pub fn run(
+        &self,
+        children: &mut Children,
+        servers: &mut Servers,
+        queue_con: &mut redis::Connection,
+    ) -> Result<bool, String> {
         let mut agenda = self.agenda();
         let jobs = self.world.all_jobs().count() as u64;
         let mut closed = false;
         let mut asked = Instant::now();
+        let world = self.world;
+        let down = self.clock.real(world.mechanism.restart_down_ms(world.redis_restart_ms, world.ttl_ms));
         while !children.all_exited() {
             if Instant::now() > self.deadline {
                 return Ok(false);
             }
             while agenda.last().is_some_and(|(at, _)| *at <= Instant::now()) {
                 let (_, due) = agenda.pop().expect("a due entry");
-                self.take(due, children, con)?;
+                self.take(due, children, servers, queue_con)?;
             }
             children.look(self.plan, self.world, self.clock, self.log)?;
+            if servers.watch(down)? && self.start_routine {
+                start_routine(world, &servers.lock_url, self.store, self.log)?;
+            }
             // The queue is asked every 10 ms, the processes every half millisecond: a resume
             // is due to the millisecond, the end of the run is not.
             if !closed && agenda.is_empty() && asked.elapsed() >= Duration::from_millis(10) {
                 asked = Instant::now();
-                let to_ack = queue::to_ack(con, jobs).map_err(|e| format!("the queue: {e}"))?;
-                if queue::acked(con).map_err(|e| format!("the queue: {e}"))? >= to_ack {
-                    queue::close(con).map_err(|e| format!("the queue: {e}"))?;
+                let to_ack = queue::to_ack(queue_con, jobs).map_err(|e| format!("the queue: {e}"))?;
+                if queue::acked(queue_con).map_err(|e| format!("the queue: {e}"))? >= to_ack {
+                    queue::close(queue_con).map_err(|e| format!("the queue: {e}"))?;
                     closed = true;
                 }
             }
@@ -75,7 +90,13 @@ impl Supervision<'_> {
         Ok(true)
     }
 
-    fn take(&self, due: Due, children: &mut Children, con: &mut redis::Connection) -> Result<(), String> {
+    fn take(
+        &self,
+        due: Due,
+        children: &mut Children,
+        servers: &mut Servers,
+        queue_con: &mut redis::Connection,
+    ) -> Result<(), String> {
         match due {
             Due::Fault((_, fault)) => {
                 self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
@@ -85,14 +106,20 @@ impl Supervision<'_> {
                     FaultKind::Crash { worker, restart_after_ms } => {
                         children.crash(worker, after(restart_after_ms))
                     }
-                    FaultKind::ExpireLease { merchant, .. } => expire_now(con, &merchant.lock_key())?,
+                    FaultKind::ExpireLease { merchant, .. } => {
+                        expire_now(&mut connect(&servers.lock_url)?, &merchant.lock_key())?
+                    }
+                    FaultKind::RedisRestart { persistence, .. } => {
+                        let pid = servers.lock_pid().ok_or("the live run restarts only its own Redis")?;
+                        restart_now(connect(&servers.lock_url).ok().as_mut(), pid, persistence, self.log);
+                    }
                     FaultKind::GatewayOutage { .. }
                     | FaultKind::GatewayConflicts { .. }
                     | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
                     FaultKind::Redeliver { worker } | FaultKind::DuplicateDelivery { worker } => {
                         let duplicate = matches!(fault.kind, FaultKind::DuplicateDelivery { .. });
                         let visibility_ms = self.clock.real(self.world.visibility_timeout_ms).as_millis() as u64;
-                        queue::hand_on(con, worker, duplicate, visibility_ms)
+                        queue::hand_on(queue_con, worker, duplicate, visibility_ms)
                             .map_err(|e| format!("the queue: {e}"))?;
                     }
                     other => return Err(format!("the live run cannot take {} at a time", other.name())),
@@ -106,7 +133,7 @@ impl Supervision<'_> {
                 let (job, merchant) = (arrival.job.id, arrival.job.merchant);
                 self.log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
                 self.log.record(EventKind::JobEnqueued { job, merchant });
-                queue::add(con, &arrival.job).map_err(|e| format!("the queue: {e}"))?;
+                queue::add(queue_con, &arrival.job).map_err(|e| format!("the queue: {e}"))?;
             }
         }
         Ok(())

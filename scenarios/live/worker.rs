@@ -36,7 +36,11 @@ pub struct WorkerSpec {
     pub worker: WorkerId,
     pub mechanism: Mechanism,
     pub ttl_ms: u64,
+    /// The lock server (leases, counters), its process id when the run started it, and
+    /// the queue's server.
     pub redis_url: String,
+    pub redis_pid: Option<i32>,
+    pub queue_url: String,
     pub database: StoreAt,
     pub gateway_url: String,
     pub log: PathBuf,
@@ -117,17 +121,19 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
         last_hop: Mutex::default(),
         outside: Outside {
             gateway_url: spec.gateway_url.clone(),
-            queue: Mutex::new(Some(connect(&spec.redis_url)?)),
+            queue: Mutex::new(Some(connect(&spec.queue_url)?)),
             visibility_ms: spec.clock.real(spec.visibility_ms).as_millis() as u64,
+            redis_pid: spec.redis_pid,
+            redis_url: spec.redis_url.clone(),
         },
     });
-    let redis = LiveRedis::new(connect(&spec.redis_url)?, id, log.clone(), spec.clock, faults.clone());
+    let redis = LiveRedis::new(&spec.redis_url, id, log.clone(), spec.clock, faults.clone())?;
     let store = LiveStore { refunds, worker: id, log: log.clone(), faults: faults.clone() };
     let visibility = spec.clock.real(spec.visibility_ms).as_millis() as u64;
     // an idle worker asks again every story millisecond (from half a real millisecond to
     // five), as the simulated queue hands a job on the moment its timeout ends
     let poll = spec.clock.real(1).clamp(Duration::from_micros(500), Duration::from_millis(5));
-    let queue = LiveQueue::new(connect(&spec.redis_url)?, id, visibility, poll, log.clone());
+    let queue = LiveQueue::new(connect(&spec.queue_url)?, id, visibility, poll, log.clone());
     let probe = LiveProbe { worker: id, log: log.clone(), faults: faults.clone() };
     let gateway = LiveGateway::new(&spec.gateway_url, id, faults);
     let (mechanism, clock, ttl_ms) = (spec.mechanism, spec.clock, spec.ttl_ms);

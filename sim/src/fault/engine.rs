@@ -166,7 +166,8 @@ impl World {
         }
         let merchants: std::collections::BTreeSet<_> = self.config.jobs.iter().map(|j| j.merchant).collect();
         let core = &mut state.redis[instance as usize];
-        let seeded = self.config.mechanism.on_redis_start(instance, merchants, core, &self.store);
+        let max_fence = |merchant| self.store.max_fence(merchant).ok();
+        let seeded = self.config.mechanism.on_redis_start(instance, merchants, core, max_fence);
         for (key, value) in seeded {
             state.record(now, EventKind::CounterSeeded { instance, key, value });
         }
