@@ -6,6 +6,7 @@
 use crate::cli::args::{parse_gateway, parse_mechanism};
 use crate::cli::{bad_input, verdict};
 use fencesim::live::coordinator::live_scenario;
+use fencesim::live::scale::{choose, measure_lag, shortest_interval};
 use fencesim::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
 use fencesim::model::Mechanism;
 use fencesim::mutant::Mutant;
@@ -36,7 +37,8 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: u32,
     /// Real time per story time: 0.1 tells the worked example's two minutes in about twelve
-    /// seconds [default: 0.1 for the worked example, 1 for a replay file]
+    /// seconds [default: 0.1 for the worked example; for a replay file, chosen from its
+    /// story and this machine's measured lag, and printed]
     #[arg(long, allow_hyphen_values = true)]
     time_scale: Option<f64>,
     /// Use the Redis at this URL (its database must be empty) instead of starting one
@@ -119,13 +121,24 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         Some((scenario, seed, mutant)) => (Some((scenario, seed)), mutant),
         None => (None, None),
     };
-    let default_scale = if replay.is_some() { 1.0 } else { 0.1 };
+    let time_scale = match (&replay, args.time_scale) {
+        (_, Some(scale)) => scale,
+        (None, None) => 0.1,
+        (Some((scenario, seed)), None) => match run_with(scenario, *seed, mutant) {
+            Ok(simulated) => {
+                let chosen = choose(shortest_interval(&simulated), measure_lag());
+                eprintln!("live: {}; --time-scale sets another", chosen.describe());
+                chosen.scale
+            }
+            Err(error) => return bad_input(error),
+        },
+    };
     let config = LiveConfig {
         program,
         store,
         mechanism: args.mechanism,
         gateway: args.gateway,
-        time_scale: args.time_scale.unwrap_or(default_scale),
+        time_scale,
         redis_url: args.redis,
         gateway_port: args.gateway_port,
         keep: args.keep,

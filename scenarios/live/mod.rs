@@ -26,6 +26,7 @@ pub mod postgres;
 pub mod processes;
 pub mod queue;
 pub mod redis;
+pub mod scale;
 pub mod server;
 pub mod servers;
 pub mod store;
