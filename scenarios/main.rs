@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         Command::Matrix(args) => cli::matrix::run(args),
         Command::Mutants(args) => cli::mutants::run(args),
         Command::Report(args) => cli::report::run(args),
+        Command::Fidelity(args) => cli::fidelity::run(args),
         Command::Bench(args) => cli::bench::run(args),
         Command::Merge(args) => cli::merge::run(args),
         Command::Live(args) => cli::live::live_command(args),

@@ -39,6 +39,7 @@ fn config(mechanism: Mechanism, gateway: GatewayMode, store: StoreChoice) -> Liv
         keep: None,
         program: PathBuf::from(env!("CARGO_BIN_EXE_fencesim")),
         replay: None,
+        mutant: None,
     }
 }
 
@@ -413,49 +414,114 @@ fn broken_names(outcome: &Outcome) -> BTreeSet<String> {
     broken(outcome).into_iter().map(str::to_owned).collect()
 }
 
-/// What `live --replay` cannot do yet is refused with exit 2 and named, never run as
-/// something else, and nothing is left running: a fault kind it does not take, a file
-/// that plants a mutant, a world with the second store.
+/// What `live --replay` cannot do is refused with exit 2 and named, never run as
+/// something else, and nothing is left running: five Redis instances, the second store, a
+/// kind the live server cannot do, a worker's fault at another worker's trigger.
 #[test]
 fn a_replay_file_the_live_run_cannot_play_is_refused_with_what_it_lacks() {
+    use fencesim::sim::{Fault, FaultKind, Hop};
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut fault_file = None;
-    for entry in std::fs::read_dir(root.join("reports/mutants")).unwrap() {
-        let path = entry.unwrap().path();
-        let file = fencesim::tell::replay_file::ReplayFile::load(&path).unwrap();
-        let world = file.scenario().unwrap().world;
-        if world.settlement.is_none() && world.lookup_lag_ms == 0 && world.replica.is_none() {
-            fault_file.get_or_insert(path.clone());
-        }
-        if fault_file.is_some() {
-            break;
-        }
-    }
-    let mutant_file = fault_file.expect("a mutant's file with one store");
-    let said = |path: &std::path::Path| {
-        let file = fencesim::tell::replay_file::ReplayFile::load(path).unwrap();
-        format!("plants mutant {}", file.mutant.unwrap())
-    };
-    refused(&["--replay", mutant_file.to_str().unwrap()], &said(&mutant_file));
+    let redlock = root.join("reports/shrunk/redlock-idempotent.json");
+    refused(&["--replay", redlock.to_str().unwrap()], "holds its lease on 5 Redis instances");
     let two_stores = root.join("reports/second-store/fenced-one-store-none.json");
     refused(&["--replay", two_stores.to_str().unwrap()], "the world has the second store");
     let dir = std::env::temp_dir().join(format!("fencesim-live-refused-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut file = fencesim::tell::replay_file::ReplayFile::load(&mutant_file).unwrap();
-    file.mutant = None;
-    file.fault_plan.faults = vec![fencesim::sim::Fault {
-        kind: fencesim::sim::FaultKind::GatewayTimeout { worker: WorkerId(0), late_ms: 50 },
-        trigger: Trigger::At { at_ms: 10 },
-    }];
-    let path = dir.join("timeout.json");
-    file.write_as(&path).unwrap();
-    refused(
-        &["--replay", path.to_str().unwrap()],
-        "fault 1 (gateway-timeout at 10 ms) cannot be done live yet",
-    );
+    let mut file = fencesim::tell::replay_file::ReplayFile::load(
+        &root.join("reports/shrunk/fenced-non-idempotent.json"),
+    )
+    .unwrap();
+    let plans = [
+        (
+            FaultKind::RedisClockJump { instance: 0, by_ms: 5_000 },
+            Trigger::At { at_ms: 10 },
+            "fault 1 (redis-clock-jump at 10 ms) cannot be done live",
+        ),
+        (
+            FaultKind::DbDelay { worker: WorkerId(1), delay_ms: 50 },
+            Trigger::Call { worker: WorkerId(0), hop: Hop::Database, nth: 1 },
+            "it is about another worker than A",
+        ),
+    ];
+    for (kind, trigger, said) in plans {
+        file.fault_plan.faults = vec![Fault { kind, trigger }];
+        let path = dir.join("refused.json");
+        file.write_as(&path).unwrap();
+        refused(&["--replay", path.to_str().unwrap()], said);
+    }
+    let path = dir.join("refused.json");
     refused(&["--replay", path.to_str().unwrap(), "--mechanism", "fenced"], "cannot be used with");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `fencesim live --replay FILE --runs 2 --json` on a committed file: every invariant the
+/// simulation breaks breaks in both live runs, and none that it keeps.
+fn same_verdict_live(test: &str, file: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !available(test, &StoreChoice::Sqlite(None)) {
+        return;
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["live", "--runs", "2", "--json", "--replay"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{file}: a violation, exit 1: {stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let invariants = json["invariants"].as_array().unwrap();
+    assert!(invariants.iter().any(|i| i["simulated_broken"] == true), "{file}: the simulation breaks one");
+    for invariant in invariants {
+        let (sim, live) = (invariant["simulated_broken"] == true, invariant["live_runs_broken"].as_u64());
+        assert_eq!(live, Some(if sim { 2 } else { 0 }), "{file}: {invariant} in {json}");
+    }
+    assert!(stderr.contains("time scale"), "{file}: the chosen time scale is printed: {stderr}");
+}
+
+/// A Redis restart without persistence, at a time: the live run kills its own server and
+/// starts it again empty; the counter starts over and the tokens go back, as simulated.
+#[test]
+fn a_redis_restart_replayed_live_resets_the_counter_as_in_the_simulation() {
+    same_verdict_live("live-replay-redis-restart", "reports/shrunk/fenced-renewal-idempotent.json");
+}
+
+/// A lost answer from the gateway (the money moved, nobody heard): the worker's retry pays
+/// again on a gateway without idempotency, live as in the simulation.
+#[test]
+fn a_lost_gateway_answer_replayed_live_pays_twice_as_in_the_simulation() {
+    same_verdict_live("live-replay-lost-answer", "reports/shrunk/fenced-renewal-non-idempotent.json");
+}
+
+/// A planted bug is planted in the worker processes: the lease released with a plain
+/// `DEL` frees another worker's lease on the real server.
+#[test]
+fn a_mutants_file_replayed_live_plants_the_bug_in_the_worker_processes() {
+    same_verdict_live("live-replay-mutant", "reports/mutants/release-with-del.json");
+}
+
+/// A refund call held up on its way (a gateway timeout at the worker's own step): the
+/// worker hears nothing, retries, and the late call lands after; without idempotency the
+/// refund is paid twice, live as in the simulation.
+#[test]
+fn a_gateway_timeout_replayed_live_lands_late_and_pays_twice_as_in_the_simulation() {
+    use fencesim::sim::{Fault, FaultKind};
+    let timeout = Fault {
+        kind: FaultKind::GatewayTimeout { worker: WorkerId(0), late_ms: 400 },
+        trigger: Trigger::Step { worker: WorkerId(0), step: StepKind::AfterClaim, nth: 1 },
+    };
+    let mut world = small_live_world(1, 2, 2_000, vec![timeout]);
+    world.world.gateway_mode = GatewayMode::NonIdempotent;
+    let simulated = run(&world, 1).unwrap();
+    let Some(live) = replayed_live("live-replay-gateway-timeout", world) else { return };
+    let story = told(&live);
+    assert!(broken(&simulated).contains("no-double-refund"), "the simulation pays twice");
+    assert_eq!(broken(&live), broken(&simulated), "the live verdict is the simulation's:\n{story}");
+    let timed_out = position(&live, |k| matches!(k, EventKind::RefundTimedOut { .. })).expect("a timeout");
+    let landed =
+        live.record.events[timed_out..].iter().filter(|e| matches!(e.kind, EventKind::RefundCalled { .. }));
+    assert!(landed.count() >= 2, "the retry and the late call both landed:\n{story}");
 }
 
 /// A held-up answer from the database, armed before a worker's own request, is slept by

@@ -162,3 +162,27 @@ fn the_sequence_diagram_comes_from_the_history() {
     let rejected = diagram.find("D-->>A: 0 rows").unwrap();
     assert!(claim < expiry && expiry < rejected);
 }
+
+/// `reports/fidelity.md` is written from `reports/fidelity.json`, and the data covers every
+/// file of `reports/shrunk/` and `reports/mutants/` as the current build judges it: the
+/// file's hash, the simulated verdict, the interval the time scale was chosen from and
+/// whether the live run refuses it. (The live counts were measured on a machine with the
+/// real components: `fencesim fidelity` measures them again.)
+#[test]
+fn the_fidelity_report_covers_every_committed_failure_as_this_build_judges_it() {
+    use fencesim::live::fidelity::{files, judge};
+    use fencesim::tell::reports::fidelity::{read_data, render, FIDELITY_REPORT};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let program = std::path::Path::new(env!("CARGO_BIN_EXE_fencesim"));
+    let (entries, runs) = read_data(root).unwrap();
+    let stale = "is stale: measure it again with `cargo run --release -- fidelity` and commit it";
+    let measured: Vec<_> = entries.iter().map(|entry| entry.judged().clone()).collect();
+    let judged: Vec<_> =
+        files(root).unwrap().iter().map(|path| judge(root, path, program).unwrap()).collect();
+    assert!(judged.len() >= 50, "the report's files are found");
+    assert_eq!(measured, judged, "{FIDELITY_REPORT} {stale}");
+    assert!(
+        committed(FIDELITY_REPORT) == render(&entries, runs),
+        "{FIDELITY_REPORT} is not what its data gives: write it again with `cargo run --release -- fidelity --render`"
+    );
+}

@@ -5,7 +5,7 @@
 
 use crate::cli::args::{parse_gateway, parse_mechanism};
 use crate::cli::{bad_input, verdict};
-use fencesim::live::coordinator::live_scenario;
+use fencesim::live::coordinator::{live_scenario, refusal};
 use fencesim::live::scale::{choose, measure_lag, shortest_interval};
 use fencesim::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
 use fencesim::model::Mechanism;
@@ -124,6 +124,7 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
     let time_scale = match (&replay, args.time_scale) {
         (_, Some(scale)) => scale,
         (None, None) => 0.1,
+        (Some((scenario, _)), None) if refusal(&scenario.world).is_err() => 1.0,
         (Some((scenario, seed)), None) => match run_with(scenario, *seed, mutant) {
             Ok(simulated) => {
                 let chosen = choose(shortest_interval(&simulated), measure_lag());

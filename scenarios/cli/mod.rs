@@ -6,6 +6,7 @@ pub mod args;
 pub mod bench;
 pub mod demo;
 pub mod explore;
+pub mod fidelity;
 pub mod live;
 pub mod matrix;
 pub mod mechanisms;
@@ -53,6 +54,9 @@ pub enum Command {
     Mutants(mutants::MutantsArgs),
     /// Regenerate the reports in reports/
     Report(report::ReportArgs),
+    /// Play every committed failure again live, on SQLite and on PostgreSQL: writes
+    /// reports/fidelity.md
+    Fidelity(fidelity::FidelityArgs),
     /// Time the simulated worked example against its SQL floor (use a release build)
     Bench(bench::BenchArgs),
     /// Combine the --json outputs of an exploration's shards into one answer

@@ -76,12 +76,17 @@ pub fn live_scenario(config: &LiveConfig) -> Result<(Scenario, LivePlan), String
             scenario::build("worked-example", DEFAULT_SEED, config.mechanism, config.gateway, FaultMask::ALL)?
         }
     };
-    if let Some(refusal) = world_refusal(&scenario.world) {
+    let plan = refusal(&scenario.world)?;
+    Ok((scenario, plan))
+}
+
+/// The plan as the live run takes it, or why the live run cannot play the world.
+pub fn refusal(world: &WorldConfig) -> Result<LivePlan, String> {
+    if let Some(refusal) = world_refusal(world) {
         return Err(refusal);
     }
-    restart_mode(&scenario.world)?;
-    let plan = live_plan(&scenario.world)?;
-    Ok((scenario, plan))
+    restart_mode(world)?;
+    live_plan(world)
 }
 
 /// The directory of a run's files: removed at the end unless it was asked to be kept.
@@ -219,6 +224,8 @@ fn horizon_ms(world: &WorldConfig) -> u64 {
         .map(|f| match f.kind {
             FaultKind::Pause { duration_ms, .. } => duration_ms,
             FaultKind::Crash { restart_after_ms, .. } => restart_after_ms,
+            FaultKind::GatewayTimeout { late_ms, .. } => late_ms,
+            FaultKind::RedisRestart { .. } => world.redis_restart_ms,
             _ => 0,
         })
         .sum();
@@ -303,6 +310,7 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
         deadline: Instant::now() + LEAD + stage.clock.real(horizon_ms(world)),
     };
     let finished = supervision.run(&mut children, &mut stage.redis, &mut stage.queue_con)?;
+    stage.gateway.wait_for_late_calls(supervision.deadline);
     let ended_at_ms = stage.clock.story_ms(wall_us());
     let failures = if finished { children.failures() } else { Vec::new() };
     let logs = children.logs().to_vec();

@@ -18,7 +18,8 @@ pub struct ExpiryWatch {
 
 /// The database number a connection talks to (its notifications' channel names it).
 fn database_of(con: &mut redis::Connection) -> Result<String, String> {
-    let info: String = redis::cmd("CLIENT").arg("INFO").query(con).map_err(|e| format!("CLIENT INFO: {e}"))?;
+    let info: String =
+        redis::cmd("CLIENT").arg("INFO").query(con).map_err(|e| format!("CLIENT INFO: {e}"))?;
     Ok(info.split(' ').find_map(|part| part.strip_prefix("db=")).unwrap_or("0").to_owned())
 }
 

@@ -166,7 +166,8 @@ impl LiveFaults {
     /// the simulation arms them at their time, and the next request after it takes them.
     fn take_due_by_time(&self) {
         let now = fencesim_model::Clock::now_ms(&self.clock);
-        let due = self.planned.iter().any(|(_, f)| matches!(f.trigger, Trigger::At { at_ms } if at_ms <= now));
+        let due =
+            self.planned.iter().any(|(_, f)| matches!(f.trigger, Trigger::At { at_ms } if at_ms <= now));
         if !due {
             return;
         }
@@ -234,7 +235,9 @@ impl LiveFaults {
                 // a failure shows in the history as a lease that did not end
                 self.with_admin(|con| drop(expire_now(con, &merchant.lock_key())));
             }
-            FaultKind::GatewayOutage { .. } | FaultKind::GatewayConflicts { .. } | FaultKind::LookupLag { .. } => {
+            FaultKind::GatewayOutage { .. }
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::LookupLag { .. } => {
                 // a failure shows in the history as a gateway that went on answering
                 let _ = crate::live::gateway::send_fault(&self.outside.gateway_url, kind);
             }
@@ -247,7 +250,9 @@ impl LiveFaults {
             }
             FaultKind::RedisRestart { persistence, .. } => {
                 if let Some(pid) = self.outside.redis_pid {
-                    self.with_admin(|con| crate::live::servers::restart_now(Some(con), pid, persistence, &self.log));
+                    self.with_admin(|con| {
+                        crate::live::servers::restart_now(Some(con), pid, persistence, &self.log)
+                    });
                     // the connection is gone with the server: a new one is made when needed
                     *self.admin.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 }

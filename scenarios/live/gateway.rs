@@ -10,7 +10,9 @@
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::faults::{GatewayArmed, LiveFaults};
 use crate::live::log::EventLog;
-use fencesim_model::{Cents, Gateway, GatewayCall, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId};
+use fencesim_model::{
+    Cents, Gateway, GatewayCall, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId,
+};
 use fencesim_sim::gateway::{CallReply, GatewayCore, LookupCopy};
 use fencesim_sim::{CallOutcome, EventKind, FaultKind, GatewayMode, Hop, Latency, LedgerEntry};
 use serde::{Deserialize, Serialize};
@@ -52,6 +54,8 @@ struct InForce {
 struct Shared {
     core: Mutex<GatewayCore>,
     in_force: Mutex<InForce>,
+    /// Refund calls held up on their way that have not landed yet.
+    on_the_way: std::sync::atomic::AtomicU32,
     /// When each worker last heard a refund call's answer, in wall-clock microseconds.
     answered: Mutex<std::collections::BTreeMap<WorkerId, u64>>,
     setup: GatewaySetup,
@@ -82,7 +86,14 @@ impl GatewayService {
         let server = Arc::new(server);
         let core = Mutex::new(GatewayCore::new(setup.mode));
         let shared =
-            Arc::new(Shared { core, in_force: Mutex::default(), answered: Mutex::default(), setup, log });
+            Arc::new(Shared {
+            core,
+            in_force: Mutex::default(),
+            on_the_way: Default::default(),
+            answered: Mutex::default(),
+            setup,
+            log,
+        });
         let threads = (0..HANDLERS)
             .map(|_| {
                 let (server, shared) = (server.clone(), shared.clone());
@@ -103,6 +114,16 @@ impl GatewayService {
 
     pub fn log_path(&self) -> std::path::PathBuf {
         self.shared.log.path().to_owned()
+    }
+
+    /// Waits until every refund call held up on its way has landed, or `deadline` passes:
+    /// a run ends when nothing is still to come, a late call included.
+    pub fn wait_for_late_calls(&self, deadline: std::time::Instant) {
+        while self.shared.on_the_way.load(std::sync::atomic::Ordering::SeqCst) > 0
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Takes a fault that acts on the gateway as a whole (the coordinator's, at a time).
@@ -258,7 +279,15 @@ impl Shared {
 
     /// The call reaches the ledger at `now` (story ms) and is recorded; `lost`: nobody
     /// hears its answer (a conflict is always heard). `sent_us`: when a late call was sent.
-    fn reach(&self, worker: WorkerId, call: &RefundRequest, now: u64, latency: u64, lost: bool, sent_us: Option<u64>) -> CallReply {
+    fn reach(
+        &self,
+        worker: WorkerId,
+        call: &RefundRequest,
+        now: u64,
+        latency: u64,
+        lost: bool,
+        sent_us: Option<u64>,
+    ) -> CallReply {
         let refund = RefundId(call.reference);
         let refuse = now < self.in_force.lock().unwrap_or_else(|p| p.into_inner()).conflicts_until_ms;
         let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
@@ -280,7 +309,12 @@ impl Shared {
         reply
     }
 
-    fn pay(self: &Arc<Self>, worker: WorkerId, call: RefundRequest, armed: GatewayArmed) -> (u16, serde_json::Value) {
+    fn pay(
+        self: &Arc<Self>,
+        worker: WorkerId,
+        call: RefundRequest,
+        armed: GatewayArmed,
+    ) -> (u16, serde_json::Value) {
         let clock = self.setup.clock;
         let refund = RefundId(call.reference);
         if self.refused(worker, refund, GatewayCall::Refund) {
@@ -293,12 +327,17 @@ impl Shared {
         if let Some(late_ms) = armed.late_ms {
             // held up on its way: the worker hears nothing when its answer is due, and the
             // call lands later and does what a call does then
-            self.log.record_at(arrived_us, EventKind::RefundTimedOut { worker, refund, lands_at_ms: now + late_ms });
+            self.log.record_at(
+                arrived_us,
+                EventKind::RefundTimedOut { worker, refund, lands_at_ms: now + late_ms },
+            );
             let shared = self.clone();
+            self.on_the_way.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             std::thread::spawn(move || {
                 let lands_us = arrived_us + clock.real(late_ms).as_micros() as u64;
                 std::thread::sleep(Duration::from_micros(lands_us.saturating_sub(wall_us())));
                 shared.reach(worker, &call, clock.story_ms(lands_us), latency, false, Some(arrived_us));
+                shared.on_the_way.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
             self.wait_until(worker, paced_us, arrived_us);
             return (504, serde_json::json!({"error": "no answer in time"}));
@@ -313,8 +352,12 @@ impl Shared {
         self.wait_until(worker, due, arrived_us);
         let receipt = ReceiptBody { gateway_ref: reply.receipt.gateway_ref, amount: reply.receipt.amount.0 };
         match (reply.outcome, armed.lost > 0) {
-            (CallOutcome::Conflict, _) => (409, serde_json::json!({"error": "a call with this key is in flight"})),
-            (CallOutcome::Created | CallOutcome::Replayed, true) => (504, serde_json::json!({"error": "the answer was lost"})),
+            (CallOutcome::Conflict, _) => {
+                (409, serde_json::json!({"error": "a call with this key is in flight"}))
+            }
+            (CallOutcome::Created | CallOutcome::Replayed, true) => {
+                (504, serde_json::json!({"error": "the answer was lost"}))
+            }
             (CallOutcome::Created | CallOutcome::Replayed, false) => (200, serde_json::json!(receipt)),
         }
     }
@@ -388,7 +431,9 @@ impl Gateway for LiveGateway {
         let (agent, worker) = (self.agent.clone(), self.worker.to_string());
         let paid = off_the_runtime(move || {
             let mut request = agent.post(&url).set("worker", &worker);
-            request = request.set("extra-ms", &armed.extra_ms.to_string()).set("lose", &armed.lost.min(1).to_string());
+            request = request
+                .set("extra-ms", &armed.extra_ms.to_string())
+                .set("lose", &armed.lost.min(1).to_string());
             if let Some(late_ms) = armed.late_ms {
                 request = request.set("late-ms", &late_ms.to_string());
             }

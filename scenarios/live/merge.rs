@@ -39,7 +39,9 @@ pub fn merge(lines: Vec<LogLine>, clock: LiveClock, workers: usize) -> Merged {
     for line in lines {
         let at_ms = clock.story_ms(line.at_us);
         let happened = late_call(line.happened, line.at_us, line.sent_us, &ledger, &mut leases);
-        if let Some(kind) = attribute((happened, line.sent_us.is_some()), at_ms, &mut ledger, &mut leases, &mut events) {
+        if let Some(kind) =
+            attribute((happened, line.sent_us.is_some()), at_ms, &mut ledger, &mut leases, &mut events)
+        {
             events.push(Event { at_ms, kind });
         }
     }

@@ -18,6 +18,7 @@ pub mod clock;
 pub mod coordinator;
 pub mod expiry;
 pub mod faults;
+pub mod fidelity;
 pub mod gateway;
 pub mod log;
 pub mod merge;

@@ -71,7 +71,8 @@ impl LiveRedis {
     /// is down (a restart) refuses it, as the simulated Redis does, and that is recorded.
     fn send<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, BackendError> {
         let mut con = self.con.lock().unwrap_or_else(|p| p.into_inner());
-        let lost = |e: &redis::RedisError| e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal();
+        let lost =
+            |e: &redis::RedisError| e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal();
         let mut reply = Self::on(&mut con, &self.url, cmd);
         // a connection from before a restart fails at once, the command unsent to the new
         // server: it goes again on a new connection
@@ -191,7 +192,8 @@ impl RawRedis for LiveRedis {
     }
 
     async fn pexpire(&self, key: &str, ttl_ms: u64) -> Result<bool, BackendError> {
-        let ttl = self.real_ms(ttl_ms).to_string();
+        // an expiry of 0 deletes the key at once, on the server as in the simulation
+        let ttl = if ttl_ms == 0 { 0 } else { self.real_ms(ttl_ms) }.to_string();
         let holder: Option<String> = self.query(&Self::eval(PEXPIRE_SAYING_HOLDER_LUA, key, &[&ttl])).await?;
         let (worker, key, rearmed) = (self.worker, key.to_owned(), holder.is_some());
         self.log.record(EventKind::LeaseRearmed { worker, instance: 0, key, holder, ttl_ms });

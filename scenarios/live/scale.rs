@@ -46,7 +46,8 @@ impl Chosen {
 /// The shortest gap between consecutive steps of any violation's chain.
 pub fn shortest_interval(simulated: &Outcome) -> Option<u64> {
     let chains = simulated.chains();
-    let gaps = chains.iter().flat_map(|(_, chain)| chain.steps.windows(2).map(|pair| pair[1].at_ms - pair[0].at_ms));
+    let gaps =
+        chains.iter().flat_map(|(_, chain)| chain.steps.windows(2).map(|pair| pair[1].at_ms - pair[0].at_ms));
     gaps.min().map(|gap| gap.max(1))
 }
 

@@ -58,12 +58,13 @@ fn check_empty(url: &str) -> Result<(), String> {
             "the Redis database at {url} holds {keys} key(s); the live run needs an empty one (it writes lock, counter and queue keys)"
         ));
     }
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("Ex")
-        .query::<()>(&mut con)
-        .map_err(|e| format!("Redis at {url} refuses keyspace notifications, which show the live run its expiries: {e}"))
+    redis::cmd("CONFIG").arg("SET").arg("notify-keyspace-events").arg("Ex").query::<()>(&mut con).map_err(
+        |e| {
+            format!(
+                "Redis at {url} refuses keyspace notifications, which show the live run its expiries: {e}"
+            )
+        },
+    )
 }
 
 impl Servers {

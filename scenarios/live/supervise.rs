@@ -6,12 +6,12 @@
 use crate::live::clock::LiveClock;
 use crate::live::faults::expire_now;
 use crate::live::gateway::GatewayService;
-use crate::live::redis::connect;
-use crate::live::servers::{restart_now, start_routine, Servers};
 use crate::live::log::EventLog;
 use crate::live::plan::{LivePlan, Planned};
 use crate::live::processes::{instant_of, Children};
 use crate::live::queue;
+use crate::live::redis::connect;
+use crate::live::servers::{restart_now, start_routine, Servers};
 use crate::live::store::Refunds;
 use fencesim_sim::{EventKind, FaultKind, WorldConfig};
 use std::time::{Duration, Instant};
@@ -118,7 +118,8 @@ impl Supervision<'_> {
                     | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
                     FaultKind::Redeliver { worker } | FaultKind::DuplicateDelivery { worker } => {
                         let duplicate = matches!(fault.kind, FaultKind::DuplicateDelivery { .. });
-                        let visibility_ms = self.clock.real(self.world.visibility_timeout_ms).as_millis() as u64;
+                        let visibility_ms =
+                            self.clock.real(self.world.visibility_timeout_ms).as_millis() as u64;
                         queue::hand_on(queue_con, worker, duplicate, visibility_ms)
                             .map_err(|e| format!("the queue: {e}"))?;
                     }

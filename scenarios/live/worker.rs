@@ -17,13 +17,14 @@ use crate::live::queue::LiveQueue;
 use crate::live::redis::{connect, LiveRedis};
 use crate::live::store::{LiveStore, Refunds, StoreAt};
 use crate::mutant::{Mutant, OwnPorts, Planted, PlantedPorts};
-use fencesim_sim::Wiring;
 use fencesim_model::{
     BackendError, LeaseClient, Mechanism, MerchantId, Ports, Posting, Probe, RefundId, SettlementOutcome,
-    SettlementStore, SqliteRefunds, Statements, Step, Token, TokenClient, Worker, WorkerConfig, WorkerId, WriteGuard,
+    SettlementStore, SqliteRefunds, Statements, Step, Token, TokenClient, Worker, WorkerConfig, WorkerId,
+    WriteGuard,
 };
 use fencesim_sim::port::step_recorded;
 use fencesim_sim::EventKind;
+use fencesim_sim::Wiring;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -98,7 +99,9 @@ pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
                 .map_err(|e| format!("{} is not a refund store: {e}", file.display()))?;
             run_over(&spec, refunds.with_statements(statements), mutant)
         }
-        StoreAt::Postgres { url } => run_over(&spec, PgRefunds::connect(url)?.with_statements(statements), mutant),
+        StoreAt::Postgres { url } => {
+            run_over(&spec, PgRefunds::connect(url)?.with_statements(statements), mutant)
+        }
     }
 }
 

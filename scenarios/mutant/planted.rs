@@ -1,7 +1,9 @@
 //! Planting a mutant: a wiring of the worker's ports in which one port (or one statement,
 //! or the Redis start-up routine) has the bug. Every other port is the model's own.
 
-use super::ports::{PlantedGateway, PlantedLease, PlantedQueue, PlantedRedis, PlantedStore, PlantedTokens, RawRedis};
+use super::ports::{
+    PlantedGateway, PlantedLease, PlantedQueue, PlantedRedis, PlantedStore, PlantedTokens, RawRedis,
+};
 use super::Mutant;
 use fencesim_model::{
     Clock, Gateway, JobQueue, LeaseClient, Mechanism, RefundStore, SettlementStatements, Statements,
@@ -133,7 +135,6 @@ impl Wiring for Planted {
     }
 }
 
-
 /// A worker's own ports, simulated or live, before a bug is planted in them.
 pub struct OwnPorts<R, S, G, Q, C> {
     pub mechanism: Mechanism,
@@ -181,7 +182,8 @@ impl Planted {
         };
         let tokens = TokenClient::new(own.mechanism, counter, own.store.clone(), own.ttl_ms);
         let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
-        let store = PlantedStore { inner: own.store, ignore_row_count: mutant == Mutant::ClaimRowCountIgnored };
+        let store =
+            PlantedStore { inner: own.store, ignore_row_count: mutant == Mutant::ClaimRowCountIgnored };
         let gateway = PlantedGateway {
             inner: own.gateway,
             mutant,

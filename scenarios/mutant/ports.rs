@@ -357,4 +357,3 @@ impl<Q: JobQueue + Sync> JobQueue for PlantedQueue<Q> {
         self.inner.ack(delivery).await
     }
 }
-

@@ -163,7 +163,8 @@ impl GatewayCore {
         horizon: Option<u64>,
     ) -> (Option<Receipt>, Vec<EventKind>) {
         let found = horizon.and_then(|horizon| self.find_as_of(reference, horizon));
-        let mut told = vec![EventKind::Lookup { worker, refund: reference, found: found.map(|r| r.gateway_ref) }];
+        let mut told =
+            vec![EventKind::Lookup { worker, refund: reference, found: found.map(|r| r.gateway_ref) }];
         if let Some(entry) = self.first_entry(reference).filter(|_| found.is_none()) {
             told.push(EventKind::LookupBehind {
                 worker,

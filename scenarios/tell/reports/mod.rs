@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod detection;
 pub mod failover;
+pub mod fidelity;
 pub mod guarantees;
 pub mod lagging;
 pub mod second_store;

@@ -1,0 +1,75 @@
+//! `fencesim fidelity`: every committed failure played again live, on SQLite and on
+//! PostgreSQL: writes `reports/fidelity.md`.
+
+use crate::cli::bad_input;
+use fencesim::live::fidelity::{files, judge, play};
+use fencesim::live::scale::measure_lag;
+use fencesim::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
+use fencesim::tell::write::write_whole;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct FidelityArgs {
+    /// How many times each playable file is played on each database
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: u32,
+    /// The project root (its reports/ is read and written)
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Write the report again from reports/fidelity.json, playing nothing (after its
+    /// notes changed)
+    #[arg(long)]
+    render: bool,
+}
+
+/// Writes the report and, unless it was read from there, the data it is written from.
+fn write(root: &std::path::Path, entries: &[Entry], runs: u32, data: bool) -> ExitCode {
+    let report = root.join(FIDELITY_REPORT);
+    if let Err(e) = write_whole(&report, render(entries, runs).as_bytes()) {
+        return bad_input(format!("cannot write {}: {e}", report.display()));
+    }
+    println!("wrote {FIDELITY_REPORT}");
+    if data {
+        let json = serde_json::to_string_pretty(entries).expect("entries are JSON") + "\n";
+        if let Err(e) = write_whole(&root.join(FIDELITY_DATA), json.as_bytes()) {
+            return bad_input(format!("cannot write {FIDELITY_DATA}: {e}"));
+        }
+        println!("wrote {FIDELITY_DATA}");
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn run(args: FidelityArgs) -> ExitCode {
+    if args.render {
+        return match read_data(&args.root) {
+            Ok((entries, runs)) => write(&args.root, &entries, runs, false),
+            Err(error) => bad_input(error),
+        };
+    }
+    let program = match std::env::current_exe() {
+        Ok(program) => program,
+        Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
+    };
+    let paths = match files(&args.root) {
+        Ok(paths) => paths,
+        Err(error) => return bad_input(error),
+    };
+    let lag = measure_lag();
+    let mut entries = Vec::new();
+    for path in &paths {
+        let judged = match judge(&args.root, path, &program) {
+            Ok(judged) => judged,
+            Err(error) => return bad_input(error),
+        };
+        eprintln!("fidelity: {}", judged.file);
+        entries.push(match judged.refused {
+            Some(_) => Entry::Refused(judged),
+            None => match play(&args.root, judged, &program, args.runs, lag) {
+                Ok(played) => Entry::Played(played),
+                Err(error) => return bad_input(error),
+            },
+        });
+    }
+    write(&args.root, &entries, args.runs, true)
+}

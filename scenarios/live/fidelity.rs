@@ -1,0 +1,121 @@
+//! Every committed failure played again live: the files of `reports/shrunk/` and
+//! `reports/mutants/`, each judged by the simulation, then refused by name or played N
+//! times on each real database, at the time scale `live` would choose. What it measures
+//! is written by `tell::reports::fidelity`.
+
+use crate::live::coordinator::{live_scenario, run_live, LiveConfig, StoreChoice};
+use crate::live::scale::{choose, shortest_interval};
+use crate::runner::run_with;
+use crate::tell::replay_file::ReplayFile;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The directories whose files the report covers, under the project root.
+pub const DIRECTORIES: [&str; 2] = ["reports/shrunk", "reports/mutants"];
+
+/// The databases each playable file is played on.
+pub const DATABASES: [&str; 2] = ["sqlite", "postgres"];
+
+/// What one file is, without playing it: what the simulation says, and whether and how
+/// the live run can play it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Judged {
+    /// Relative to `reports/`, e.g. `shrunk/fenced-idempotent.json`.
+    pub file: String,
+    /// The file's bytes, hashed (FNV-1a, 64 bits): a row is stale when its file changed.
+    pub hash: String,
+    /// The invariants the simulated run breaks.
+    pub simulated: Vec<String>,
+    /// Why the live run refuses it, if it does.
+    pub refused: Option<String>,
+    /// The shortest interval the verdict rests on (see `live::scale`).
+    pub interval_ms: Option<u64>,
+}
+
+/// A played file: per database, how many of `runs` broke each invariant.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Played {
+    pub judged: Judged,
+    pub scale: f64,
+    pub runs: u32,
+    /// Per database (`sqlite`, `postgres`), how many runs broke each invariant.
+    pub broken: Vec<(String, BTreeMap<String, u32>)>,
+}
+
+fn fnv(bytes: &[u8]) -> String {
+    let hash =
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    format!("{hash:016x}")
+}
+
+/// The report's files under `root`, in order.
+pub fn files(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for dir in DIRECTORIES {
+        let entries = std::fs::read_dir(root.join(dir)).map_err(|e| format!("{dir}: {e}"))?;
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|e| Some(e.ok()?.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+/// A live run's config for `file`'s world, at `scale` on `database`.
+fn config(file: &ReplayFile, program: &Path, scale: f64, database: &str) -> Result<LiveConfig, String> {
+    let scenario = file.scenario()?;
+    Ok(LiveConfig {
+        mechanism: scenario.world.mechanism,
+        gateway: scenario.world.gateway_mode,
+        time_scale: scale,
+        redis_url: None,
+        store: if database == "postgres" { StoreChoice::Postgres(None) } else { StoreChoice::Sqlite(None) },
+        gateway_port: 0,
+        keep: None,
+        program: program.to_owned(),
+        replay: Some((scenario, file.seed)),
+        mutant: file.mutant,
+    })
+}
+
+/// What the simulation says of the file at `path`, and whether the live run plays it.
+pub fn judge(root: &Path, path: &Path, program: &Path) -> Result<Judged, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = ReplayFile::load(path)?;
+    let scenario = file.scenario()?;
+    let simulated = run_with(&scenario, file.seed, file.mutant)?;
+    let broken =
+        simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant.to_owned()).collect();
+    let refused = live_scenario(&config(&file, program, 1.0, "sqlite")?).err();
+    let relative = path.strip_prefix(root.join("reports")).unwrap_or(path).display().to_string();
+    Ok(Judged {
+        file: relative,
+        hash: fnv(&bytes),
+        simulated: broken,
+        interval_ms: shortest_interval(&simulated),
+        refused,
+    })
+}
+
+/// Plays a judged, playable file `runs` times on each database, at the scale chosen for
+/// this machine's `lag`.
+pub fn play(root: &Path, judged: Judged, program: &Path, runs: u32, lag: Duration) -> Result<Played, String> {
+    let file = ReplayFile::load(&root.join("reports").join(&judged.file))?;
+    let scale = choose(judged.interval_ms, lag).scale;
+    let mut broken = Vec::new();
+    for database in DATABASES {
+        let config = config(&file, program, scale, database)?;
+        let mut counts = BTreeMap::new();
+        for _ in 0..runs {
+            let outcome = run_live(&config)?;
+            for check in outcome.checks.iter().filter(|check| check.is_violation()) {
+                *counts.entry(check.invariant.to_owned()).or_default() += 1;
+            }
+        }
+        broken.push((database.to_owned(), counts));
+    }
+    Ok(Played { judged, scale, runs, broken })
+}

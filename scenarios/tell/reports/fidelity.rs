@@ -1,0 +1,140 @@
+//! `reports/fidelity.md`: every committed failure beside what the same world and faults
+//! did live, written by `fencesim fidelity`. The simulated columns, the refusals, the
+//! files' hashes and the intervals are what the current build says of the committed
+//! files (a test computes them again); the live columns are what the machine measured.
+
+use crate::live::fidelity::{Judged, Played, DATABASES};
+
+pub const FIDELITY_REPORT: &str = "reports/fidelity.md";
+
+/// What was measured, from which the report is written (and written again, with its
+/// notes, without playing anything: `fencesim fidelity --render`).
+pub const FIDELITY_DATA: &str = "reports/fidelity.json";
+
+/// How many of 10 runs must break the same invariants for a file to agree.
+pub const AGREES_AT: u32 = 8;
+
+/// One file of the report.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Entry {
+    Refused(Judged),
+    Played(Played),
+}
+
+impl Entry {
+    pub fn judged(&self) -> &Judged {
+        match self {
+            Entry::Refused(judged) => judged,
+            Entry::Played(played) => &played.judged,
+        }
+    }
+}
+
+/// Why a file that disagrees does, found by reading its live and simulated stories: the
+/// live run's timing, a component the simulation does not model, or the simulation.
+pub const NOTES: &[(&str, &str)] = &[];
+
+fn note(file: &str) -> &'static str {
+    NOTES.iter().find(|(name, _)| *name == file).map_or("", |(_, note)| note)
+}
+
+/// In how many runs on `database` every invariant the simulation breaks broke too (the
+/// fewest over those invariants), and what broke live that the simulation keeps.
+pub fn agreement(played: &Played, database: &str) -> (u32, Vec<(String, u32)>) {
+    let Some((_, counts)) = played.broken.iter().find(|(db, _)| *db == database) else {
+        return (0, Vec::new());
+    };
+    let same = played.judged.simulated.iter().map(|name| counts.get(name).copied().unwrap_or(0)).min();
+    let extra = counts
+        .iter()
+        .filter(|(name, _)| !played.judged.simulated.contains(name))
+        .map(|(name, n)| (name.clone(), *n))
+        .collect();
+    (same.unwrap_or(0), extra)
+}
+
+fn live_cell(played: &Played, database: &str) -> String {
+    let (same, extra) = agreement(played, database);
+    let mut cell = format!("{same} of {}", played.runs);
+    for (name, n) in extra {
+        cell.push_str(&format!("; also {name} in {n}"));
+    }
+    cell
+}
+
+fn row(entry: &Entry) -> String {
+    let judged = entry.judged();
+    let interval = judged.interval_ms.map_or("-".to_owned(), |ms| format!("{ms} ms"));
+    let simulated = judged.simulated.join(", ");
+    let head = format!("| `{}` | `{}` | {simulated} | {interval}", judged.file, judged.hash);
+    match entry {
+        Entry::Refused(judged) => {
+            let why = judged.refused.as_deref().unwrap_or_default();
+            format!("{head} | - | refused | refused | {} |", why.replace('|', "/"))
+        }
+        Entry::Played(played) => {
+            let cells: Vec<String> = DATABASES.iter().map(|db| live_cell(played, db)).collect();
+            let agrees = DATABASES.iter().all(|db| agreement(played, db).0 >= AGREES_AT * played.runs / 10);
+            let note = if agrees { "" } else { note(&judged.file) };
+            format!("{head} | {} | {} | {note} |", played.scale, cells.join(" | "))
+        }
+    }
+}
+
+fn summary(entries: &[Entry], runs: u32) -> String {
+    let played: Vec<&Played> = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Played(played) => Some(played),
+            Entry::Refused(_) => None,
+        })
+        .collect();
+    let threshold = AGREES_AT * runs / 10;
+    let agreeing = |db: &str| played.iter().filter(|p| agreement(p, db).0 >= threshold).count();
+    let extra = played.iter().filter(|p| DATABASES.iter().any(|db| !agreement(p, db).1.is_empty())).count();
+    format!(
+        "Of {} files, {} can be played live and {} are refused (each names what the live run lacks). \
+         Of the {}, {} break the same invariants live in at least {threshold} of {runs} runs on SQLite, and {} on PostgreSQL; \
+         in {} of them some live run broke an invariant the simulation keeps.",
+        entries.len(),
+        played.len(),
+        entries.len() - played.len(),
+        played.len(),
+        agreeing("sqlite"),
+        agreeing("postgres"),
+        extra
+    )
+}
+
+/// The measured entries in `root`'s `reports/fidelity.json`, and how many runs each
+/// playable one had.
+pub fn read_data(root: &std::path::Path) -> Result<(Vec<Entry>, u32), String> {
+    let text =
+        std::fs::read_to_string(root.join(FIDELITY_DATA)).map_err(|e| format!("{FIDELITY_DATA}: {e}"))?;
+    let entries: Vec<Entry> = serde_json::from_str(&text).map_err(|e| format!("{FIDELITY_DATA}: {e}"))?;
+    let runs = entries.iter().find_map(|e| match e {
+        Entry::Played(played) => Some(played.runs),
+        Entry::Refused(_) => None,
+    });
+    Ok((entries, runs.unwrap_or(10)))
+}
+
+/// The report.
+pub fn render(entries: &[Entry], runs: u32) -> String {
+    let mut out = String::from("# Fidelity: each committed failure, played again on real components\n\n");
+    out.push_str(&format!(
+        "Generated by `fencesim fidelity --runs {runs}`: every file of `reports/shrunk/` and `reports/mutants/`, \
+         its verdict in the simulation, and its world and faults played {runs} times live on SQLite and on PostgreSQL \
+         (`fencesim live --replay FILE --runs {runs}`), at the time scale `live` chooses: the shortest interval the \
+         simulated verdict rests on (the gap between two steps of a violation's chain) against this machine's \
+         measured lag. A live cell says in how many runs every invariant the simulation breaks broke too.\n\n"
+    ));
+    out.push_str(&summary(entries, runs));
+    out.push_str("\n\n| file | hash | simulated | interval | scale | SQLite | PostgreSQL | note |\n");
+    out.push_str("|---|---|---|---:|---:|---|---|---|\n");
+    for entry in entries {
+        out.push_str(&row(entry));
+        out.push('\n');
+    }
+    out
+}
