@@ -455,6 +455,33 @@ fn a_replay_file_the_live_run_cannot_play_is_refused_with_what_it_lacks() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A jump of the lock server's clock past a lease's TTL (libfaketime moves the server's
+/// clock alone): the server expires the lease at once, as the simulated jump does.
+#[test]
+fn a_clock_jump_replayed_live_expires_the_lease_on_the_real_server() {
+    use fencesim::sim::{Fault, FaultKind};
+    let test = "live-replay-clock-jump";
+    if let Err(why) = fencesim::live::faketime::FakeClock::new(test) {
+        assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and {why}");
+        eprintln!("SKIPPED {test}: {why}");
+        return;
+    }
+    let jump = Fault {
+        kind: FaultKind::RedisClockJump { instance: 0, by_ms: 5_000 },
+        trigger: Trigger::At { at_ms: 30 },
+    };
+    let world = small_live_world(2, 3, 2_000, vec![jump]);
+    let simulated = run(&world, 1).unwrap();
+    let Some(live) = replayed_live(test, world) else { return };
+    let story = told(&live);
+    let fired = position(&live, |k| matches!(k, EventKind::FaultFired { .. })).expect("the jump fired");
+    let expired =
+        live.record.events[fired..].iter().find(|e| matches!(e.kind, EventKind::LeaseExpired { .. }));
+    let gap = expired.map(|e| e.at_ms - live.record.events[fired].at_ms);
+    assert!(gap.is_some_and(|ms| ms <= 30), "the lease expired right after the jump ({gap:?} ms):\n{story}");
+    assert_eq!(broken(&live), broken(&simulated), "the live verdict is the simulation's:\n{story}");
+}
+
 /// `fencesim live --replay FILE --runs 2 --json` on a committed file: every invariant the
 /// simulation breaks breaks in both live runs, and none that it keeps.
 fn same_verdict_live(test: &str, file: &str) {

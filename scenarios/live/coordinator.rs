@@ -15,7 +15,7 @@ use crate::live::postgres::{PgRefunds, PostgresServer};
 use crate::live::processes::Children;
 use crate::live::queue;
 use crate::live::redis::{connect, Admin};
-use crate::live::servers::{restart_mode, Servers};
+use crate::live::servers::{jumps, restart_mode, Servers};
 use crate::live::store::{Refunds, Sequences, StoreAt};
 use crate::live::supervise::Supervision;
 use crate::live::worker::WorkerSpec;
@@ -184,6 +184,7 @@ fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>) -> Vec<WorkerSp
             redis_url: stage.redis.lock_url.clone(),
             queue_url: stage.redis.queue_url.clone(),
             redis_pid: stage.redis.lock_pid(),
+            clock_file: stage.redis.clock_file(),
             database: stage.store_at.clone(),
             gateway_url: format!("http://127.0.0.1:{}", stage.gateway.port),
             log: stage.dir.file(&format!("worker-{worker}.jsonl")),
@@ -255,7 +256,8 @@ impl Stage {
     fn set_up(config: &LiveConfig, scenario: Scenario) -> Result<Stage, String> {
         let dir = RunDir::create(config.keep.as_deref())?;
         let (store, store_at, postgres) = open_store(&config.store, &dir)?;
-        let redis = Servers::start(config.redis_url.as_deref(), restart_mode(&scenario.world)?)?;
+        let (restarts, jumps) = (restart_mode(&scenario.world)?, jumps(&scenario.world));
+        let redis = Servers::start(config.redis_url.as_deref(), restarts, jumps)?;
         let mut con = connect(&redis.lock_url)?;
         let mut queue_con = connect(&redis.queue_url)?;
         fill_store(&scenario, &*store, &mut con)?;

@@ -116,6 +116,8 @@ pub struct Outside {
     /// The lock server's process id, for a restart at the worker's trigger, and its URL.
     pub redis_pid: Option<i32>,
     pub redis_url: String,
+    /// The lock server's clock offset file, when the plan jumps its clock.
+    pub clock_file: Option<PathBuf>,
 }
 
 impl LiveFaults {
@@ -257,9 +259,14 @@ impl LiveFaults {
                     *self.admin.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 }
             }
+            FaultKind::RedisClockJump { by_ms, .. } => {
+                if let Some(file) = &self.outside.clock_file {
+                    // a failure shows in the history as leases that did not expire
+                    let _ = crate::live::faketime::jump_ms(file, self.clock.real(by_ms).as_millis() as u64);
+                }
+            }
             // the live plan refuses these before any process starts
-            FaultKind::RedisClockJump { .. }
-            | FaultKind::RedisFailover { .. }
+            FaultKind::RedisFailover { .. }
             | FaultKind::SettlementDelay { .. }
             | FaultKind::SettlementReplyDelay { .. } => {}
         }

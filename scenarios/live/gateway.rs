@@ -85,8 +85,7 @@ impl GatewayService {
         let port = server.server_addr().to_ip().map(|a| a.port()).ok_or("the gateway has no port")?;
         let server = Arc::new(server);
         let core = Mutex::new(GatewayCore::new(setup.mode));
-        let shared =
-            Arc::new(Shared {
+        let shared = Arc::new(Shared {
             core,
             in_force: Mutex::default(),
             on_the_way: Default::default(),

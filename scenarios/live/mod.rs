@@ -17,6 +17,7 @@
 pub mod clock;
 pub mod coordinator;
 pub mod expiry;
+pub mod faketime;
 pub mod faults;
 pub mod fidelity;
 pub mod gateway;

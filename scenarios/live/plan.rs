@@ -87,9 +87,9 @@ fn taker(kind: FaultKind) -> Option<Taker> {
         | FaultKind::LookupLag { .. }
         | FaultKind::Redeliver { .. }
         | FaultKind::DuplicateDelivery { .. }
-        | FaultKind::RedisRestart { .. } => Some(Taker::Anyone),
-        FaultKind::RedisClockJump { .. }
-        | FaultKind::RedisFailover { .. }
+        | FaultKind::RedisRestart { .. }
+        | FaultKind::RedisClockJump { .. } => Some(Taker::Anyone),
+        FaultKind::RedisFailover { .. }
         | FaultKind::SettlementDelay { .. }
         | FaultKind::SettlementReplyDelay { .. } => None,
     }
@@ -135,7 +135,6 @@ fn cannot(index: usize, fault: &Fault) -> String {
 /// Why the live run cannot do a kind it refuses.
 fn why_not(kind: FaultKind) -> &'static str {
     match kind {
-        FaultKind::RedisClockJump { .. } => "the live run's redis-server keeps the machine's clock",
         FaultKind::RedisFailover { .. } => "the live run's Redis has no replica",
         FaultKind::SettlementDelay { .. } | FaultKind::SettlementReplyDelay { .. } => {
             "the live run has no settlement ledger"
@@ -155,7 +154,8 @@ fn why_not(kind: FaultKind) -> &'static str {
         | FaultKind::RedisReplyDelay { .. }
         | FaultKind::DbReplyDelay { .. }
         | FaultKind::LookupLag { .. }
-        | FaultKind::RedisRestart { .. } => "not with this trigger",
+        | FaultKind::RedisRestart { .. }
+        | FaultKind::RedisClockJump { .. } => "not with this trigger",
     }
 }
 

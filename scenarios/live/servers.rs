@@ -5,6 +5,7 @@
 //! it, and a start on the same port and directory under the same persistence mode once
 //! the deployment's down time has passed; then the deployment's start-up routine runs.
 
+use crate::live::faketime::FakeClock;
 use crate::live::log::EventLog;
 use crate::live::redis::{connect, Admin};
 use crate::live::server::RedisServer;
@@ -16,11 +17,18 @@ use std::time::{Duration, Instant};
 /// never restarted).
 pub struct Servers {
     lock: Option<RedisServer>,
+    /// The lock server's clock, when the plan jumps it.
+    clock: Option<FakeClock>,
     _queue: Option<RedisServer>,
     pub lock_url: String,
     pub queue_url: String,
     /// When the lock server that went down is to start again.
     back_at: Option<Instant>,
+}
+
+/// Whether the plan jumps the lock server's clock.
+pub fn jumps(world: &WorldConfig) -> bool {
+    world.faults.faults.iter().any(|fault| matches!(fault.kind, FaultKind::RedisClockJump { .. }))
 }
 
 /// How the plan restarts the lock server, if it does; refused when its restarts ask for
@@ -68,13 +76,16 @@ fn check_empty(url: &str) -> Result<(), String> {
 }
 
 impl Servers {
-    pub fn start(url: Option<&str>, restarts: Option<Persistence>) -> Result<Servers, String> {
+    /// The servers for a plan that restarts the lock server under `restarts`, and jumps
+    /// its clock if `jumps`.
+    pub fn start(url: Option<&str>, restarts: Option<Persistence>, jumps: bool) -> Result<Servers, String> {
         let servers = match url {
-            Some(_) if restarts.is_some() => {
-                return Err("the plan restarts Redis, and the live run restarts only a server it started itself: leave out --redis".into())
+            Some(_) if restarts.is_some() || jumps => {
+                return Err("the plan restarts Redis or jumps its clock, and the live run does that only to a server it started itself: leave out --redis".into())
             }
             Some(url) => Servers {
                 lock: None,
+                clock: None,
                 _queue: None,
                 lock_url: url.to_owned(),
                 queue_url: url.to_owned(),
@@ -83,14 +94,26 @@ impl Servers {
             None => {
                 let mut args = vec!["--hz", "100", "--notify-keyspace-events", "Ex"];
                 args.extend_from_slice(persistence_args(restarts));
-                let lock = RedisServer::start("live", &args)?;
+                let clock = match jumps {
+                    true => Some(FakeClock::new("live").map_err(|why| {
+                        format!("the plan jumps Redis's clock, which the live run does with libfaketime: {why}")
+                    })?),
+                    false => None,
+                };
+                let env = clock.as_ref().map_or(Vec::new(), |clock| clock.env.clone());
+                let lock = RedisServer::start_in("live", &args, &env)?;
                 let queue = RedisServer::start("live-queue", &["--appendonly", "no"])?;
                 let (lock_url, queue_url) = (lock.url(), queue.url());
-                Servers { lock: Some(lock), _queue: Some(queue), lock_url, queue_url, back_at: None }
+                Servers { lock: Some(lock), clock, _queue: Some(queue), lock_url, queue_url, back_at: None }
             }
         };
         check_empty(&servers.lock_url)?;
         Ok(servers)
+    }
+
+    /// The file the lock server's clock offset is read from, when the plan jumps it.
+    pub fn clock_file(&self) -> Option<std::path::PathBuf> {
+        self.clock.as_ref().map(|clock| clock.offset.clone())
     }
 
     /// The lock server's process id, for a worker that restarts it at its own trigger.

@@ -4,6 +4,7 @@
 //! is acked.
 
 use crate::live::clock::LiveClock;
+use crate::live::faketime::jump_ms;
 use crate::live::faults::expire_now;
 use crate::live::gateway::GatewayService;
 use crate::live::log::EventLog;
@@ -112,6 +113,11 @@ impl Supervision<'_> {
                     FaultKind::RedisRestart { persistence, .. } => {
                         let pid = servers.lock_pid().ok_or("the live run restarts only its own Redis")?;
                         restart_now(connect(&servers.lock_url).ok().as_mut(), pid, persistence, self.log);
+                    }
+                    FaultKind::RedisClockJump { by_ms, .. } => {
+                        let file =
+                            servers.clock_file().ok_or("the live run jumps only its own Redis's clock")?;
+                        jump_ms(&file, self.clock.real(by_ms).as_millis() as u64)?;
                     }
                     FaultKind::GatewayOutage { .. }
                     | FaultKind::GatewayConflicts { .. }

@@ -41,6 +41,8 @@ pub struct WorkerSpec {
     /// the queue's server.
     pub redis_url: String,
     pub redis_pid: Option<i32>,
+    /// The file the lock server's clock offset is read from, when the plan jumps it.
+    pub clock_file: Option<PathBuf>,
     pub queue_url: String,
     pub database: StoreAt,
     pub gateway_url: String,
@@ -127,6 +129,7 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
             queue: Mutex::new(Some(connect(&spec.queue_url)?)),
             visibility_ms: spec.clock.real(spec.visibility_ms).as_millis() as u64,
             redis_pid: spec.redis_pid,
+            clock_file: spec.clock_file.clone(),
             redis_url: spec.redis_url.clone(),
         },
     });

@@ -1,0 +1,126 @@
+//! A clock the live run (and a test) can move on a real redis-server: the server runs
+//! under Debian's libfaketime, which reads the clock's offset from a file on every time
+//! call, so that a `redis-clock-jump` of the plan moves the server's clock and nothing
+//! else's.
+//!
+//! Debian's redis-server is linked with an allocator library that reads the clock while
+//! libfaketime is still starting, and the server then hangs ("Cannot recover from
+//! unexpected recursive calls to clock_gettime()"). So the server is given a stand-in
+//! under that library's name: a few lines of C, built here with the machine's C compiler,
+//! that answer the allocator's control calls with "not available" (the server only reads
+//! statistics through them), while memory itself comes from the C library's allocator.
+
+use crate::live::server::redis_server_binary;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const STAND_IN: &str = r#"
+#include <errno.h>
+#include <stddef.h>
+int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+    (void)name; (void)oldp; (void)oldlenp; (void)newp; (void)newlen;
+    return ENOENT;
+}
+void malloc_stats_print(void (*write_cb)(void *, const char *), void *opaque, const char *opts) {
+    (void)write_cb; (void)opaque; (void)opts;
+}
+size_t nallocx(size_t size, int flags) { (void)flags; return size; }
+"#;
+
+pub struct FakeClock {
+    dir: PathBuf,
+    /// The file libfaketime reads the server's offset from.
+    pub offset: PathBuf,
+    /// What to add to the server's environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// libfaketime, if the machine has it.
+fn library() -> Option<PathBuf> {
+    let lib = Path::new("/usr/lib");
+    let arches = std::fs::read_dir(lib).ok()?.filter_map(|entry| Some(entry.ok()?.path()));
+    arches.map(|arch| arch.join("faketime/libfaketime.so.1")).find(|path| path.is_file())
+}
+
+/// The allocator library redis-server is linked with (its file name), if any.
+fn allocator_of(server: &Path) -> Option<String> {
+    let listed = Command::new("ldd").arg(server).output().ok()?;
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    listed
+        .lines()
+        .map(str::trim)
+        .find(|line| line.contains("malloc"))
+        .and_then(|line| line.split(' ').next())
+        .map(str::to_owned)
+}
+
+impl FakeClock {
+    /// A clock at the real time, for a server started with `env`; or what the machine
+    /// lacks for one (libfaketime, a redis-server, a C compiler).
+    pub fn new(label: &str) -> Result<FakeClock, String> {
+        let faketime = library().ok_or("no libfaketime (install Debian's faketime)")?;
+        let server = redis_server_binary().ok_or("no redis-server")?;
+        let dir = std::env::temp_dir().join(format!("fencesim-faketime-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let offset = dir.join("offset");
+        let mut clock = FakeClock { dir: dir.clone(), offset: offset.clone(), env: Vec::new() };
+        set_offset_ms(&offset, 0)?;
+        let mut env = vec![
+            ("LD_PRELOAD".to_owned(), faketime.display().to_string()),
+            ("FAKETIME_TIMESTAMP_FILE".to_owned(), offset.display().to_string()),
+            ("FAKETIME_NO_CACHE".to_owned(), "1".to_owned()),
+            ("DONT_FAKE_MONOTONIC".to_owned(), "1".to_owned()),
+        ];
+        if let Some(allocator) = allocator_of(&server) {
+            let source = dir.join("stand_in.c");
+            std::fs::write(&source, STAND_IN)
+                .map_err(|e| format!("cannot write {}: {e}", source.display()))?;
+            let built = Command::new("cc")
+                .args(["-shared", "-fPIC", "-o"])
+                .arg(dir.join(&allocator))
+                .arg(&source)
+                .status();
+            if !built.is_ok_and(|status| status.success()) {
+                return Err("no C compiler to build the allocator's stand-in with (install gcc)".into());
+            }
+            env.push(("LD_LIBRARY_PATH".to_owned(), dir.display().to_string()));
+        }
+        clock.env = env;
+        Ok(clock)
+    }
+
+    /// The server's clock stands `ms` ahead of the real one from its next time call.
+    pub fn set_offset_ms(&self, ms: u64) -> Result<(), String> {
+        set_offset_ms(&self.offset, ms)
+    }
+
+    /// The server's clock stops at `second` (below 60) past 2030-01-01 00:00:00, on the
+    /// exact second, from its next time call: every command then runs at that millisecond.
+    pub fn freeze_at_s(&self, second: u64) -> Result<(), String> {
+        if second >= 60 {
+            return Err(format!("{second}: a second of the first minute"));
+        }
+        let text = format!("2030-01-01 00:00:{second:02}\n");
+        std::fs::write(&self.offset, text).map_err(|e| format!("{}: {e}", self.offset.display()))
+    }
+}
+
+/// Writes an offset of `ms` ahead of the real clock to libfaketime's file `path`.
+pub fn set_offset_ms(path: &Path, ms: u64) -> Result<(), String> {
+    let text = format!("+{}.{:03}\n", ms / 1000, ms % 1000);
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Moves the clock of `path` on by `by_ms` more (a jump fired by any process of the run).
+pub fn jump_ms(path: &Path, by_ms: u64) -> Result<(), String> {
+    let now = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let seconds: f64 = now.trim().trim_start_matches('+').parse().unwrap_or(0.0);
+    set_offset_ms(path, (seconds * 1000.0).round() as u64 + by_ms)
+}
+
+impl Drop for FakeClock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
