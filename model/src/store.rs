@@ -74,7 +74,7 @@ pub const OPEN_ROWS: &str = "SELECT id, merchant, amount_cents, state, fence FRO
      WHERE merchant = ?1 AND state <> 'sent' ORDER BY id";
 /// The next value of the merchant's sequence (`?1`: the merchant).
 pub const NEXT_SEQUENCE: &str = "INSERT INTO fence_seq (merchant, value) VALUES (?1, 1)
-     ON CONFLICT (merchant) DO UPDATE SET value = value + 1
+     ON CONFLICT (merchant) DO UPDATE SET value = fence_seq.value + 1
      RETURNING value";
 const MAX_FENCE: &str = "SELECT COALESCE(MAX(fence), 0) FROM refund WHERE merchant = ?1";
 /// One row's state and fence (`?1`: the refund id): read back after a write that updated
