@@ -416,10 +416,10 @@ fn broken_names(outcome: &Outcome) -> BTreeSet<String> {
 
 /// What `live --replay` cannot do is refused with exit 2 and named, never run as
 /// something else, and nothing is left running: five Redis instances, the second store, a
-/// kind the live server cannot do, a worker's fault at another worker's trigger.
+/// server under two persistence modes, a worker's fault at another worker's trigger.
 #[test]
 fn a_replay_file_the_live_run_cannot_play_is_refused_with_what_it_lacks() {
-    use fencesim::sim::{Fault, FaultKind, Hop};
+    use fencesim::sim::{Fault, FaultKind, Hop, Persistence};
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let redlock = root.join("reports/shrunk/redlock-idempotent.json");
@@ -432,20 +432,22 @@ fn a_replay_file_the_live_run_cannot_play_is_refused_with_what_it_lacks() {
         &root.join("reports/shrunk/fenced-non-idempotent.json"),
     )
     .unwrap();
+    let restart = |persistence| Fault {
+        kind: FaultKind::RedisRestart { instance: 0, persistence },
+        trigger: Trigger::At { at_ms: 10 },
+    };
     let plans = [
+        (vec![restart(Persistence::None), restart(Persistence::AofAlways)], "under two persistence modes"),
         (
-            FaultKind::RedisClockJump { instance: 0, by_ms: 5_000 },
-            Trigger::At { at_ms: 10 },
-            "fault 1 (redis-clock-jump at 10 ms) cannot be done live",
-        ),
-        (
-            FaultKind::DbDelay { worker: WorkerId(1), delay_ms: 50 },
-            Trigger::Call { worker: WorkerId(0), hop: Hop::Database, nth: 1 },
+            vec![Fault {
+                kind: FaultKind::DbDelay { worker: WorkerId(1), delay_ms: 50 },
+                trigger: Trigger::Call { worker: WorkerId(0), hop: Hop::Database, nth: 1 },
+            }],
             "it is about another worker than A",
         ),
     ];
-    for (kind, trigger, said) in plans {
-        file.fault_plan.faults = vec![Fault { kind, trigger }];
+    for (faults, said) in plans {
+        file.fault_plan.faults = faults;
         let path = dir.join("refused.json");
         file.write_as(&path).unwrap();
         refused(&["--replay", path.to_str().unwrap()], said);
