@@ -182,6 +182,7 @@ impl LiveFaults {
                 _ => None,
             })
             .collect();
+        times.sort_unstable();
         times.dedup();
         for at_ms in times {
             progress = self.take(progress, Trigger::At { at_ms });
