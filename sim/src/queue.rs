@@ -3,7 +3,9 @@
 //! Workers form one consumer group. The core hands a visible job to an idle worker by a
 //! fixed rule (a worker that did not hold the job last, then the one idle longest, then
 //! the lowest id), so the choice never depends on which task the scheduler polls first.
-//! An unacked delivery becomes visible again when its timeout passes.
+//! An unacked delivery becomes visible again when its timeout passes; its holder can still
+//! ack it until the queue hands it to someone (as a stream's pending entry stays its
+//! consumer's until another claims it).
 
 use fencesim_model::{Delivery, Job, JobId, WorkerId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +24,9 @@ struct JobSlot {
     state: JobState,
     last_holder: Option<WorkerId>,
     deliveries: u32,
+    /// The receipt of the latest delivery: it acks the job until the job is delivered
+    /// again, even once its visibility timeout has passed.
+    receipt: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +57,8 @@ pub struct QueueCore {
     assigned: Vec<Option<usize>>,
     /// Slots `InFlight`, by when they become visible again.
     in_flight: BTreeSet<(u64, usize)>,
-    /// Slots `InFlight`, by receipt.
+    /// Slots by the receipt that can ack them (`InFlight`, or `Visible` again and not yet
+    /// handed on).
     by_receipt: BTreeMap<u32, usize>,
     /// Slots not `Done`.
     open: usize,
@@ -81,7 +87,7 @@ impl QueueCore {
     }
 
     pub fn enqueue(&mut self, job: Job, out: &mut Vec<QueueEvent>) {
-        self.push(JobSlot { job, state: JobState::Visible, last_holder: None, deliveries: 0 });
+        self.push(JobSlot { job, state: JobState::Visible, last_holder: None, deliveries: 0, receipt: None });
         self.assign(out);
     }
 
@@ -91,7 +97,6 @@ impl QueueCore {
         let JobState::InFlight { worker, receipt, visible_at_ms } = slot.state else { return };
         slot.state = JobState::Visible;
         self.in_flight.remove(&(visible_at_ms, index));
-        self.by_receipt.remove(&receipt);
         self.visible.insert(index);
         out.push(QueueEvent::VisibilityExpired { job: slot.job.id, worker, receipt, at_ms });
     }
@@ -124,6 +129,9 @@ impl QueueCore {
             let receipt = self.next_receipt;
             self.next_receipt += 1;
             let slot = &mut self.jobs[index];
+            if let Some(handed_on) = slot.receipt.replace(receipt) {
+                self.by_receipt.remove(&handed_on);
+            }
             slot.deliveries += 1;
             slot.last_holder = Some(worker);
             slot.state = JobState::Assigned { worker, receipt };
@@ -163,11 +171,17 @@ impl QueueCore {
         self.assigned[worker.0 as usize].is_some()
     }
 
-    /// Acks a delivery. Refused (`false`) unless it is a current one.
+    /// Acks a delivery. Refused (`false`) once the job was handed to someone else (or
+    /// acked): a delivery whose timeout passed still acks while nobody has taken it.
     pub fn ack(&mut self, delivery: Delivery) -> bool {
         let Some(index) = self.by_receipt.remove(&delivery.receipt) else { return false };
-        if let JobState::InFlight { visible_at_ms, .. } = self.jobs[index].state {
-            self.in_flight.remove(&(visible_at_ms, index));
+        match self.jobs[index].state {
+            JobState::InFlight { visible_at_ms, .. } => {
+                self.in_flight.remove(&(visible_at_ms, index));
+            }
+            _ => {
+                self.visible.remove(&index);
+            }
         }
         self.jobs[index].state = JobState::Done;
         self.open -= 1;
@@ -202,7 +216,14 @@ impl QueueCore {
         let held = self.held_by(worker);
         for &index in &held {
             let JobSlot { job, deliveries, .. } = self.jobs[index];
-            self.push(JobSlot { job, state: JobState::Visible, last_holder: Some(worker), deliveries });
+            let copy = JobSlot {
+                job,
+                state: JobState::Visible,
+                last_holder: Some(worker),
+                deliveries,
+                receipt: None,
+            };
+            self.push(copy);
         }
         self.assign(out);
         !held.is_empty()
@@ -266,6 +287,27 @@ mod tests {
         assert!(!q.all_done());
         assert!(q.ack(second));
         assert!(q.all_done());
+    }
+
+    #[test]
+    fn a_timed_out_delivery_still_acks_until_the_job_is_handed_on() {
+        let (a, b) = (WorkerId(0), WorkerId(1));
+        let mut q = QueueCore::new(2, 100);
+        let mut ev = Vec::new();
+        q.enqueue(JOB, &mut ev);
+        q.enqueue(Job { id: JobId(2), merchant: MerchantId(1) }, &mut ev);
+        let first = q.receive(a, 0, &mut ev).unwrap();
+        q.receive(b, 50, &mut ev).unwrap();
+        ev.clear();
+        q.tick(100, &mut ev);
+        assert_eq!(
+            ev,
+            vec![QueueEvent::VisibilityExpired { job: JobId(1), worker: a, receipt: 1, at_ms: 100 }]
+        );
+        assert!(q.ack(first), "nobody took the job again: the holder's ack stands");
+        assert!(!q.ack(first), "acked once");
+        assert!(q.receive(a, 101, &mut ev).is_none(), "the job is done, not delivered again");
+        assert_eq!(q.open_jobs().count(), 1);
     }
 
     #[test]
