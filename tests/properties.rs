@@ -116,7 +116,7 @@ fn shrunk_redlock_failure(
     let breaks = |trial: &fencesim::scenario::Scenario| {
         run(trial, seed).map(|outcome| outcome.check(invariant).is_violation())
     };
-    fencesim::search::shrink::shrink_scenario(&found, breaks).unwrap()
+    fencesim::search::shrink::shrink_scenario(&found, seed, breaks, run).unwrap()
 }
 
 /// Redlock as its algorithm asks to be used (validity checked before every write, the

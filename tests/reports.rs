@@ -174,7 +174,7 @@ fn the_fidelity_report_covers_every_committed_failure_as_this_build_judges_it() 
     use fencesim::tell::reports::fidelity::{read_data, render, FIDELITY_REPORT};
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let program = std::path::Path::new(env!("CARGO_BIN_EXE_fencesim"));
-    let (entries, runs) = read_data(root).unwrap();
+    let entries = read_data(root).unwrap();
     let stale = "is stale: measure it again with `cargo run --release -- fidelity` and commit it";
     let measured: Vec<_> = entries.iter().map(|entry| entry.judged().clone()).collect();
     let judged: Vec<_> =
@@ -182,7 +182,7 @@ fn the_fidelity_report_covers_every_committed_failure_as_this_build_judges_it() 
     assert!(judged.len() >= 50, "the report's files are found");
     assert_eq!(measured, judged, "{FIDELITY_REPORT} {stale}");
     assert!(
-        committed(FIDELITY_REPORT) == render(&entries, runs),
+        committed(FIDELITY_REPORT) == render(&entries),
         "{FIDELITY_REPORT} is not what its data gives: write it again with `cargo run --release -- fidelity --render`"
     );
 }

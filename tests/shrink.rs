@@ -90,3 +90,40 @@ fn explore_shrinks_the_first_failure_it_keeps_and_keeps_both_files() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A failure whose chain turns on two parties in one millisecond (B's claim of `r_001` and
+/// A's stale confirm, both at 71 ms) breaks its invariants under the file's schedule and
+/// under only some of the others, as a real machine orders the two either way. Out of the
+/// shrinker it breaks the same invariants under every other schedule, and its settle
+/// window is down to the floor its shape gives.
+#[test]
+fn shrinking_makes_a_failure_that_rests_on_one_millisecond_steady_under_other_schedules() {
+    use fencesim::runner::run_with;
+    use fencesim::search::widen::{race_margin, settle_floor, steady_under, OTHER_SCHEDULES};
+    let dir = out_dir("race");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("race.json");
+    std::fs::copy("tests/data/same-millisecond-race.json", &file).unwrap();
+    let steady = |replay: &ReplayFile| {
+        let mut run = |trial: &fencesim::scenario::Scenario, seed| run_with(trial, seed, replay.mutant);
+        let kept: Vec<&str> = replay.violations.iter().map(String::as_str).collect();
+        steady_under(&replay.scenario().unwrap(), replay.seed, &kept, &mut run).unwrap()
+    };
+    let before = ReplayFile::load(&file).unwrap();
+    let narrow = run_with(&before.scenario().unwrap(), before.seed, before.mutant).unwrap();
+    assert!(matches!(race_margin(&narrow), Some((0, _))), "{:?}", race_margin(&narrow));
+    assert!(
+        steady(&before) < OTHER_SCHEDULES / 2,
+        "the committed story breaks under {} of the others",
+        steady(&before)
+    );
+    let shrunk = fencesim(&["shrink", file.to_str().unwrap()]);
+    assert_eq!(shrunk.status.code(), Some(1), "{}", String::from_utf8_lossy(&shrunk.stderr));
+    let after = ReplayFile::load(&dir.join("race.shrunk.json")).unwrap();
+    assert_eq!(after.violations, before.violations);
+    assert_eq!(steady(&after), OTHER_SCHEDULES);
+    let world = &after.scenario().unwrap().world;
+    assert_eq!(world.settle_ms, settle_floor(world));
+    assert!(world.settle_ms < before.scenario().unwrap().world.settle_ms);
+    let _ = std::fs::remove_dir_all(&dir);
+}

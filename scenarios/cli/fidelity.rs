@@ -11,9 +11,13 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct FidelityArgs {
-    /// How many times each playable file is played on each database
+    /// How many runs each playable file is to have on each database: the runs an earlier
+    /// measurement of the same row made count, and only those missing are played
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     runs: u32,
+    /// Forget the earlier measurements in reports/fidelity.json and play every run again
+    #[arg(long)]
+    fresh: bool,
     /// The project root (its reports/ is read and written)
     #[arg(long, default_value = ".")]
     root: PathBuf,
@@ -24,9 +28,9 @@ pub struct FidelityArgs {
 }
 
 /// Writes the report and, unless it was read from there, the data it is written from.
-fn write(root: &std::path::Path, entries: &[Entry], runs: u32, data: bool) -> ExitCode {
+fn write(root: &std::path::Path, entries: &[Entry], data: bool) -> ExitCode {
     let report = root.join(FIDELITY_REPORT);
-    if let Err(e) = write_whole(&report, render(entries, runs).as_bytes()) {
+    if let Err(e) = write_whole(&report, render(entries).as_bytes()) {
         return bad_input(format!("cannot write {}: {e}", report.display()));
     }
     println!("wrote {FIDELITY_REPORT}");
@@ -43,10 +47,17 @@ fn write(root: &std::path::Path, entries: &[Entry], runs: u32, data: bool) -> Ex
 pub fn run(args: FidelityArgs) -> ExitCode {
     if args.render {
         return match read_data(&args.root) {
-            Ok((entries, runs)) => write(&args.root, &entries, runs, false),
+            Ok(entries) => write(&args.root, &entries, false),
             Err(error) => bad_input(error),
         };
     }
+    let earlier = match args.fresh || !args.root.join(FIDELITY_DATA).exists() {
+        true => Vec::new(),
+        false => match read_data(&args.root) {
+            Ok(entries) => entries,
+            Err(error) => return bad_input(error),
+        },
+    };
     let program = match std::env::current_exe() {
         Ok(program) => program,
         Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
@@ -63,13 +74,17 @@ pub fn run(args: FidelityArgs) -> ExitCode {
             Err(error) => return bad_input(error),
         };
         eprintln!("fidelity: {}", judged.file);
+        let before = earlier.iter().find_map(|entry| match entry {
+            Entry::Played(played) if played.judged.file == judged.file => Some(played),
+            _ => None,
+        });
         entries.push(match judged.refused {
             Some(_) => Entry::Refused(judged),
-            None => match play(&args.root, judged, &program, args.runs, lag) {
+            None => match play(&args.root, judged, &program, args.runs, lag, before) {
                 Ok(played) => Entry::Played(played),
                 Err(error) => return bad_input(error),
             },
         });
     }
-    write(&args.root, &entries, args.runs, true)
+    write(&args.root, &entries, true)
 }

@@ -129,6 +129,7 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
             Ok(simulated) => {
                 let chosen = choose(shortest_interval(&simulated), measure_lag());
                 eprintln!("live: {}; --time-scale sets another", chosen.describe());
+                warn_if_unsteady(scenario, *seed, mutant, &simulated);
                 chosen.scale
             }
             Err(error) => return bad_input(error),
@@ -230,5 +231,28 @@ pub fn live_worker_command(spec: String) -> ExitCode {
     match run_worker(spec) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => bad_input(error),
+    }
+}
+
+/// Says so when the simulated verdict rests on the order of one millisecond: the same
+/// world under the scheduler's other seeds does not always break the same invariants, and a
+/// real run need not either.
+fn warn_if_unsteady(
+    scenario: &fencesim::scenario::Scenario,
+    seed: u64,
+    mutant: Option<fencesim::mutant::Mutant>,
+    simulated: &fencesim::runner::Outcome,
+) {
+    use fencesim::search::widen::{steady_under, OTHER_SCHEDULES};
+    let broken: Vec<&str> = simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+    let mut run = |trial: &fencesim::scenario::Scenario, seed| run_with(trial, seed, mutant);
+    if let Ok(steady) = steady_under(scenario, seed, &broken, &mut run) {
+        if !broken.is_empty() && steady < OTHER_SCHEDULES {
+            eprintln!(
+                "live: the simulation breaks these invariants under only {steady} of {OTHER_SCHEDULES} other schedules \
+                 (the same world, the scheduler's next seeds): the verdict rests on the order of one millisecond, \
+                 which a real run need not keep (`fencesim shrink FILE` makes it steady where it can)"
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@
 use crate::live::coordinator::{live_scenario, run_live, LiveConfig, StoreChoice};
 use crate::live::scale::{choose, shortest_interval};
 use crate::runner::run_with;
+use crate::search::widen::steady_under;
 use crate::tell::replay_file::ReplayFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,10 @@ pub struct Judged {
     pub refused: Option<String>,
     /// The shortest interval the verdict rests on (see `live::scale`).
     pub interval_ms: Option<u64>,
+    /// Under how many of `widen::OTHER_SCHEDULES` other schedules the simulation breaks the
+    /// same invariants: fewer than all says the verdict rests on the simulation's order of
+    /// one millisecond, which a real machine may not keep.
+    pub steady: u64,
 }
 
 /// A played file: per database, how many of `runs` broke each invariant.
@@ -87,29 +92,46 @@ pub fn judge(root: &Path, path: &Path, program: &Path) -> Result<Judged, String>
     let file = ReplayFile::load(path)?;
     let scenario = file.scenario()?;
     let simulated = run_with(&scenario, file.seed, file.mutant)?;
-    let broken =
-        simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant.to_owned()).collect();
+    let broken: Vec<&str> =
+        simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+    let steady =
+        steady_under(&scenario, file.seed, &broken, &mut |trial, seed| run_with(trial, seed, file.mutant))?;
     let refused = live_scenario(&config(&file, program, 1.0, "sqlite")?).err();
     let relative = path.strip_prefix(root.join("reports")).unwrap_or(path).display().to_string();
     Ok(Judged {
         file: relative,
         hash: fnv(&bytes),
-        simulated: broken,
+        simulated: broken.into_iter().map(str::to_owned).collect(),
         interval_ms: shortest_interval(&simulated),
         refused,
+        steady,
     })
 }
 
-/// Plays a judged, playable file `runs` times on each database, at the scale chosen for
-/// this machine's `lag`.
-pub fn play(root: &Path, judged: Judged, program: &Path, runs: u32, lag: Duration) -> Result<Played, String> {
+/// Plays a judged, playable file on each database until it has `runs` runs, at the scale
+/// chosen for this machine's `lag`. An earlier measurement of the same row (the same
+/// judgement and scale) counts: only the runs it lacks are played, and its counts are
+/// added to.
+pub fn play(
+    root: &Path,
+    judged: Judged,
+    program: &Path,
+    runs: u32,
+    lag: Duration,
+    earlier: Option<&Played>,
+) -> Result<Played, String> {
     let file = ReplayFile::load(&root.join("reports").join(&judged.file))?;
     let scale = choose(judged.interval_ms, lag).scale;
+    let earlier = earlier.filter(|played| played.judged == judged && played.scale == scale);
+    let done = earlier.map_or(0, |played| played.runs);
     let mut broken = Vec::new();
     for database in DATABASES {
         let config = config(&file, program, scale, database)?;
-        let mut counts = BTreeMap::new();
-        for _ in 0..runs {
+        let mut counts = earlier
+            .and_then(|played| played.broken.iter().find(|(db, _)| db == database))
+            .map(|(_, counts)| counts.clone())
+            .unwrap_or_default();
+        for _ in done..runs {
             let outcome = run_live(&config)?;
             for check in outcome.checks.iter().filter(|check| check.is_violation()) {
                 *counts.entry(check.invariant.to_owned()).or_default() += 1;
@@ -117,5 +139,5 @@ pub fn play(root: &Path, judged: Judged, program: &Path, runs: u32, lag: Duratio
         }
         broken.push((database.to_owned(), counts));
     }
-    Ok(Played { judged, scale, runs, broken })
+    Ok(Played { judged, scale, runs: runs.max(done), broken })
 }

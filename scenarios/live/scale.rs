@@ -7,6 +7,7 @@
 //! fault to each breach, which is the order the verdict rests on), the lag measured here.
 
 use crate::runner::Outcome;
+use crate::search::widen::race_margin;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -43,12 +44,10 @@ impl Chosen {
     }
 }
 
-/// The shortest gap between consecutive steps of any violation's chain.
+/// The shortest gap between consecutive steps of a violation's chain that two parties
+/// took (`widen::race_margin`: one worker's own steps keep their order at any speed).
 pub fn shortest_interval(simulated: &Outcome) -> Option<u64> {
-    let chains = simulated.chains();
-    let gaps =
-        chains.iter().flat_map(|(_, chain)| chain.steps.windows(2).map(|pair| pair[1].at_ms - pair[0].at_ms));
-    gaps.min().map(|gap| gap.max(1))
+    race_margin(simulated).map(|(gap, _)| gap.max(1))
 }
 
 /// The scale for a story whose shortest interval is `interval_ms`, on a machine whose

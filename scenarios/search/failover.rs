@@ -106,5 +106,5 @@ fn shrunk_seed(mechanism: Mechanism, invariant: &str, seed: u64) -> Result<Optio
         return Ok(None);
     }
     let breaks = |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
-    Ok(Some(run(&shrink_scenario(&found, breaks)?, seed)?))
+    Ok(Some(run(&shrink_scenario(&found, seed, breaks, run)?, seed)?))
 }

@@ -252,7 +252,7 @@ pub fn shrink_lag_failures(rows: &[LagRow], jobs: usize) -> Result<Vec<ShrunkLag
                     false => outcome.check(DOUBLE_REFUND).is_violation(),
                 })
             };
-            let outcome = run(&shrink_scenario(&found, breaks)?, seed)?;
+            let outcome = run(&shrink_scenario(&found, seed, breaks, run)?, seed)?;
             Ok(ShrunkLag { row: row.clone(), seed, by_lie, outcome })
         },
         |_, _| {},

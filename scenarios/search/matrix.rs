@@ -298,7 +298,7 @@ fn shrunk_seed(cell: &Cell, invariant: &str, seed: u64) -> Result<Option<Outcome
         return Ok(None);
     }
     let breaks = |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
-    Ok(Some(run(&shrink_scenario(&found, breaks)?, seed)?))
+    Ok(Some(run(&shrink_scenario(&found, seed, breaks, run)?, seed)?))
 }
 
 /// A cell's first failure shrunk; when it stays over the target, the first of the next

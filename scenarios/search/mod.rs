@@ -20,5 +20,6 @@ pub mod second_store;
 pub mod seeds;
 pub mod shrink;
 pub mod smaller;
+pub mod widen;
 
 pub use pool::Pool;

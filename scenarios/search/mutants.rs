@@ -82,9 +82,9 @@ pub fn scenario_for(mutant: Mutant, seed: u64) -> Result<Scenario, String> {
 /// The smallest scenario (plan, numbers, world) on which the mutant still breaks the same
 /// invariant and the correct code does not (a smaller story may break others too).
 pub fn shrink(scenario: &Scenario, seed: u64, mutant: Mutant, invariant: &str) -> Result<Scenario, String> {
-    shrink_scenario(scenario, |trial: &Scenario| {
-        Ok(newly_broken(trial, seed, mutant)?.0.contains(&(invariant, true)))
-    })
+    let still_fails =
+        |trial: &Scenario| Ok(newly_broken(trial, seed, mutant)?.0.contains(&(invariant, true)));
+    shrink_scenario(scenario, seed, still_fails, |trial, seed| run_planted(trial, seed, mutant))
 }
 
 /// One search's result: the first seed from its start that catches the mutant (with the

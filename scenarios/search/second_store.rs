@@ -190,7 +190,7 @@ pub fn shrink_store_failures(rows: &[StoreRow], jobs: usize) -> Result<Vec<Store
             )?;
             let breaks =
                 |trial: &Scenario| run(trial, seed).map(|outcome| outcome.check(invariant).is_violation());
-            let outcome = run(&shrink_scenario(&found, breaks)?, seed)?;
+            let outcome = run(&shrink_scenario(&found, seed, breaks, run)?, seed)?;
             Ok(StoreShrunk {
                 kind: row.kind.clone(),
                 mechanism: row.mechanism,

@@ -2,7 +2,8 @@
 //! same way. First the plan, by delta debugging (drop half the faults, then quarters, ...,
 //! then one at a time); then the numbers, each fault's size and trigger halved while it
 //! still fails; then the world (`smaller`): fewer workers, merchants and rows; then the
-//! plan once more.
+//! plan once more. Last, for a replay on real components (`widen`): the settle window
+//! brought down to the shrunk world's and the races the failure rests on widened.
 
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
@@ -10,6 +11,7 @@ use crate::search::smaller::{
     condensed, cut_down, fewer_rows, first_batch, renames_agree, started_later, with_arrivals,
     without_merchant, without_worker, Rename,
 };
+use crate::search::widen::{shorter_settle, widen};
 use crate::tell::replay_file::ReplayFile;
 use fencesim_model::{MerchantId, RefundId, RefundRow, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
@@ -307,8 +309,9 @@ const SHORTEST_VISIBILITY_MS: u64 = 40;
 pub const SHRINK_RUNS: u32 = 1000;
 
 /// The world's own durations halved, one at a time: the lease's TTL and the queue's
-/// visibility timeout (a shorter run needs fewer rows to reach the same race); and a
-/// replica gone, or its lag halved.
+/// visibility timeout (a shorter run needs fewer rows to reach the same race); a replica
+/// gone, or its lag halved; and the settle window brought down towards the floor the
+/// shrunk world's shape gives it.
 fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
     let mut candidates = Vec::new();
     let world = &scenario.world;
@@ -332,6 +335,7 @@ fn shorter_times(scenario: &Scenario) -> Vec<Scenario> {
             candidates.push(trial);
         }
     }
+    candidates.extend(shorter_settle(scenario));
     candidates
 }
 
@@ -406,11 +410,18 @@ pub fn size(scenario: &Scenario) -> usize {
 }
 
 /// The smallest scenario found that still fails: the plan, the numbers, the world and its
-/// durations, round after round while any of them gets smaller, in both orders.
-pub fn shrink_scenario(scenario: &Scenario, mut still_fails: impl StillFails) -> Result<Scenario, String> {
+/// durations, round after round while any of them gets smaller, in both orders; then its
+/// races widened (`widen`). `run` plays a candidate under a seed (`seed` is the failure's).
+pub fn shrink_scenario(
+    scenario: &Scenario,
+    seed: u64,
+    mut still_fails: impl StillFails,
+    run: impl FnMut(&Scenario, u64) -> Result<Outcome, String>,
+) -> Result<Scenario, String> {
     let times_first = shrink_in_order(scenario, Order::TimesFirst, &mut still_fails)?;
     let world_first = shrink_in_order(scenario, Order::WorldFirst, &mut still_fails)?;
-    Ok(if size(&world_first) < size(&times_first) { world_first } else { times_first })
+    let smallest = if size(&world_first) < size(&times_first) { world_first } else { times_first };
+    widen(&smallest, seed, still_fails, run)
 }
 
 /// A replay file made small.
@@ -464,7 +475,8 @@ pub fn shrink_file(file: &Path, invariant: Option<&str>) -> Result<Shrunk, Strin
     if !breaks(&before)? {
         return Err(format!("{}: the run does not break {invariant}", file.display()));
     }
-    let after = run_with(&shrink_scenario(&before, breaks)?, seed, replay.mutant)?;
+    let run = |candidate: &Scenario, seed: u64| run_with(candidate, seed, replay.mutant);
+    let after = run_with(&shrink_scenario(&before, seed, breaks, run)?, seed, replay.mutant)?;
     let path = ReplayFile::from_outcome(&after).write_as(&shrunk_path(file))?;
     Ok(Shrunk { invariant, before, after, path })
 }

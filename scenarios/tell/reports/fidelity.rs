@@ -4,6 +4,7 @@
 //! files (a test computes them again); the live columns are what the machine measured.
 
 use crate::live::fidelity::{Judged, Played, DATABASES};
+use crate::search::widen::OTHER_SCHEDULES;
 
 pub const FIDELITY_REPORT: &str = "reports/fidelity.md";
 
@@ -88,6 +89,28 @@ pub fn agreement(played: &Played, database: &str) -> (u32, Vec<(String, u32)>) {
     (same.unwrap_or(0), extra)
 }
 
+/// Did `played` break the simulated invariants on `database` in at least `AGREES_AT` of
+/// every 10 of its runs?
+pub fn agrees_on(played: &Played, database: &str) -> bool {
+    agreement(played, database).0 >= (AGREES_AT * played.runs).div_ceil(10)
+}
+
+/// The fewest and the most runs a played file had.
+fn run_range(entries: &[Entry]) -> (u32, u32) {
+    let runs = entries.iter().filter_map(|entry| match entry {
+        Entry::Played(played) => Some(played.runs),
+        Entry::Refused(_) => None,
+    });
+    (runs.clone().min().unwrap_or(0), runs.max().unwrap_or(0))
+}
+
+fn times((fewest, most): (u32, u32)) -> String {
+    match fewest == most {
+        true => format!("{most} times"),
+        false => format!("{fewest} to {most} times"),
+    }
+}
+
 fn live_cell(played: &Played, database: &str) -> String {
     let (same, extra) = agreement(played, database);
     let mut cell = format!("{same} of {}", played.runs);
@@ -101,7 +124,10 @@ fn row(entry: &Entry) -> String {
     let judged = entry.judged();
     let interval = judged.interval_ms.map_or("-".to_owned(), |ms| format!("{ms} ms"));
     let simulated = judged.simulated.join(", ");
-    let head = format!("| `{}` | `{}` | {simulated} | {interval}", judged.file, judged.hash);
+    let head = format!(
+        "| `{}` | `{}` | {simulated} | {} of {OTHER_SCHEDULES} | {interval}",
+        judged.file, judged.hash, judged.steady
+    );
     match entry {
         Entry::Refused(judged) => {
             let why = judged.refused.as_deref().unwrap_or_default();
@@ -109,15 +135,14 @@ fn row(entry: &Entry) -> String {
         }
         Entry::Played(played) => {
             let cells: Vec<String> = DATABASES.iter().map(|db| live_cell(played, db)).collect();
-            let agrees =
-                DATABASES.iter().all(|db| agreement(played, db).0 >= (AGREES_AT * played.runs).div_ceil(10));
+            let agrees = DATABASES.iter().all(|db| agrees_on(played, db));
             let note = if agrees { "" } else { note(&judged.file) };
             format!("{head} | {} | {} | {note} |", played.scale, cells.join(" | "))
         }
     }
 }
 
-fn summary(entries: &[Entry], runs: u32) -> String {
+fn summary(entries: &[Entry]) -> String {
     let played: Vec<&Played> = entries
         .iter()
         .filter_map(|e| match e {
@@ -125,49 +150,57 @@ fn summary(entries: &[Entry], runs: u32) -> String {
             Entry::Refused(_) => None,
         })
         .collect();
-    let threshold = (AGREES_AT * runs).div_ceil(10);
-    let agreeing = |db: &str| played.iter().filter(|p| agreement(p, db).0 >= threshold).count();
+    let agreeing = |db: &str| played.iter().filter(|p| agrees_on(p, db)).count();
+    let both = played.iter().filter(|p| DATABASES.iter().all(|db| agrees_on(p, db))).count();
     let extra = played.iter().filter(|p| DATABASES.iter().any(|db| !agreement(p, db).1.is_empty())).count();
+    let steady = played.iter().filter(|p| p.judged.steady == OTHER_SCHEDULES).count();
     format!(
         "Of {} files, {} can be played live and {} are refused (each names what the live run lacks). \
-         Of the {}, {} break the same invariants live in at least {threshold} of {runs} runs on SQLite, and {} on PostgreSQL; \
-         in {} of them some live run broke an invariant the simulation keeps.",
+         Each playable file was played {} on each database. Of the {}, {} break the same invariants live in at least \
+         {AGREES_AT} of every 10 of their runs on SQLite, {} on PostgreSQL, {both} on both ({}%); in {} of them some live \
+         run broke an invariant the simulation keeps. In the simulation, {steady} of the {} break the same invariants under \
+         all {OTHER_SCHEDULES} other schedules.",
         entries.len(),
         played.len(),
         entries.len() - played.len(),
+        times(run_range(entries)),
         played.len(),
         agreeing("sqlite"),
         agreeing("postgres"),
-        extra
+        (both * 100).checked_div(played.len()).unwrap_or(0),
+        extra,
+        played.len()
     )
 }
 
-/// The measured entries in `root`'s `reports/fidelity.json`, and how many runs each
-/// playable one had.
-pub fn read_data(root: &std::path::Path) -> Result<(Vec<Entry>, u32), String> {
+/// The measured entries in `root`'s `reports/fidelity.json`.
+pub fn read_data(root: &std::path::Path) -> Result<Vec<Entry>, String> {
     let text =
         std::fs::read_to_string(root.join(FIDELITY_DATA)).map_err(|e| format!("{FIDELITY_DATA}: {e}"))?;
-    let entries: Vec<Entry> = serde_json::from_str(&text).map_err(|e| format!("{FIDELITY_DATA}: {e}"))?;
-    let runs = entries.iter().find_map(|e| match e {
-        Entry::Played(played) => Some(played.runs),
-        Entry::Refused(_) => None,
-    });
-    Ok((entries, runs.unwrap_or(10)))
+    serde_json::from_str(&text).map_err(|e| format!("{FIDELITY_DATA}: {e}"))
 }
 
 /// The report.
-pub fn render(entries: &[Entry], runs: u32) -> String {
+pub fn render(entries: &[Entry]) -> String {
+    let (fewest, most) = run_range(entries);
     let mut out = String::from("# Fidelity: each committed failure, played again on real components\n\n");
     out.push_str(&format!(
-        "Generated by `fencesim fidelity --runs {runs}`: every file of `reports/shrunk/` and `reports/mutants/`, \
-         its verdict in the simulation, and its world and faults played {runs} times live on SQLite and on PostgreSQL \
-         (`fencesim live --replay FILE --runs {runs}`), at the time scale `live` chooses: the shortest interval the \
-         simulated verdict rests on (the gap between two steps of a violation's chain) against this machine's \
-         measured lag. A live cell says in how many runs every invariant the simulation breaks broke too.\n\n"
+        "Generated by `fencesim fidelity --runs {most}`: every file of `reports/shrunk/` and `reports/mutants/`, \
+         its verdict in the simulation, and its world and faults played {} live on SQLite and on PostgreSQL \
+         (`fencesim live --replay FILE --runs N`), at the time scale `live` chooses: the shortest interval the \
+         simulated verdict rests on (the gap between two parties' steps of a violation's chain) against this \
+         machine's measured lag. The other schedules are the same world under the scheduler's next \
+         {OTHER_SCHEDULES} seeds: in how many the simulation breaks the same invariants (fewer than all: the verdict rests on \
+         how the simulation orders what falls in one millisecond, which a real machine need not keep). A file's runs add up over measurements while its row stays what this build says \
+         of it (a measurement plays only the runs a row lacks). A live cell says in how many runs every invariant \
+         the simulation breaks broke too.\n\n",
+        times((fewest, most))
     ));
-    out.push_str(&summary(entries, runs));
-    out.push_str("\n\n| file | hash | simulated | interval | scale | SQLite | PostgreSQL | note |\n");
-    out.push_str("|---|---|---|---:|---:|---|---|---|\n");
+    out.push_str(&summary(entries));
+    out.push_str(
+        "\n\n| file | hash | simulated | other schedules | interval | scale | SQLite | PostgreSQL | note |\n",
+    );
+    out.push_str("|---|---|---|---:|---:|---:|---|---|---|\n");
     for entry in entries {
         out.push_str(&row(entry));
         out.push('\n');
