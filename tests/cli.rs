@@ -161,6 +161,10 @@ fn bad_arguments_exit_2_with_a_message_that_names_the_problem() {
             &["run", "--mechanism", "fenced", "--html", "/tmp/p.html", "--beside", "fencing"],
             "unknown mechanism 'fencing'",
         ),
+        (
+            &["fidelity", "--again", "mutants/no-such-bug.json"],
+            "--again mutants/no-such-bug.json: no such file in reports/shrunk/ or reports/mutants/",
+        ),
     ];
     for (args, needle) in cases {
         let output = fencesim(args);

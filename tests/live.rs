@@ -554,35 +554,3 @@ fn a_held_up_database_answer_stalls_the_worker_past_its_lease_and_the_fence_turn
     );
     assert!(live.passed(), "{}{story}", live.breach_lines("", false));
 }
-
-/// The database's token sequence counts on PostgreSQL as on SQLite, from where the
-/// deployment placed it. (Its upsert named the column ambiguously for PostgreSQL, and
-/// every batch of `fenced-db-sequence` live on PostgreSQL failed with a backend error:
-/// found by `fencesim fidelity`.)
-#[test]
-fn the_database_sequence_counts_on_postgres_as_on_sqlite() {
-    use fencesim::live::postgres::{PgRefunds, PostgresServer};
-    use fencesim::live::store::Refunds;
-    use fencesim::model::{MerchantId, SqliteRefunds};
-    let test = "postgres-sequence";
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    if !available(test, &StoreChoice::Postgres(None)) {
-        return;
-    }
-    let server = PostgresServer::start(test).unwrap();
-    let stores: [Box<dyn Refunds>; 2] = [
-        Box::new(PgRefunds::connect(&server.url()).unwrap()),
-        Box::new(SqliteRefunds::open_in_memory().unwrap()),
-    ];
-    for store in stores {
-        store.set_sequence(MerchantId(101), 97).unwrap();
-        let tokens: Vec<i64> =
-            (0..3).map(|_| store.next_sequence_token(MerchantId(101)).unwrap().0).collect();
-        assert_eq!(tokens, [98, 99, 100]);
-        assert_eq!(
-            store.next_sequence_token(MerchantId(102)).unwrap().0,
-            1,
-            "a merchant with no counter yet"
-        );
-    }
-}

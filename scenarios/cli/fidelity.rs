@@ -18,6 +18,11 @@ pub struct FidelityArgs {
     /// Forget the earlier measurements in reports/fidelity.json and play every run again
     #[arg(long)]
     fresh: bool,
+    /// Forget the earlier measurements of these files only (relative to reports/, e.g.
+    /// mutants/confirm-without-fence.json), after a change to the live run that their rows
+    /// cannot show
+    #[arg(long, value_delimiter = ',')]
+    again: Vec<String>,
     /// The project root (its reports/ is read and written)
     #[arg(long, default_value = ".")]
     root: PathBuf,
@@ -66,6 +71,12 @@ pub fn run(args: FidelityArgs) -> ExitCode {
         Ok(paths) => paths,
         Err(error) => return bad_input(error),
     };
+    let reports = args.root.join("reports");
+    let known: Vec<String> =
+        paths.iter().map(|p| p.strip_prefix(&reports).unwrap_or(p).display().to_string()).collect();
+    if let Some(unknown) = args.again.iter().find(|name| !known.contains(name)) {
+        return bad_input(format!("--again {unknown}: no such file in reports/shrunk/ or reports/mutants/"));
+    }
     let lag = measure_lag();
     let mut entries = Vec::new();
     for path in &paths {
@@ -75,7 +86,11 @@ pub fn run(args: FidelityArgs) -> ExitCode {
         };
         eprintln!("fidelity: {}", judged.file);
         let before = earlier.iter().find_map(|entry| match entry {
-            Entry::Played(played) if played.judged.file == judged.file => Some(played),
+            Entry::Played(played)
+                if played.judged.file == judged.file && !args.again.contains(&judged.file) =>
+            {
+                Some(played)
+            }
             _ => None,
         });
         entries.push(match judged.refused {

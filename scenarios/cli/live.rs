@@ -126,12 +126,7 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         (None, None) => 0.1,
         (Some((scenario, _)), None) if refusal(&scenario.world).is_err() => 1.0,
         (Some((scenario, seed)), None) => match run_with(scenario, *seed, mutant) {
-            Ok(simulated) => {
-                let chosen = choose(shortest_interval(&simulated), measure_lag());
-                eprintln!("live: {}; --time-scale sets another", chosen.describe());
-                warn_if_unsteady(scenario, *seed, mutant, &simulated);
-                chosen.scale
-            }
+            Ok(simulated) => chosen_scale(scenario, *seed, mutant, &simulated),
             Err(error) => return bad_input(error),
         },
     };
@@ -234,6 +229,20 @@ pub fn live_worker_command(spec: String) -> ExitCode {
     }
 }
 
+/// The time scale chosen from the simulated run and this machine's lag, printed, with a
+/// warning when the verdict rests on the order of one millisecond.
+fn chosen_scale(
+    scenario: &fencesim::scenario::Scenario,
+    seed: u64,
+    mutant: Option<fencesim::mutant::Mutant>,
+    simulated: &fencesim::runner::Outcome,
+) -> f64 {
+    let chosen = choose(shortest_interval(simulated), measure_lag());
+    eprintln!("live: {}; --time-scale sets another", chosen.describe());
+    warn_if_unsteady(scenario, seed, mutant, simulated);
+    chosen.scale
+}
+
 /// Says so when the simulated verdict rests on the order of one millisecond: the same
 /// world under the scheduler's other seeds does not always break the same invariants, and a
 /// real run need not either.
@@ -244,7 +253,8 @@ fn warn_if_unsteady(
     simulated: &fencesim::runner::Outcome,
 ) {
     use fencesim::search::widen::{steady_under, OTHER_SCHEDULES};
-    let broken: Vec<&str> = simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+    let broken: Vec<&str> =
+        simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
     let mut run = |trial: &fencesim::scenario::Scenario, seed| run_with(trial, seed, mutant);
     if let Ok(steady) = steady_under(scenario, seed, &broken, &mut run) {
         if !broken.is_empty() && steady < OTHER_SCHEDULES {

@@ -33,9 +33,14 @@ fn stamped(write: &str) -> String {
 }
 
 /// A statement of the model's in PostgreSQL's placeholders (`$1` for `?1`). A parameter
-/// cast to text (a planted bug's) is typed first, as SQLite's is by its value.
+/// that nothing types (a planted bug's: cast to text, or compared with itself) is typed
+/// first, as SQLite's is by its value: PostgreSQL takes `$1 = $1` for text otherwise, the
+/// client cannot send a token for it, and a batch that fails on it never settles.
 fn dialect(sql: &str) -> String {
-    sql.replace("CAST(?1 AS TEXT)", "CAST(?1::bigint AS TEXT)").replace("?1", "$1").replace("?2", "$2")
+    sql.replace("CAST(?1 AS TEXT)", "CAST(?1::bigint AS TEXT)")
+        .replace("?1 = ?1", "?1::bigint = ?1::bigint")
+        .replace("?1", "$1")
+        .replace("?2", "$2")
 }
 
 /// Work for the connection's thread.

@@ -35,38 +35,23 @@ impl Entry {
 /// Why a file that disagrees does, found by reading its live and simulated stories: the
 /// live run's timing, a component the simulation does not model, or the simulation.
 pub const NOTES: &[(&str, &str)] = &[
-    ("shrunk/fenced-idempotent.json", QUEUE_ACK),
-    ("mutants/no-reseed-after-restart.json", QUEUE_ACK),
     ("shrunk/fenced-db-sequence-non-idempotent.json", DB_SEQUENCE_RACE),
     ("shrunk/lookup-lag-off-fenced-db-sequence-non-idempotent.json", DB_SEQUENCE_RACE),
     (
-        "mutants/extend-recreates.json",
-        "live timing: the early expiry at 2 ms falls in the same millisecond as A's grant in the simulation, just after it; \
-         live, A runs behind the story and its `SET` reaches the server after the expiry, so there is no lease to expire and \
-         A's renewal finds its lease held",
-    ),
-    (
         "mutants/failure-taken-as-refunded.json",
-        "live timing: a gateway outage of 1 ms at 5 ms, which A's refund call meets at 5 ms in the simulation; live, A calls \
-         a millisecond or two later, after the outage (the scale chosen, 2, does not cover it)",
+        "live timing: a gateway outage of 1 ms at 5 ms, which A's refund call meets at 5 ms in the simulation; live, A \
+         calls a millisecond or two later, after the outage. The breach's chain is that one refused call, so neither the \
+         time scale's interval nor the shrinker's widening sees the outage's millisecond",
     ),
     ("shrunk/ttl-only-idempotent.json", NOT_READ),
-    ("shrunk/plain-del-release-idempotent.json", NOT_READ),
-    ("mutants/confirm-fence-at-least.json", NOT_READ),
     ("mutants/confirm-without-fence.json", NOT_READ),
     ("mutants/extend-ttl-ms-as-seconds.json", NOT_READ),
     ("mutants/release-by-get-then-del.json", NOT_READ),
 ];
 
-/// A difference of the simulation's, filed in README's Fidelity section.
-const QUEUE_ACK: &str = "the simulation is stricter than the stream: the simulated queue refuses A's ack once the \
-     visibility timeout has passed, although no worker took the job again, and delivers it again, and that batch's token \
-     shows the counter the restart emptied; the stream accepts the ack (the entry is still A's), so no second batch takes \
-     a token (read in both stories; filed in README's Fidelity section)";
-
-const DB_SEQUENCE_RACE: &str = "live timing: a race of a millisecond in a world with a 12 ms TTL: in the simulation A \
-     confirms `r_008` a millisecond before B selects the open rows; live, A's steps run behind, B finds `r_008` still \
-     `sending`, looks it up and does not pay it again";
+const DB_SEQUENCE_RACE: &str = "live timing: B must select the open rows in the millisecond before A claims `r_009` \
+     (140 and 141 ms: steady under every other schedule, a gap the world's latencies make); live, A's claim lands first \
+     in some runs, B finds `r_009` sending, looks it up and does not pay it again";
 
 const NOT_READ: &str = "cause not read yet: the live stories are still to be compared with the simulated one";
 
