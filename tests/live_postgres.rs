@@ -12,13 +12,14 @@ use fencesim::model::{
 use fencesim::mutant::{Mutant, Planted};
 use fencesim::sim::Wiring;
 
-fn available(test: &str) -> bool {
+/// A cluster of the test's own, or none (said loudly) on a machine without PostgreSQL.
+fn cluster(test: &str) -> Option<PostgresServer> {
     if postgres_program("initdb").is_some() && postgres_program("postgres").is_some() {
-        return true;
+        return Some(PostgresServer::start(test).unwrap());
     }
     assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and no PostgreSQL was found");
     eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
-    false
+    None
 }
 
 /// The database's token sequence counts on PostgreSQL as on SQLite, from where the
@@ -27,11 +28,7 @@ fn available(test: &str) -> bool {
 /// found by `fencesim fidelity`.)
 #[test]
 fn the_database_sequence_counts_on_postgres_as_on_sqlite() {
-    let test = "postgres-sequence";
-    if !available(test) {
-        return;
-    }
-    let server = PostgresServer::start(test).unwrap();
+    let Some(server) = cluster("postgres-sequence") else { return };
     let stores: [Box<dyn Refunds>; 2] = [
         Box::new(PgRefunds::connect(&server.url()).unwrap()),
         Box::new(SqliteRefunds::open_in_memory().unwrap()),
@@ -88,11 +85,7 @@ fn writes(store: &dyn Refunds) -> Vec<String> {
 /// `no-stale-confirm`: found by `fencesim fidelity`.)
 #[test]
 fn every_planted_statement_answers_on_postgres_as_on_sqlite() {
-    let test = "postgres-planted";
-    if !available(test) {
-        return;
-    }
-    let server = PostgresServer::start(test).unwrap();
+    let Some(server) = cluster("postgres-planted") else { return };
     let mut planted = 0;
     for mutant in Mutant::ALL {
         let statements = Planted(mutant).statements();
