@@ -168,9 +168,13 @@ fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connect
     }
 }
 
-/// How long before the story starts the workers are started, so that each is ready at
-/// its first instant: a process takes a few milliseconds to start.
-const LEAD: Duration = Duration::from_millis(200);
+/// How long after every worker process says it is ready the story starts: time for each
+/// to hear so and connect to Redis and the queue.
+const LEAD: Duration = Duration::from_millis(50);
+
+/// How long the worker processes may take to start and open the database: a busy machine
+/// starting a cluster and many processes at once can take seconds.
+const READY_WITHIN: Duration = Duration::from_secs(60);
 
 /// Each worker's spec: where everything is, and the faults it takes at its own steps.
 fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>) -> Vec<WorkerSpec> {
@@ -262,6 +266,7 @@ impl Stage {
         let mut queue_con = connect(&redis.queue_url)?;
         fill_store(&scenario, &*store, &mut con)?;
         let world = &scenario.world;
+        // the start is provisional until `begin` fixes it, once every worker is ready
         let clock = LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale };
         let setup = GatewaySetup {
             mode: world.gateway_mode,
@@ -275,9 +280,6 @@ impl Stage {
         let watch = ExpiryWatch::start(&redis.lock_url, EventLog::create(&dir.file("expiries.jsonl"))?)?;
         let log = EventLog::create(&dir.file("coordinator.jsonl"))?;
         queue::enqueue(&mut queue_con, &world.jobs).map_err(|e| format!("cannot fill the queue: {e}"))?;
-        for job in &world.jobs {
-            log.record_at(clock.start_us, EventKind::JobEnqueued { job: job.id, merchant: job.merchant });
-        }
         Ok(Stage {
             scenario,
             dir,
@@ -294,12 +296,46 @@ impl Stage {
     }
 }
 
+impl Stage {
+    /// Waits until every worker process is ready (its database open), then starts the
+    /// story a moment later for all of them alike: no process's start-up, however slow,
+    /// is taken out of the story's first milliseconds.
+    fn begin(&mut self, children: &mut Children) -> Result<(), String> {
+        let workers = self.scenario.world.workers;
+        let within = Instant::now() + READY_WITHIN;
+        loop {
+            if let Some(said) = children.exited_early() {
+                return Err(said);
+            }
+            let ready = queue::ready(&mut self.queue_con).map_err(|e| format!("the queue's server: {e}"))?;
+            if ready >= u64::from(workers) {
+                break;
+            }
+            if Instant::now() >= within {
+                let waited = READY_WITHIN.as_secs();
+                return Err(format!("{ready} of {workers} worker processes were ready after {waited} s"));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.clock.start_us = wall_us() + LEAD.as_micros() as u64;
+        self.gateway.begin(self.clock.start_us);
+        children.begin(self.clock);
+        for job in &self.scenario.world.jobs {
+            let enqueued = EventKind::JobEnqueued { job: job.id, merchant: job.merchant };
+            self.log.record_at(self.clock.start_us, enqueued);
+        }
+        queue::start(&mut self.queue_con, workers, self.clock.start_us)
+            .map_err(|e| format!("the queue's server: {e}"))
+    }
+}
+
 /// Runs the world live and judges it as the simulation's runs are judged.
 pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     let (scenario, plan) = live_scenario(config)?;
     let mut stage = Stage::set_up(config, scenario)?;
     let specs = specs(&stage, &plan, config.mutant);
     let mut children = Children::spawn(&config.program, &specs, &stage.dir.path)?;
+    stage.begin(&mut children)?;
     let world = &stage.scenario.world;
     let supervision = Supervision {
         plan: &plan,

@@ -58,6 +58,9 @@ struct Shared {
     on_the_way: std::sync::atomic::AtomicU32,
     /// When each worker last heard a refund call's answer, in wall-clock microseconds.
     answered: Mutex<std::collections::BTreeMap<WorkerId, u64>>,
+    /// When the story starts on the wall clock: the setup's until the workers are ready
+    /// and the coordinator fixes it (`GatewayService::begin`).
+    start_us: std::sync::atomic::AtomicU64,
     setup: GatewaySetup,
     log: EventLog,
 }
@@ -90,6 +93,7 @@ impl GatewayService {
             in_force: Mutex::default(),
             on_the_way: Default::default(),
             answered: Mutex::default(),
+            start_us: setup.clock.start_us.into(),
             setup,
             log,
         });
@@ -104,6 +108,11 @@ impl GatewayService {
             })
             .collect();
         Ok(GatewayService { port, server, shared, threads })
+    }
+
+    /// The story starts at `start_us` on the wall clock (no request comes before).
+    pub fn begin(&self, start_us: u64) {
+        self.shared.start_us.store(start_us, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Every movement of money so far.
@@ -176,6 +185,11 @@ fn json_response(status: u16, body: &impl Serialize) -> tiny_http::Response<std:
 }
 
 impl Shared {
+    fn clock(&self) -> LiveClock {
+        let start_us = self.start_us.load(std::sync::atomic::Ordering::SeqCst);
+        LiveClock { start_us, ..self.setup.clock }
+    }
+
     fn answer(self: &Arc<Self>, mut request: tiny_http::Request) {
         let worker = request
             .headers()
@@ -207,7 +221,7 @@ impl Shared {
 
     /// Takes a fault that acts on the gateway as a whole, now.
     fn take(&self, kind: FaultKind) {
-        let now = fencesim_model::Clock::now_ms(&self.setup.clock);
+        let now = fencesim_model::Clock::now_ms(&self.clock());
         let mut in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
         match kind {
             FaultKind::GatewayOutage { for_ms } => {
@@ -224,12 +238,12 @@ impl Shared {
 
     /// During an outage the request is refused at once; records it if so.
     fn refused(&self, worker: WorkerId, refund: RefundId, call: GatewayCall) -> bool {
-        let now = fencesim_model::Clock::now_ms(&self.setup.clock);
+        let now = fencesim_model::Clock::now_ms(&self.clock());
         if now >= self.in_force.lock().unwrap_or_else(|p| p.into_inner()).outage_until_ms {
             return false;
         }
         self.log.record(EventKind::GatewayRefused { worker, refund, call });
-        std::thread::sleep(self.setup.clock.real(REFUSAL_MS));
+        std::thread::sleep(self.clock().real(REFUSAL_MS));
         true
     }
 
@@ -240,8 +254,8 @@ impl Shared {
         if self.refused(worker, refund, GatewayCall::Lookup) {
             return (503, serde_json::json!({"error": "the gateway is down"}));
         }
-        std::thread::sleep(self.setup.clock.real(self.setup.lookup_latency_ms));
-        let now = fencesim_model::Clock::now_ms(&self.setup.clock);
+        std::thread::sleep(self.clock().real(self.setup.lookup_latency_ms));
+        let now = fencesim_model::Clock::now_ms(&self.clock());
         let horizon = {
             let in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
             in_force.lookups.horizon(now, self.setup.lookup_lag_ms)
@@ -266,7 +280,7 @@ impl Shared {
     /// took beyond the latency. A gap of a story second or more is not work but a pause:
     /// the call then takes its whole latency from its arrival.
     fn due_us(&self, worker: WorkerId, refund: RefundId, arrived_us: u64, extra_ms: u64) -> u64 {
-        let clock = self.setup.clock;
+        let clock = self.clock();
         let latency_us = clock.real(self.setup.refund_latency.of(refund) + extra_ms).as_micros() as u64;
         let pause_us = clock.real(PAUSE_MS).as_micros() as u64;
         let answered = self.answered.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
@@ -314,7 +328,7 @@ impl Shared {
         call: RefundRequest,
         armed: GatewayArmed,
     ) -> (u16, serde_json::Value) {
-        let clock = self.setup.clock;
+        let clock = self.clock();
         let refund = RefundId(call.reference);
         if self.refused(worker, refund, GatewayCall::Refund) {
             return (503, serde_json::json!({"error": "the gateway is down"}));

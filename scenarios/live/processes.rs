@@ -82,6 +82,33 @@ impl Children {
         Ok(children)
     }
 
+    /// The story starts on `clock`: a process started again after a crash is told so.
+    pub fn begin(&mut self, clock: LiveClock) {
+        for child in &mut self.children {
+            child.spec.clock = clock;
+        }
+    }
+
+    /// What the first worker process that has already exited said, if one has: before the
+    /// story starts, none should have.
+    pub fn exited_early(&mut self) -> Option<String> {
+        for child in &mut self.children {
+            let mut status = 0;
+            // SAFETY: waitpid on our own child, with a valid pointer to an int.
+            if unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) } == child.pid {
+                child.life =
+                    Life::Exited(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 });
+                let said = std::fs::read_to_string(&child.stderr).unwrap_or_default();
+                return Some(format!(
+                    "worker {} ended before the story began: {}",
+                    child.spec.worker,
+                    said.trim()
+                ));
+            }
+        }
+        None
+    }
+
     /// Every event file the run's worker processes wrote.
     pub fn logs(&self) -> &[PathBuf] {
         &self.logs

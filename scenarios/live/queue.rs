@@ -26,7 +26,8 @@ pub const POLLED: &str = "jobs:polled";
 
 /// Takes one job for `ARGV[2]`, by the simulated queue's rule: the job is the oldest
 /// delivery idle for `ARGV[3]` ms or more, else the next new entry, and it goes to the
-/// worker waiting for one (asked within the last `ARGV[5]` microseconds) that did not
+/// worker waiting for one (asked within the last `ARGV[5]` microseconds, or not asked yet
+/// and within `ARGV[6]` microseconds of the story's start) that did not
 /// hold it last, then the one that has waited longest, then the lowest id; the caller
 /// gets it only if that is the caller. Returns the entry id, its fields, the new receipt,
 /// the delivery count and the latest delivery before this one ("receipt:worker"), or
@@ -61,7 +62,10 @@ local best = nil
 local idle = redis.call('HGETALL', KEYS[4])
 for i = 1, #idle, 2 do
   local w, since = idle[i], tonumber(idle[i + 1])
-  if now - tonumber(redis.call('HGET', KEYS[5], w) or '0') <= fresh then
+  local polled = redis.call('HGET', KEYS[5], w)
+  -- a worker that has not asked yet waits from the story's start (its process is late)
+  local waiting = (polled == false and now < since + tonumber(ARGV[6])) or (polled and now - tonumber(polled) <= fresh)
+  if waiting then
     local key = {w == held_by and 1 or 0, since, w}
     if best == nil or key[1] < best[1] or (key[1] == best[1] and (key[2] < best[2] or (key[2] == best[2] and key[3] < best[3]))) then
       best = key
@@ -119,6 +123,56 @@ for i = 1, #current, 2 do
 end
 return n
 "#;
+
+/// List: the workers whose processes are ready (their database open), in the order they
+/// said so.
+pub const READY: &str = "jobs:ready";
+
+/// How much later each worker begins to wait for its first job than the one before it:
+/// the queue's rule (the worker that has waited longest) then hands the first jobs to the
+/// lowest ids, as the simulated queue does with workers that all wait from the start.
+pub const STAGGER_US: u64 = 5_000;
+
+/// How long after the story's start a worker that has not asked yet still counts as
+/// waiting: a process woken late by a busy machine keeps its place, and one that never
+/// asks (stopped at the start) holds nobody up for long.
+const LATE_START_US: u64 = 1_000_000;
+
+/// The list the story's start is handed to `worker` on.
+fn go_key(worker: WorkerId) -> String {
+    format!("jobs:go:{worker}")
+}
+
+/// The worker's side of the start: says it is ready, then waits (at most `timeout`) for
+/// the wall-clock microsecond the story starts at.
+pub fn await_start(con: &mut redis::Connection, worker: WorkerId, timeout: Duration) -> Result<u64, String> {
+    let said = redis::cmd("RPUSH").arg(READY).arg(worker.to_string()).query::<u64>(con);
+    said.map_err(|e| format!("worker {worker} cannot say it is ready: {e}"))?;
+    let got = redis::cmd("BLPOP")
+        .arg(go_key(worker))
+        .arg(timeout.as_secs_f64())
+        .query::<Option<(String, u64)>>(con);
+    match got.map_err(|e| format!("worker {worker} cannot hear the start: {e}"))? {
+        Some((_, start_us)) => Ok(start_us),
+        None => Err(format!("worker {worker} was not told to start within {} s", timeout.as_secs())),
+    }
+}
+
+/// How many worker processes have said they are ready.
+pub fn ready(con: &mut redis::Connection) -> redis::RedisResult<u64> {
+    redis::cmd("LLEN").arg(READY).query(con)
+}
+
+/// Starts the story at `start_us` for `workers`: each counts as waiting for a job from the
+/// start, in id order, and is told when the start is.
+pub fn start(con: &mut redis::Connection, workers: u32, start_us: u64) -> redis::RedisResult<()> {
+    for worker in (0..workers).map(WorkerId) {
+        let since = start_us + STAGGER_US * u64::from(worker.0);
+        redis::cmd("HSET").arg(IDLE).arg(worker.to_string()).arg(since).query::<()>(con)?;
+        redis::cmd("RPUSH").arg(go_key(worker)).arg(start_us).query::<()>(con)?;
+    }
+    Ok(())
+}
 
 /// Hash key: how many copies of jobs duplicate deliveries put on the stream.
 pub const COPIES: &str = "jobs:copies";
@@ -240,6 +294,7 @@ impl LiveQueue {
             .arg(self.visibility_ms)
             .arg(crate::live::clock::wall_us())
             .arg(fresh_us)
+            .arg(LATE_START_US)
             .query::<Option<Taken>>(&mut *con)
             .ok()
             .flatten()

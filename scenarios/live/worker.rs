@@ -13,7 +13,7 @@ use crate::live::gateway::LiveGateway;
 use crate::live::log::EventLog;
 use crate::live::plan::Planned;
 use crate::live::postgres::PgRefunds;
-use crate::live::queue::LiveQueue;
+use crate::live::queue::{self, LiveQueue};
 use crate::live::redis::{connect, LiveRedis};
 use crate::live::store::{LiveStore, Refunds, StoreAt};
 use crate::mutant::{Mutant, OwnPorts, Planted, PlantedPorts};
@@ -85,24 +85,33 @@ impl Probe for LiveProbe {
     }
 }
 
-/// How much later in real time each worker asks the queue for its first job than the one
-/// before it: enough that they begin to wait in id order, so that the queue's rule (the
-/// worker that has waited longest) hands the first jobs to the lowest ids, as the
-/// simulated queue does with workers that all wait from the start.
-const STAGGER_US: u64 = 5_000;
+/// How long a worker process waits for the story's start once it is ready.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The spec with the story's start the coordinator gives once every worker is ready; a
+/// process started after a crash has it already.
+fn started(mut spec: WorkerSpec) -> Result<WorkerSpec, String> {
+    if spec.incarnation == 1 {
+        spec.clock.start_us = queue::await_start(&mut connect(&spec.queue_url)?, spec.worker, START_TIMEOUT)?;
+    }
+    Ok(spec)
+}
 
 /// Runs the worker until the queue closes.
 pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
     let mutant = spec.mutant.as_deref().map(|name| name.parse::<Mutant>()).transpose()?;
     let statements = mutant.map_or(Statements::SQLITE, |mutant| Planted(mutant).statements());
+    // the database is opened before the process says it is ready: a connection to a
+    // busy server can take longer than any fixed lead
     match &spec.database {
         StoreAt::Sqlite { file } => {
             let refunds = SqliteRefunds::open_file(file, false)
                 .map_err(|e| format!("{} is not a refund store: {e}", file.display()))?;
-            run_over(&spec, refunds.with_statements(statements), mutant)
+            run_over(&started(spec.clone())?, refunds.with_statements(statements), mutant)
         }
         StoreAt::Postgres { url } => {
-            run_over(&spec, PgRefunds::connect(url)?.with_statements(statements), mutant)
+            let refunds = PgRefunds::connect(url)?.with_statements(statements);
+            run_over(&started(spec.clone())?, refunds, mutant)
         }
     }
 }
@@ -173,7 +182,7 @@ fn drive(spec: &WorkerSpec, worker: impl std::future::Future<Output = ()>) -> Re
     // queue in id order, as the simulated queue hands a job to the lowest idle worker; a
     // process started after a crash asks at once.
     if spec.incarnation == 1 {
-        let first_ask = spec.clock.start_us + STAGGER_US * u64::from(spec.worker.0);
+        let first_ask = spec.clock.start_us + queue::STAGGER_US * u64::from(spec.worker.0);
         std::thread::sleep(Duration::from_micros(first_ask.saturating_sub(wall_us())));
     }
     runtime.block_on(worker);
