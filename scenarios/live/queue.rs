@@ -30,8 +30,10 @@ pub const POLLED: &str = "jobs:polled";
 /// and within `ARGV[6]` microseconds of the story's start) that did not
 /// hold it last, then the one that has waited longest, then the lowest id; the caller
 /// gets it only if that is the caller. Returns the entry id, its fields, the new receipt,
-/// the delivery count and the latest delivery before this one ("receipt:worker"), or
-/// nothing.
+/// the delivery count and the latest delivery before this one ("receipt:worker"); or,
+/// when there is nothing to take, how many ms until the oldest delivery is due (-1: none
+/// is pending), so that the caller asks again the moment a visibility timeout ends, as
+/// the simulated queue hands a job on; or nothing, when the job is another's to take.
 const DELIVER_LUA: &str = r#"
 local group, me, now, fresh = ARGV[1], ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
 redis.call('HSET', KEYS[5], me, now)
@@ -50,7 +52,15 @@ else
   local next = redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', 1)
   if #next > 0 then id = next[1][1] end
 end
-if not id then return false end
+if not id then
+  -- nothing to take: how many ms until the oldest delivery is due (-1: none is pending)
+  local soonest = -1
+  for _, entry in ipairs(redis.call('XPENDING', KEYS[1], group, '-', '+', 100)) do
+    local left = math.max(tonumber(ARGV[3]) - entry[3], 0)
+    if soonest < 0 or left < soonest then soonest = left end
+  end
+  return soonest
+end
 local previous = redis.call('HGET', KEYS[2], id)
 local held_by = previous and string.match(previous, ':(.*)$') or ''
 if not pending then
@@ -249,6 +259,15 @@ pub struct LiveQueue {
 
 type Taken = (String, Vec<String>, u32, u32, String);
 
+/// What asking the queue gave.
+enum Asked {
+    Taken(Taken),
+    /// Nothing to take; the oldest delivery is due this much later.
+    DueIn(Duration),
+    /// Nothing to take (none pending, or the job is another worker's to take).
+    Nothing,
+}
+
 /// The value of field `name` in an entry's flat list of names and values.
 fn field(fields: &[String], name: &str) -> Option<u64> {
     fields.chunks(2).find(|pair| pair[0] == name).and_then(|pair| pair.get(1)?.parse().ok())
@@ -277,11 +296,11 @@ impl LiveQueue {
         redis::cmd("EXISTS").arg(CLOSED).query::<bool>(&mut *con).unwrap_or(true)
     }
 
-    fn take(&self) -> Option<Taken> {
+    fn take(&self) -> Asked {
         let mut con = self.con.lock().unwrap_or_else(|p| p.into_inner());
         // a worker counts as waiting while it asks at least every third poll
         let fresh_us = (self.poll.as_micros() as u64 * 3).max(5_000);
-        redis::cmd("EVAL")
+        let answer = redis::cmd("EVAL")
             .arg(DELIVER_LUA)
             .arg(5)
             .arg(STREAM)
@@ -295,9 +314,14 @@ impl LiveQueue {
             .arg(crate::live::clock::wall_us())
             .arg(fresh_us)
             .arg(LATE_START_US)
-            .query::<Option<Taken>>(&mut *con)
-            .ok()
-            .flatten()
+            .query::<redis::Value>(&mut *con);
+        match answer {
+            Ok(redis::Value::Int(ms)) if ms >= 0 => Asked::DueIn(Duration::from_millis(ms as u64)),
+            Ok(value @ redis::Value::Array(_)) => {
+                redis::from_redis_value::<Taken>(value).map_or(Asked::Nothing, Asked::Taken)
+            }
+            _ => Asked::Nothing,
+        }
     }
 
     /// Records the delivery (and the one it took over) and makes it the worker's.
@@ -327,10 +351,16 @@ impl JobQueue for LiveQueue {
             if self.closed() {
                 return None;
             }
-            if let Some(delivery) = self.take().and_then(|taken| self.delivered(taken)) {
-                return Some(delivery);
-            }
-            tokio::time::sleep(self.poll).await;
+            let wait = match self.take() {
+                Asked::Taken(taken) => match self.delivered(taken) {
+                    Some(delivery) => return Some(delivery),
+                    None => self.poll,
+                },
+                // a tenth of a millisecond more: the stream counts idle time in whole ms
+                Asked::DueIn(due) => (due + Duration::from_micros(100)).min(self.poll),
+                Asked::Nothing => self.poll,
+            };
+            tokio::time::sleep(wait).await;
         }
     }
 
