@@ -2,7 +2,25 @@
 //! scenario's milliseconds it stands for. At a time scale of 0.1 one real millisecond is
 //! ten of the story's, so the worked example's two minutes pass in twelve seconds.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// When this process last stopped waiting (heard an answer, or a sleep ended), on the wall
+/// clock; 0 before it first did.
+static WOKE_US: AtomicU64 = AtomicU64::new(0);
+
+/// The process stopped waiting now.
+pub fn woke() {
+    WOKE_US.store(wall_us(), Ordering::SeqCst);
+}
+
+/// How long the process has worked since it last stopped waiting, if it ever waited.
+pub fn since_woke() -> Option<Duration> {
+    match WOKE_US.load(Ordering::SeqCst) {
+        0 => None,
+        at => Some(Duration::from_micros(wall_us().saturating_sub(at))),
+    }
+}
 
 /// Microseconds since the Unix epoch on the machine's wall clock.
 pub fn wall_us() -> u64 {
@@ -36,5 +54,6 @@ impl fencesim_model::Clock for LiveClock {
 
     async fn sleep_ms(&self, ms: u64) {
         tokio::time::sleep(self.real(ms)).await;
+        woke();
     }
 }

@@ -69,15 +69,22 @@ pub struct GatewayArmed {
     pub late_ms: Option<u64>,
 }
 
-/// Sleeps `story_ms` of the story: on the runtime's timer, or, for a millisecond or two
-/// (which that timer keeps only to the whole millisecond, late by up to one), here, to the
-/// tens of microseconds, holding up the process's other task (a renewal) that long at most.
+/// Sleeps `story_ms` of the story.
 async fn sleep_story(clock: crate::live::clock::LiveClock, story_ms: u64) {
-    let real = clock.real(story_ms);
+    sleep_real(clock.real(story_ms)).await
+}
+
+/// Sleeps `real`: on the runtime's timer until the last millisecond or two (which that
+/// timer keeps only to the whole millisecond, late by up to one), then here, to the tens
+/// of microseconds, holding up the process's other task (a renewal) that long at most.
+async fn sleep_real(real: Duration) {
+    let deadline = std::time::Instant::now() + real;
     if real > PRECISE {
-        tokio::time::sleep(real).await;
-    } else if !real.is_zero() {
-        std::thread::sleep(real);
+        tokio::time::sleep(real - PRECISE).await;
+    }
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if !left.is_zero() {
+        std::thread::sleep(left);
     }
 }
 
@@ -99,6 +106,11 @@ pub struct LiveFaults {
     /// Hold-ups armed for the next request on each hop, and for its answer, by `Hop`.
     pub held: Mutex<Held>,
     pub clock: crate::live::clock::LiveClock,
+    /// Per hop, when the worker's last request left (after its latency), and how long the
+    /// real component took to answer it, in wall-clock microseconds: the next request on
+    /// the hop waits that much less of its latency.
+    pub sent_us: Mutex<[u64; Hop::COUNT]>,
+    pub cost_us: Mutex<[u64; Hop::COUNT]>,
     /// The hop of the worker's last request since its last step, if any: the next request
     /// on the same hop is inside that operation.
     pub last_hop: Mutex<Option<Hop>>,
@@ -133,7 +145,13 @@ impl LiveFaults {
 
     /// A request is about to leave on `hop`: count it and take the faults it triggers,
     /// before it leaves; then it takes the world's latency on the hop, as in the
-    /// simulation (the real component's own comes on top, tens of microseconds).
+    /// simulation (the real component's own comes on top, tens of microseconds). The
+    /// simulation gives a worker's own work no time, so the work done since the worker's
+    /// last answer (or the end of its last sleep), and what the real component took to
+    /// answer the last request on the hop, are part of the latency: the request waits
+    /// only the rest of it,
+    /// and a story of many requests does not fall behind the simulated one by a real
+    /// fraction of a millisecond each.
     pub async fn call(&self, hop: Hop) {
         self.take_due_by_time();
         {
@@ -154,15 +172,29 @@ impl LiveFaults {
         }
         let held =
             std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).request_ms[hop as usize]);
-        sleep_story(self.clock, self.latency_ms[hop as usize] + held).await;
+        let latency = self.clock.real(self.latency_ms[hop as usize]);
+        let cost =
+            Duration::from_micros(self.cost_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize]);
+        // a longer gap is not work but a wait (for a job, or stopped in a pause): the
+        // request then takes its whole latency, as in the simulation
+        let rest = match crate::live::clock::since_woke() {
+            Some(worked) if worked < latency => latency.saturating_sub(worked + cost),
+            _ => latency.saturating_sub(cost),
+        };
+        sleep_real(rest + self.clock.real(held)).await;
+        self.sent_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize] = crate::live::clock::wall_us();
     }
 
     /// The answer to the request on `hop` is back: it takes the hold-up armed for it.
     pub async fn answered(&self, hop: Hop) {
+        let sent = self.sent_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize];
+        self.cost_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize] =
+            crate::live::clock::wall_us().saturating_sub(sent);
         self.take_due_by_time();
         let held =
             std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).reply_ms[hop as usize]);
         sleep_story(self.clock, held).await;
+        crate::live::clock::woke();
     }
     /// Takes this worker's faults whose time has come (those that arm its next requests):
     /// the simulation arms them at their time, and the next request after it takes them.

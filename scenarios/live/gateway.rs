@@ -428,7 +428,10 @@ impl Gateway for LiveGateway {
         self.faults.call(Hop::Gateway).await;
         let url = format!("{}/refunds/{}", self.base, reference.0);
         let (agent, worker) = (self.agent.clone(), self.worker.to_string());
-        off_the_runtime(move || Self::receipt(agent.get(&url).set("worker", &worker).call())).await
+        let found =
+            off_the_runtime(move || Self::receipt(agent.get(&url).set("worker", &worker).call())).await;
+        crate::live::clock::woke();
+        found
     }
 
     async fn refund(
@@ -453,6 +456,7 @@ impl Gateway for LiveGateway {
             Self::receipt(request.send_json(body))
         });
         let paid = paid.await;
+        crate::live::clock::woke();
         // a lost answer is taken by the next call that is heard; a conflict is always heard
         let kept = match paid {
             Err(GatewayError::Conflict) => armed.lost,
