@@ -101,7 +101,18 @@ fn backend(e: String) -> BackendError {
     BackendError(format!("database: {e}"))
 }
 
-impl<R: Refunds> LiveStore<R> {
+/// Waits for a database call on a thread of its own, so that the worker's other task (a
+/// renewal) keeps its time while the call is out, as it does in the simulation: a first
+/// statement on a new PostgreSQL connection took longer than a shrunk world's renewal
+/// period, and the renewal fired after the crash it had to come before.
+async fn off_the_runtime<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, BackendError> {
+    let done = tokio::task::spawn_blocking(call).await;
+    done.unwrap_or_else(|e| Err(format!("the call did not finish: {e}"))).map_err(backend)
+}
+
+impl<R: Refunds + Clone> LiveStore<R> {
     async fn write(
         &self,
         write: WriteKind,
@@ -109,7 +120,8 @@ impl<R: Refunds> LiveStore<R> {
         guard: WriteGuard,
     ) -> Result<WriteOutcome, BackendError> {
         self.faults.call(Hop::Database).await;
-        let (outcome, at_us) = self.refunds.write(write, refund, guard).map_err(backend)?;
+        let refunds = self.refunds.clone();
+        let (outcome, at_us) = off_the_runtime(move || refunds.write(write, refund, guard)).await?;
         self.faults.answered(Hop::Database).await;
         let (worker, token, rows, after) = (self.worker, guard.token(), outcome.rows_updated, outcome.after);
         self.log
@@ -119,10 +131,11 @@ impl<R: Refunds> LiveStore<R> {
     }
 }
 
-impl<R: Refunds> RefundStore for LiveStore<R> {
+impl<R: Refunds + Clone> RefundStore for LiveStore<R> {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         self.faults.call(Hop::Database).await;
-        let rows = self.refunds.open_refunds(merchant).map_err(backend);
+        let refunds = self.refunds.clone();
+        let rows = off_the_runtime(move || refunds.open_refunds(merchant)).await;
         self.faults.answered(Hop::Database).await;
         tokio::task::yield_now().await;
         rows
@@ -138,7 +151,8 @@ impl<R: Refunds> RefundStore for LiveStore<R> {
 
     async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         self.faults.call(Hop::Database).await;
-        let token = self.refunds.next_sequence_token(merchant).map_err(backend)?;
+        let refunds = self.refunds.clone();
+        let token = off_the_runtime(move || refunds.next_sequence_token(merchant)).await?;
         self.faults.answered(Hop::Database).await;
         let key = format!("fence_seq:{merchant}");
         self.log.record(EventKind::TokenIssued { worker: self.worker, key, token });
