@@ -2,7 +2,8 @@
 //! PostgreSQL: writes `reports/fidelity.md`.
 
 use crate::cli::bad_input;
-use fencesim::live::fidelity::{files, judge, play};
+use fencesim::live::fidelity::{files, judge, play, Sitting};
+use fencesim::live::postgres::PostgresServer;
 use fencesim::live::scale::measure_lag;
 use fencesim::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
 use fencesim::tell::write::write_whole;
@@ -78,6 +79,11 @@ pub fn run(args: FidelityArgs) -> ExitCode {
         return bad_input(format!("--again {unknown}: no such file in reports/shrunk/ or reports/mutants/"));
     }
     let lag = measure_lag();
+    let postgres = match PostgresServer::start("fidelity") {
+        Ok(server) => server,
+        Err(error) => return bad_input(error),
+    };
+    let sitting = Sitting { program: &program, runs: args.runs, lag, postgres: &postgres.url() };
     let mut entries = Vec::new();
     for path in &paths {
         let judged = match judge(&args.root, path, &program) {
@@ -95,7 +101,7 @@ pub fn run(args: FidelityArgs) -> ExitCode {
         });
         entries.push(match judged.refused {
             Some(_) => Entry::Refused(judged),
-            None => match play(&args.root, judged, &program, args.runs, lag, before) {
+            None => match play(&args.root, judged, &sitting, before) {
                 Ok(played) => Entry::Played(played),
                 Err(error) => return bad_input(error),
             },

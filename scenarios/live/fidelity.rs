@@ -69,15 +69,25 @@ pub fn files(root: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
-/// A live run's config for `file`'s world, at `scale` on `database`.
-fn config(file: &ReplayFile, program: &Path, scale: f64, database: &str) -> Result<LiveConfig, String> {
+/// A live run's config for `file`'s world, at `scale` on `database` (PostgreSQL: the
+/// database at `postgres`, emptied and filled by the run, or a cluster of the run's own).
+fn config(
+    file: &ReplayFile,
+    program: &Path,
+    scale: f64,
+    database: &str,
+    postgres: Option<&str>,
+) -> Result<LiveConfig, String> {
     let scenario = file.scenario()?;
     Ok(LiveConfig {
         mechanism: scenario.world.mechanism,
         gateway: scenario.world.gateway_mode,
         time_scale: scale,
         redis_url: None,
-        store: if database == "postgres" { StoreChoice::Postgres(None) } else { StoreChoice::Sqlite(None) },
+        store: match database {
+            "postgres" => StoreChoice::Postgres(postgres.map(str::to_owned)),
+            _ => StoreChoice::Sqlite(None),
+        },
         gateway_port: 0,
         keep: None,
         program: program.to_owned(),
@@ -96,7 +106,7 @@ pub fn judge(root: &Path, path: &Path, program: &Path) -> Result<Judged, String>
         simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
     let steady =
         steady_under(&scenario, file.seed, &broken, &mut |trial, seed| run_with(trial, seed, file.mutant))?;
-    let refused = live_scenario(&config(&file, program, 1.0, "sqlite")?).err();
+    let refused = live_scenario(&config(&file, program, 1.0, "sqlite", None)?).err();
     let relative = path.strip_prefix(root.join("reports")).unwrap_or(path).display().to_string();
     Ok(Judged {
         file: relative,
@@ -108,6 +118,16 @@ pub fn judge(root: &Path, path: &Path, program: &Path) -> Result<Judged, String>
     })
 }
 
+/// How a file is played: the program each worker runs, the runs each database is to
+/// have, this machine's lag, and the PostgreSQL database every run empties and fills
+/// (one cluster for the whole measurement: making one per run cost more than most runs).
+pub struct Sitting<'a> {
+    pub program: &'a Path,
+    pub runs: u32,
+    pub lag: Duration,
+    pub postgres: &'a str,
+}
+
 /// Plays a judged, playable file on each database until it has `runs` runs, at the scale
 /// chosen for this machine's `lag`. An earlier measurement of the same row (the same
 /// judgement and scale) counts: only the runs it lacks are played, and its counts are
@@ -115,18 +135,17 @@ pub fn judge(root: &Path, path: &Path, program: &Path) -> Result<Judged, String>
 pub fn play(
     root: &Path,
     judged: Judged,
-    program: &Path,
-    runs: u32,
-    lag: Duration,
+    sitting: &Sitting,
     earlier: Option<&Played>,
 ) -> Result<Played, String> {
+    let Sitting { program, runs, lag, postgres } = *sitting;
     let file = ReplayFile::load(&root.join("reports").join(&judged.file))?;
     let scale = choose(judged.interval_ms, lag).scale;
     let earlier = earlier.filter(|played| played.judged == judged && played.scale == scale);
     let done = earlier.map_or(0, |played| played.runs);
     let mut broken = Vec::new();
     for database in DATABASES {
-        let config = config(&file, program, scale, database)?;
+        let config = config(&file, program, scale, database, Some(postgres))?;
         let mut counts = earlier
             .and_then(|played| played.broken.iter().find(|(db, _)| db == database))
             .map(|(_, counts)| counts.clone())
