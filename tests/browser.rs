@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use support::chromium::Chromium;
+use support::picture;
 
 const FENCESIM: &str = env!("CARGO_BIN_EXE_fencesim");
 const READY: &str = "document.body.dataset.rendered === 'yes'";
@@ -502,21 +503,18 @@ fn a_failing_replays_page_selects_each_things_own_event_and_says_why_it_broke() 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The README's picture: the committed worked example as a person first sees it, at
-/// 1400 x 900.
-const README_SHOT: &str = "reports/worked-example.png";
-
-/// With `FENCESIM_WRITE_SCREENSHOT=1`, writes the README's picture from the committed
-/// page (what the viewport shows once it is drawn); otherwise checks that the committed
-/// picture is a PNG of 1400 x 900 that is not blank.
+/// With `FENCESIM_WRITE_SCREENSHOT=1`, writes README's picture from the committed page
+/// (what the viewport shows at 1400 x 900 once it is drawn) and the fingerprint of that
+/// page beside it (`tests/docs.rs` fails when the page has changed since); otherwise
+/// checks that the committed picture is a PNG of 1400 x 900 that is not blank.
 #[test]
 fn the_readmes_screenshot_is_the_worked_example_at_1400_by_900() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join(README_SHOT);
+    let path = root.join(picture::PICTURE);
     if std::env::var_os("FENCESIM_WRITE_SCREENSHOT").is_some_and(|v| v == "1") {
         let mut browser =
             Chromium::start("readme_screenshot").expect("FENCESIM_WRITE_SCREENSHOT=1 needs the browser");
-        let page = root.join("reports/worked-example.html");
+        let page = root.join(picture::PAGE);
         browser.viewport(1400, 900).unwrap();
         browser.load(&page, READY).unwrap();
         browser
@@ -526,13 +524,11 @@ fn the_readmes_screenshot_is_the_worked_example_at_1400_by_900() {
         let png = browser.capture(true).unwrap();
         not_blank(&png, &path);
         std::fs::write(&path, &png).unwrap();
-        eprintln!("wrote {} ({} bytes)", path.display(), png.len());
+        let source = picture::fingerprint(&std::fs::read(&page).unwrap());
+        std::fs::write(root.join(picture::SOURCE), source).unwrap();
+        eprintln!("wrote {} ({} bytes) and {}", path.display(), png.len(), picture::SOURCE);
     }
-    let png = std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (FENCESIM_WRITE_SCREENSHOT=1 cargo test --test browser screenshot writes it)",
-            path.display()
-        )
-    });
+    let png = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} ({} writes it)", path.display(), picture::RETAKE));
     assert_eq!(not_blank(&png, &path), (1400, 900), "{} is the page at 1400 x 900", path.display());
 }

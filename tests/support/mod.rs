@@ -2,4 +2,5 @@
 
 pub mod chromium;
 pub mod faketime;
+pub mod picture;
 pub mod redis_server;
