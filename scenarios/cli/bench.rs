@@ -1,12 +1,12 @@
 //! `fencesim bench`: the worked example against its SQL floor, and exploration's cost;
 //! with `--record`, writes `reports/bench.md`.
 
+use crate::bench::scale::{ScalePoint, ScaleSize};
+use crate::bench::{bench, bench_explore, BenchResult, ExploreBench};
 use crate::cli::args::{parse_count, parse_runs};
 use crate::cli::bad_input;
-use fencesim::bench::scale::{ScalePoint, ScaleSize};
-use fencesim::bench::{bench, bench_explore, BenchResult, ExploreBench};
-use fencesim::tell::reports::bench::{bench_report, scale_report, BENCH_REPORT, SCALE_REPORT};
-use fencesim::tell::write::write_report;
+use crate::tell::reports::bench::{bench_report, scale_report, BENCH_REPORT, SCALE_REPORT};
+use crate::tell::write::write_report;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -2,8 +2,8 @@
 
 use crate::cli::args::parse_seed;
 use crate::cli::bad_input;
-use fencesim::runner::DEFAULT_SEED;
-use fencesim::tell::demo;
+use crate::runner::DEFAULT_SEED;
+use crate::tell::demo;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]

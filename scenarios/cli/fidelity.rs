@@ -2,10 +2,10 @@
 //! PostgreSQL: writes `reports/fidelity.md`.
 
 use crate::cli::bad_input;
-use fencesim::live::fidelity::{files, judge, play};
-use fencesim::live::scale::measure_lag;
-use fencesim::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
-use fencesim::tell::write::write_whole;
+use crate::live::fidelity::{files, judge, play};
+use crate::live::scale::measure_lag;
+use crate::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
+use crate::tell::write::write_whole;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

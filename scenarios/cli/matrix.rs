@@ -5,22 +5,20 @@
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
-use fencesim::search::debate::DEBATE_SEEDS;
-use fencesim::search::failover::{failover_file, failover_rows, shrink_failover_failures};
-use fencesim::search::lagging::{lag_file, shrink_lag_failures, LAG_SEEDS};
-use fencesim::search::matrix::{
+use crate::search::debate::DEBATE_SEEDS;
+use crate::search::failover::{failover_file, failover_rows, shrink_failover_failures};
+use crate::search::lagging::{lag_file, shrink_lag_failures, LAG_SEEDS};
+use crate::search::matrix::{
     run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
     SWEEP_SEEDS,
 };
-use fencesim::search::matrix_shards::matrix_shard;
-use fencesim::search::second_store::{
-    shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR,
-};
-use fencesim::search::seeds::Shard;
-use fencesim::tell::replay_file::ReplayFile;
-use fencesim::tell::reports::failover::failover_section;
-use fencesim::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
-use fencesim::tell::write::write_report;
+use crate::search::matrix_shards::matrix_shard;
+use crate::search::second_store::{shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR};
+use crate::search::seeds::Shard;
+use crate::tell::replay_file::ReplayFile;
+use crate::tell::reports::failover::failover_section;
+use crate::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
+use crate::tell::write::write_report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

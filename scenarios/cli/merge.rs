@@ -9,10 +9,10 @@ use crate::cli::args::{default_jobs, parse_jobs};
 use crate::cli::matrix::write_report_of;
 use crate::cli::mutants::{tell, write_detection};
 use crate::cli::{bad_input, verdict};
-use fencesim::search::matrix_shards::merge_matrix;
-use fencesim::search::merge::{merge, ShardReport};
-use fencesim::search::mutant_shards::merge_mutants;
-use fencesim::tell::reports::guarantees::{GUARANTEES_REPORT, SWEEP_CHART};
+use crate::search::matrix_shards::merge_matrix;
+use crate::search::merge::{merge, ShardReport};
+use crate::search::mutant_shards::merge_mutants;
+use crate::tell::reports::guarantees::{GUARANTEES_REPORT, SWEEP_CHART};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -72,6 +72,26 @@ pub enum Command {
 }
 
 /// Bad input: exit 2 with a message that says what is wrong.
+/// Runs the subcommand the command line named; its exit code.
+pub fn dispatch(command: Command) -> ExitCode {
+    match command {
+        Command::Demo(args) => demo::run(args),
+        Command::Run(args) => run::run_command(args),
+        Command::Mechanisms => mechanisms::run(),
+        Command::Explore(args) => explore::run(args),
+        Command::Replay(args) => replay::run_command(args),
+        Command::Shrink(args) => shrink::run_command(args),
+        Command::Matrix(args) => matrix::run(args),
+        Command::Mutants(args) => mutants::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Fidelity(args) => fidelity::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Merge(args) => merge::run(args),
+        Command::Live(args) => live::live_command(args),
+        Command::LiveWorker { spec } => live::live_worker_command(spec),
+    }
+}
+
 pub fn bad_input(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("fencesim: {message}");
     ExitCode::from(2)

@@ -3,17 +3,17 @@
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
-use fencesim::mutant::Mutant;
-use fencesim::search::exhaustive::small_scope;
-use fencesim::search::false_alarms::false_alarm_runs;
-use fencesim::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
-use fencesim::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
-use fencesim::search::seeds::Shard;
-use fencesim::tell::reports::detection::{
+use crate::mutant::Mutant;
+use crate::search::exhaustive::small_scope;
+use crate::search::false_alarms::false_alarm_runs;
+use crate::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
+use crate::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
+use crate::search::seeds::Shard;
+use crate::tell::reports::detection::{
     detection_chart, detection_report, exhaustive_section, false_alarm_section, mutant_table,
     DETECTION_CHART, DETECTION_REPORT,
 };
-use fencesim::tell::write::write_report;
+use crate::tell::write::write_report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

@@ -1,7 +1,7 @@
 //! `fencesim report`: regenerates `reports/worked-example.md`.
 
 use crate::cli::bad_input;
-use fencesim::tell::reports::worked_example::write_reports;
+use crate::tell::reports::worked_example::write_reports;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
