@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
+    /// Timed runs of the worked example (the figures are their median)
     #[arg(long, default_value_t = 21, value_parser = parse_runs)]
     runs: usize,
     /// Seeds of the random scenario for the exploration figures
@@ -20,6 +21,7 @@ pub struct BenchArgs {
     /// Also run this many seeds to see whether memory stays flat (0: skip)
     #[arg(long, default_value_t = 0)]
     memory_seeds: u64,
+    /// Print the figures as one JSON object
     #[arg(long)]
     json: bool,
     /// Also write the figures to reports/bench.md (with --scale: reports/scale.md) under

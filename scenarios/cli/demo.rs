@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
+    /// The seed the two runs are made with (the worked example's story is told at seed 1)
     #[arg(long, default_value_t = DEFAULT_SEED, value_parser = parse_seed, allow_hyphen_values = true)]
     seed: u64,
 }

@@ -21,10 +21,13 @@ use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct ExploreArgs {
+    /// The mechanism (`fencesim mechanisms` lists them), e.g. fenced
     #[arg(long, alias = "strategy", value_parser = parse_mechanism)]
     mechanism: Mechanism,
+    /// The scenario each seed's world is drawn from
     #[arg(long, default_value = "random", value_parser = parse_scenario)]
     scenario: String,
+    /// idempotent or non-idempotent
     #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
     gateway: GatewayMode,
     /// How many seeds to run
@@ -45,6 +48,7 @@ pub struct ExploreArgs {
     /// Where replay files go
     #[arg(long, default_value = "fencesim-failures")]
     out: PathBuf,
+    /// Print one JSON object (what `fencesim merge` reads) instead of the summary
     #[arg(long)]
     json: bool,
     /// Keep the failures as found, without shrinking them

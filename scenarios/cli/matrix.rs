@@ -39,6 +39,7 @@ pub struct MatrixArgs {
     /// Seeds per setting, mechanism and gateway of the lookups from a lagging copy
     #[arg(long, default_value_t = LAG_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
     lag_seeds: u64,
+    /// Threads to run seeds on (the results do not depend on it)
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
     /// The project root to write under

@@ -4,14 +4,17 @@
 
 pub mod args;
 pub mod bench;
+pub mod completions;
 pub mod demo;
 pub mod explore;
 pub mod fidelity;
 pub mod live;
+pub mod manpage;
 pub mod matrix;
 pub mod mechanisms;
 pub mod merge;
 pub mod mutants;
+pub mod reference;
 pub mod replay;
 pub mod report;
 pub mod run;
@@ -63,6 +66,11 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// The worked example, or a replay file's world (--replay), with real processes and servers
     Live(live::LiveArgs),
+    /// Print the shell's completion script for fencesim, e.g. `fencesim completions bash >
+    /// ~/.local/share/bash-completion/completions/fencesim`
+    Completions(completions::CompletionsArgs),
+    /// Print fencesim's manual page (roff), or write one page per subcommand into a directory
+    Manpage(manpage::ManpageArgs),
     /// A worker process of a live run (started by `fencesim live`)
     #[command(hide = true)]
     LiveWorker {
@@ -88,6 +96,8 @@ pub fn dispatch(command: Command) -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Live(args) => live::live_command(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Manpage(args) => manpage::run(args),
         Command::LiveWorker { spec } => live::live_worker_command(spec),
     }
 }

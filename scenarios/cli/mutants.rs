@@ -26,8 +26,10 @@ pub struct MutantsArgs {
     /// Seeds per search at most
     #[arg(long, default_value_t = 2_000, value_parser = parse_count, allow_hyphen_values = true)]
     budget: u64,
+    /// Threads to run seeds on (the results do not depend on it)
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
+    /// Print the measurements as one JSON object instead of the report
     #[arg(long)]
     json: bool,
     /// Leave out the exhaustive small-scope section

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
+    /// The replay file (written by explore, run --save-replay or shrink)
     file: PathBuf,
     /// Run it twice in fresh runtimes and name the first event that differs
     #[arg(long)]

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
+    /// The scenario: worked-example, random or another (a name it does not know lists them)
     #[arg(long, default_value = "worked-example", value_parser = parse_scenario)]
     scenario: String,
     /// The mechanism (`fencesim mechanisms` lists them), e.g. ttl-only or fenced
@@ -26,6 +27,7 @@ pub struct RunArgs {
     /// idempotent or non-idempotent
     #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
     gateway: GatewayMode,
+    /// The seed: it chooses the world's faults and timings, and orders the scheduler
     #[arg(long, default_value_t = DEFAULT_SEED, value_parser = parse_seed, allow_hyphen_values = true)]
     seed: u64,
     /// Override the lease TTL, in milliseconds (a positive whole number)

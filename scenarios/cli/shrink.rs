@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct ShrinkArgs {
+    /// The failing replay file
     file: PathBuf,
     /// The invariant the smaller file must still break (default: the file's first)
     #[arg(long)]
