@@ -63,6 +63,9 @@ fn run_only(args: &MutantsArgs) -> ExitCode {
     };
     if args.keep_shrunk {
         let dir = args.root.join(MUTANT_FILES);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return bad_input(format!("cannot create {}: {e}", dir.display()));
+        }
         for report in &reports {
             let kept = report
                 .shrunk_file
