@@ -13,6 +13,8 @@ use crate::search::explore::{explore, ExploreConfig, ExploreReport, FIRST_SEEDS}
 use crate::search::seeds::{SeedRange, Shard};
 use crate::search::shrink::{shrink_file, Shrunk};
 use crate::sim::GatewayMode;
+use crate::tell::junit::explore::explore_suite;
+use crate::tell::junit::write_junit;
 use crate::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +63,10 @@ pub struct ExploreArgs {
     /// command and K = 1..N run every seed once; `fencesim merge` combines their --json
     #[arg(long)]
     shard: Option<Shard>,
+    /// Also write the results as JUnit XML to this file: one test case per invariant, a
+    /// broken one failed with its violation, its plan and its replay command
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 /// What a `--json` report says about the run it comes from: enough for `fencesim merge`
@@ -176,17 +182,27 @@ pub fn run(args: ExploreArgs) -> ExitCode {
             Err(error) => return bad_input(error),
         },
     };
+    let value = json_of(&report, &shrunk, identity);
     if args.json {
-        let mut value = serde_json::to_value(&report).expect("a report serializes");
-        let paths: Vec<String> = shrunk.iter().map(|s| s.path.display().to_string()).collect();
-        value["shrunk_files"] = serde_json::json!(paths);
-        value["run"] = identity;
         println!("{value}");
     } else {
         print_report(&config, &report);
         shrunk.iter().for_each(print_shrunk);
     }
+    let written = args.junit.map(|path| write_junit(&path, "fencesim explore", &[explore_suite(&value)]));
+    if let Some(Err(error)) = written {
+        return bad_input(error);
+    }
     exit_code(&report)
+}
+
+/// The `--json` object: the report, the shrunk files and the run it comes from.
+fn json_of(report: &ExploreReport, shrunk: &[Shrunk], identity: serde_json::Value) -> serde_json::Value {
+    let mut value = serde_json::to_value(report).expect("a report serializes");
+    let paths: Vec<String> = shrunk.iter().map(|s| s.path.display().to_string()).collect();
+    value["shrunk_files"] = serde_json::json!(paths);
+    value["run"] = identity;
+    value
 }
 
 /// 2 when a replay file could not be written (after the summary of what was found), 1

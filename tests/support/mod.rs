@@ -3,3 +3,4 @@
 pub mod chromium;
 pub mod faketime;
 pub mod redis_server;
+pub mod xmllint;
