@@ -4,8 +4,11 @@
 //! the shards it starts, and the very commands it runs, on a few seeds instead of the
 //! nightly count, must be ones fencesim accepts and must merge into one answer.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::xmllint::validate_junit;
 use yaml_rust2::{Yaml, YamlLoader};
 
 const FENCESIM: &str = env!("CARGO_BIN_EXE_fencesim");
@@ -35,6 +38,20 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a directory");
     dir
+}
+
+/// The merge's JUnit report at `path`: valid, one passing case per invariant, over the
+/// whole seed range.
+fn check_junit(test: &str, path: &Path, seeds: u64) {
+    validate_junit(test, path);
+    let xml = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{test}: {}: {e}", path.display()));
+    let cases = fencesim::tell::junit::judged_invariants().count();
+    assert_eq!(xml.matches("<testcase ").count(), cases, "{test}: one case per invariant");
+    assert!(!xml.contains("<failure"), "{test}: no violation");
+    assert!(
+        xml.contains(&format!("name=\"seed-range\" value=\"1..={seeds}\"")),
+        "{test}: the whole range: {xml}"
+    );
 }
 
 /// The seeds merged from the report at `path`, with the exit code of the merge.
@@ -82,6 +99,7 @@ fn the_kubernetes_jobs_run_commands_fencesim_accepts_and_merge_them() {
         "the merge: no violation"
     );
     assert_eq!(merged_seeds(&dir.join("nightly.json")), 2 * shards);
+    check_junit("the Kubernetes merge", &dir.join("nightly-junit.xml"), 2 * shards);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -132,5 +150,6 @@ fn the_ci_matrix_runs_commands_fencesim_accepts_and_merges_them() {
     let merging = step(merge, "merge the shards").replace("${{ matrix.mechanism }}", mechanism);
     assert_eq!(sh(&format!("{} > merged.json", local(&merging)), &[]), Some(0), "the merge: no violation");
     assert_eq!(merged_seeds(&dir.join("merged.json")), 2 * shards as u64);
+    check_junit("the CI merge", &dir.join(format!("junit-{mechanism}.xml")), 2 * shards as u64);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,9 +1,9 @@
 //! The parsers the subcommands share: each refuses a bad value with a message that says
 //! what was expected and what it got.
 
-use fencesim::model::Mechanism;
-use fencesim::scenario;
-use fencesim::sim::GatewayMode;
+use crate::model::Mechanism;
+use crate::scenario;
+use crate::sim::GatewayMode;
 
 pub fn parse_scenario(text: &str) -> Result<String, String> {
     scenario::known(text).map(str::to_owned)
@@ -49,7 +49,7 @@ pub fn parse_seed(text: &str) -> Result<u64, String> {
 
 /// A TTL from 1 ms to the world's limit on durations (the same a replay file meets).
 pub fn parse_ttl(text: &str) -> Result<u64, String> {
-    let most = fencesim::sim::Limits::DURATION_MS;
+    let most = crate::sim::Limits::DURATION_MS;
     match text.parse::<i128>() {
         Ok(ms) if ms > 0 && ms <= i128::from(most) => Ok(ms as u64),
         Ok(ms) if ms > 0 => Err(format!("the TTL may be at most {most} ms (one day), got {ms}")),

@@ -1,17 +1,18 @@
 //! `fencesim bench`: the worked example against its SQL floor, and exploration's cost;
 //! with `--record`, writes `reports/bench.md`.
 
+use crate::bench::scale::{ScalePoint, ScaleSize};
+use crate::bench::{bench, bench_explore, BenchResult, ExploreBench};
 use crate::cli::args::{parse_count, parse_runs};
 use crate::cli::bad_input;
-use fencesim::bench::scale::{ScalePoint, ScaleSize};
-use fencesim::bench::{bench, bench_explore, BenchResult, ExploreBench};
-use fencesim::tell::reports::bench::{bench_report, scale_report, BENCH_REPORT, SCALE_REPORT};
-use fencesim::tell::write::write_report;
+use crate::tell::reports::bench::{bench_report, scale_report, BENCH_REPORT, SCALE_REPORT};
+use crate::tell::write::write_report;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
+    /// Timed runs of the worked example (the figures are their median)
     #[arg(long, default_value_t = 21, value_parser = parse_runs)]
     runs: usize,
     /// Seeds of the random scenario for the exploration figures
@@ -20,6 +21,7 @@ pub struct BenchArgs {
     /// Also run this many seeds to see whether memory stays flat (0: skip)
     #[arg(long, default_value_t = 0)]
     memory_seeds: u64,
+    /// Print the figures as one JSON object
     #[arg(long)]
     json: bool,
     /// Also write the figures to reports/bench.md (with --scale: reports/scale.md) under

@@ -6,14 +6,16 @@ use crate::cli::args::{
 };
 use crate::cli::shrink::print_shrunk;
 use crate::cli::{bad_input, INTERRUPTED};
-use fencesim::model::Mechanism;
-use fencesim::mutant::Mutant;
-use fencesim::scenario::FaultMask;
-use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, FIRST_SEEDS};
-use fencesim::search::seeds::{SeedRange, Shard};
-use fencesim::search::shrink::{shrink_file, Shrunk};
-use fencesim::sim::GatewayMode;
-use fencesim::tell::replay_file::ReplayFile;
+use crate::model::Mechanism;
+use crate::mutant::Mutant;
+use crate::scenario::FaultMask;
+use crate::search::explore::{explore, ExploreConfig, ExploreReport, FIRST_SEEDS};
+use crate::search::seeds::{SeedRange, Shard};
+use crate::search::shrink::{shrink_file, Shrunk};
+use crate::sim::GatewayMode;
+use crate::tell::junit::explore::explore_suite;
+use crate::tell::junit::write_junit;
+use crate::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,10 +23,13 @@ use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct ExploreArgs {
+    /// The mechanism (`fencesim mechanisms` lists them), e.g. fenced
     #[arg(long, alias = "strategy", value_parser = parse_mechanism)]
     mechanism: Mechanism,
+    /// The scenario each seed's world is drawn from
     #[arg(long, default_value = "random", value_parser = parse_scenario)]
     scenario: String,
+    /// idempotent or non-idempotent
     #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
     gateway: GatewayMode,
     /// How many seeds to run
@@ -45,6 +50,7 @@ pub struct ExploreArgs {
     /// Where replay files go
     #[arg(long, default_value = "fencesim-failures")]
     out: PathBuf,
+    /// Print one JSON object (what `fencesim merge` reads) instead of the summary
     #[arg(long)]
     json: bool,
     /// Keep the failures as found, without shrinking them
@@ -57,6 +63,10 @@ pub struct ExploreArgs {
     /// command and K = 1..N run every seed once; `fencesim merge` combines their --json
     #[arg(long)]
     shard: Option<Shard>,
+    /// Also write the results as JUnit XML to this file: one test case per invariant, a
+    /// broken one failed with its violation, its plan and its replay command
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 /// What a `--json` report says about the run it comes from: enough for `fencesim merge`
@@ -172,17 +182,27 @@ pub fn run(args: ExploreArgs) -> ExitCode {
             Err(error) => return bad_input(error),
         },
     };
+    let value = json_of(&report, &shrunk, identity);
     if args.json {
-        let mut value = serde_json::to_value(&report).expect("a report serializes");
-        let paths: Vec<String> = shrunk.iter().map(|s| s.path.display().to_string()).collect();
-        value["shrunk_files"] = serde_json::json!(paths);
-        value["run"] = identity;
         println!("{value}");
     } else {
         print_report(&config, &report);
         shrunk.iter().for_each(print_shrunk);
     }
+    let written = args.junit.map(|path| write_junit(&path, "fencesim explore", &[explore_suite(&value)]));
+    if let Some(Err(error)) = written {
+        return bad_input(error);
+    }
     exit_code(&report)
+}
+
+/// The `--json` object: the report, the shrunk files and the run it comes from.
+fn json_of(report: &ExploreReport, shrunk: &[Shrunk], identity: serde_json::Value) -> serde_json::Value {
+    let mut value = serde_json::to_value(report).expect("a report serializes");
+    let paths: Vec<String> = shrunk.iter().map(|s| s.path.display().to_string()).collect();
+    value["shrunk_files"] = serde_json::json!(paths);
+    value["run"] = identity;
+    value
 }
 
 /// 2 when a replay file could not be written (after the summary of what was found), 1

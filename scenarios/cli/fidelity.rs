@@ -2,11 +2,11 @@
 //! PostgreSQL: writes `reports/fidelity.md`.
 
 use crate::cli::bad_input;
-use fencesim::live::fidelity::{files, judge, play, Sitting};
-use fencesim::live::postgres::PostgresServer;
-use fencesim::live::scale::measure_lag;
-use fencesim::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
-use fencesim::tell::write::write_whole;
+use crate::live::fidelity::{files, judge, play, Sitting};
+use crate::live::postgres::PostgresServer;
+use crate::live::scale::measure_lag;
+use crate::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
+use crate::tell::write::write_whole;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -5,17 +5,17 @@
 
 use crate::cli::args::{parse_gateway, parse_mechanism};
 use crate::cli::{bad_input, verdict};
-use fencesim::live::coordinator::{live_scenario, refusal};
-use fencesim::live::scale::{choose, measure_lag, shortest_interval};
-use fencesim::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
-use fencesim::model::Mechanism;
-use fencesim::mutant::Mutant;
-use fencesim::runner::{run_with, Outcome, DEFAULT_SEED};
-use fencesim::scenario::Scenario;
-use fencesim::sim::{EventKind, GatewayMode};
-use fencesim::tell::replay_file::ReplayFile;
-use fencesim::tell::story::{render_story, story};
-use fencesim::tell::write::write_whole;
+use crate::live::coordinator::{live_scenario, refusal};
+use crate::live::scale::{choose, measure_lag, shortest_interval};
+use crate::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
+use crate::model::Mechanism;
+use crate::mutant::Mutant;
+use crate::runner::{run_with, Outcome, DEFAULT_SEED};
+use crate::scenario::Scenario;
+use crate::sim::{EventKind, GatewayMode};
+use crate::tell::replay_file::ReplayFile;
+use crate::tell::story::{render_story, story};
+use crate::tell::write::write_whole;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -232,10 +232,10 @@ pub fn live_worker_command(spec: String) -> ExitCode {
 /// The time scale chosen from the simulated run and this machine's lag, printed, with a
 /// warning when the verdict rests on the order of one millisecond.
 fn chosen_scale(
-    scenario: &fencesim::scenario::Scenario,
+    scenario: &crate::scenario::Scenario,
     seed: u64,
-    mutant: Option<fencesim::mutant::Mutant>,
-    simulated: &fencesim::runner::Outcome,
+    mutant: Option<crate::mutant::Mutant>,
+    simulated: &crate::runner::Outcome,
 ) -> f64 {
     let chosen = choose(shortest_interval(simulated), measure_lag());
     eprintln!("live: {}; --time-scale sets another", chosen.describe());
@@ -247,15 +247,15 @@ fn chosen_scale(
 /// world under the scheduler's other seeds does not always break the same invariants, and a
 /// real run need not either.
 fn warn_if_unsteady(
-    scenario: &fencesim::scenario::Scenario,
+    scenario: &crate::scenario::Scenario,
     seed: u64,
-    mutant: Option<fencesim::mutant::Mutant>,
-    simulated: &fencesim::runner::Outcome,
+    mutant: Option<crate::mutant::Mutant>,
+    simulated: &crate::runner::Outcome,
 ) {
-    use fencesim::search::widen::{steady_under, OTHER_SCHEDULES};
+    use crate::search::widen::{steady_under, OTHER_SCHEDULES};
     let broken: Vec<&str> =
         simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
-    let mut run = |trial: &fencesim::scenario::Scenario, seed| run_with(trial, seed, mutant);
+    let mut run = |trial: &crate::scenario::Scenario, seed| run_with(trial, seed, mutant);
     if let Ok(steady) = steady_under(scenario, seed, &broken, &mut run) {
         if !broken.is_empty() && steady < OTHER_SCHEDULES {
             eprintln!(

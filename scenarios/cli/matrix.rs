@@ -5,22 +5,22 @@
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
-use fencesim::search::debate::DEBATE_SEEDS;
-use fencesim::search::failover::{failover_file, failover_rows, shrink_failover_failures};
-use fencesim::search::lagging::{lag_file, shrink_lag_failures, LAG_SEEDS};
-use fencesim::search::matrix::{
+use crate::search::debate::DEBATE_SEEDS;
+use crate::search::failover::{failover_file, failover_rows, shrink_failover_failures};
+use crate::search::lagging::{lag_file, shrink_lag_failures, LAG_SEEDS};
+use crate::search::matrix::{
     run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
     SWEEP_SEEDS,
 };
-use fencesim::search::matrix_shards::matrix_shard;
-use fencesim::search::second_store::{
-    shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR,
-};
-use fencesim::search::seeds::Shard;
-use fencesim::tell::replay_file::ReplayFile;
-use fencesim::tell::reports::failover::failover_section;
-use fencesim::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
-use fencesim::tell::write::write_report;
+use crate::search::matrix_shards::matrix_shard;
+use crate::search::second_store::{shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR};
+use crate::search::seeds::Shard;
+use crate::tell::junit::matrix::matrix_suites;
+use crate::tell::junit::write_junit;
+use crate::tell::replay_file::ReplayFile;
+use crate::tell::reports::failover::failover_section;
+use crate::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
+use crate::tell::write::write_report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -41,6 +41,7 @@ pub struct MatrixArgs {
     /// Seeds per setting, mechanism and gateway of the lookups from a lagging copy
     #[arg(long, default_value_t = LAG_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
     lag_seeds: u64,
+    /// Threads to run seeds on (the results do not depend on it)
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
     /// The project root to write under
@@ -50,19 +51,39 @@ pub struct MatrixArgs {
     /// found as JSON and write nothing; `fencesim merge` puts the N shards together
     #[arg(long)]
     shard: Option<Shard>,
+    /// Also write the cells as JUnit XML to this file: one test case per mechanism, gateway
+    /// and invariant, a broken one failed (by design for an unsafe mechanism) with its
+    /// violation, its plan and its replay command
+    #[arg(long, value_name = "FILE", conflicts_with = "shard")]
+    junit: Option<PathBuf>,
 }
 
 /// Runs the matrix, the sweep and the debate, shrinks each mechanism's first failure, and
-/// writes the report and the shrunk replay files under `root` (the files of an earlier run go).
-pub fn write_guarantees(root: &Path, sizes: MatrixSizes, jobs: usize) -> Result<String, String> {
-    write_report_of(root, &run_matrix(sizes, jobs)?, jobs)
+/// writes the report and the shrunk replay files under `root` (the files of an earlier run
+/// go), and the JUnit report when asked.
+pub fn write_guarantees(
+    root: &Path,
+    sizes: MatrixSizes,
+    jobs: usize,
+    junit: Option<&Path>,
+) -> Result<String, String> {
+    write_report_of(root, &run_matrix(sizes, jobs)?, jobs, junit)
 }
 
 /// Shrinks each cell's first failure and writes the report, the sweep's chart (drawn from
 /// the report's table) and the shrunk replay files under `root` (the files of an earlier
-/// run go): the end of a matrix run, or of a merge of its shards.
-pub fn write_report_of(root: &Path, found: &MatrixFound, jobs: usize) -> Result<String, String> {
+/// run go), and the JUnit report when asked: the end of a matrix run, or of a merge of its
+/// shards.
+pub fn write_report_of(
+    root: &Path,
+    found: &MatrixFound,
+    jobs: usize,
+    junit: Option<&Path>,
+) -> Result<String, String> {
     let shrunk = shrink_first_failures(&found.cells, jobs)?;
+    if let Some(path) = junit {
+        write_junit(path, "fencesim matrix", &matrix_suites(&found.cells, &shrunk, root)?)?;
+    }
     let store_shrunk = shrink_store_failures(&found.second_store, jobs)?;
     let shrunk_lag = shrink_lag_failures(&found.lagging, jobs)?;
     let seeds = found.cells.first().map_or(REPORT_SEEDS, |cell| cell.seeds);
@@ -112,7 +133,7 @@ pub fn run(args: MatrixArgs) -> ExitCode {
             Err(error) => bad_input(error),
         };
     }
-    match write_guarantees(&args.root, sizes, args.jobs) {
+    match write_guarantees(&args.root, sizes, args.jobs, args.junit.as_deref()) {
         Ok(text) => {
             print!("{text}");
             println!("\nwrote {GUARANTEES_REPORT} and {SWEEP_CHART}");

@@ -1,7 +1,7 @@
 //! `fencesim mechanisms` (also `strategies`): each mechanism and what it promises, and
 //! what it breaks with no fault at all when it breaks anything.
 
-use fencesim::model::Mechanism;
+use crate::model::Mechanism;
 use std::process::ExitCode;
 
 pub fn run() -> ExitCode {

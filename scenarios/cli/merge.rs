@@ -9,10 +9,12 @@ use crate::cli::args::{default_jobs, parse_jobs};
 use crate::cli::matrix::write_report_of;
 use crate::cli::mutants::{tell, write_detection};
 use crate::cli::{bad_input, verdict};
-use fencesim::search::matrix_shards::merge_matrix;
-use fencesim::search::merge::{merge, ShardReport};
-use fencesim::search::mutant_shards::merge_mutants;
-use fencesim::tell::reports::guarantees::{GUARANTEES_REPORT, SWEEP_CHART};
+use crate::search::matrix_shards::merge_matrix;
+use crate::search::merge::{merge, ShardReport};
+use crate::search::mutant_shards::merge_mutants;
+use crate::tell::junit::explore::explore_suite;
+use crate::tell::junit::write_junit;
+use crate::tell::reports::guarantees::{GUARANTEES_REPORT, SWEEP_CHART};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -27,6 +29,11 @@ pub struct MergeArgs {
     /// Matrix shards: threads for shrinking the first failures
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
+    /// Also write the merged results as JUnit XML to this file, as the unsharded command's
+    /// --junit would have (an exploration's failing runs are read from the replay files
+    /// its shards wrote)
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 fn read(path: &PathBuf) -> Result<ShardReport, String> {
@@ -38,7 +45,8 @@ fn read(path: &PathBuf) -> Result<ShardReport, String> {
 
 /// A matrix's shards: the report one run would have written, written and printed.
 fn merge_matrix_shards(shards: &[ShardReport], args: &MergeArgs) -> ExitCode {
-    let written = merge_matrix(shards).and_then(|found| write_report_of(&args.root, &found, args.jobs));
+    let written = merge_matrix(shards)
+        .and_then(|found| write_report_of(&args.root, &found, args.jobs, args.junit.as_deref()));
     match written {
         Ok(text) => {
             print!("{text}");
@@ -61,7 +69,7 @@ pub fn run(args: MergeArgs) -> ExitCode {
     }
     if command.as_ref().is_some_and(|command| command == "mutants") {
         return match merge_mutants(&shards)
-            .and_then(|merged| Ok((write_detection(&args.root, &merged)?, merged)))
+            .and_then(|merged| Ok((write_detection(&args.root, &merged, args.junit.as_deref())?, merged)))
         {
             Ok((text, merged)) => tell(&merged, &text, false),
             Err(error) => bad_input(error),
@@ -72,5 +80,9 @@ pub fn run(args: MergeArgs) -> ExitCode {
         Err(error) => return bad_input(error),
     };
     println!("{merged}");
+    let written = args.junit.map(|path| write_junit(&path, "fencesim explore", &[explore_suite(&merged)]));
+    if let Some(Err(error)) = written {
+        return bad_input(error);
+    }
     verdict(merged["first_failing_seed"].is_null())
 }

@@ -4,14 +4,17 @@
 
 pub mod args;
 pub mod bench;
+pub mod completions;
 pub mod demo;
 pub mod explore;
 pub mod fidelity;
 pub mod live;
+pub mod manpage;
 pub mod matrix;
 pub mod mechanisms;
 pub mod merge;
 pub mod mutants;
+pub mod reference;
 pub mod replay;
 pub mod report;
 pub mod run;
@@ -63,6 +66,11 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// The worked example, or a replay file's world (--replay), with real processes and servers
     Live(live::LiveArgs),
+    /// Print the shell's completion script for fencesim, e.g. `fencesim completions bash >
+    /// ~/.local/share/bash-completion/completions/fencesim`
+    Completions(completions::CompletionsArgs),
+    /// Print fencesim's manual page (roff), or write one page per subcommand into a directory
+    Manpage(manpage::ManpageArgs),
     /// A worker process of a live run (started by `fencesim live`)
     #[command(hide = true)]
     LiveWorker {
@@ -72,6 +80,28 @@ pub enum Command {
 }
 
 /// Bad input: exit 2 with a message that says what is wrong.
+/// Runs the subcommand the command line named; its exit code.
+pub fn dispatch(command: Command) -> ExitCode {
+    match command {
+        Command::Demo(args) => demo::run(args),
+        Command::Run(args) => run::run_command(args),
+        Command::Mechanisms => mechanisms::run(),
+        Command::Explore(args) => explore::run(args),
+        Command::Replay(args) => replay::run_command(args),
+        Command::Shrink(args) => shrink::run_command(args),
+        Command::Matrix(args) => matrix::run(args),
+        Command::Mutants(args) => mutants::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Fidelity(args) => fidelity::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Merge(args) => merge::run(args),
+        Command::Live(args) => live::live_command(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Manpage(args) => manpage::run(args),
+        Command::LiveWorker { spec } => live::live_worker_command(spec),
+    }
+}
+
 pub fn bad_input(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("fencesim: {message}");
     ExitCode::from(2)

@@ -3,17 +3,19 @@
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
-use fencesim::mutant::Mutant;
-use fencesim::search::exhaustive::small_scope;
-use fencesim::search::false_alarms::false_alarm_runs;
-use fencesim::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
-use fencesim::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
-use fencesim::search::seeds::Shard;
-use fencesim::tell::reports::detection::{
+use crate::mutant::Mutant;
+use crate::search::exhaustive::small_scope;
+use crate::search::false_alarms::false_alarm_runs;
+use crate::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
+use crate::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
+use crate::search::seeds::Shard;
+use crate::tell::junit::mutants::{false_alarm_suite, mutants_suite};
+use crate::tell::junit::write_junit;
+use crate::tell::reports::detection::{
     detection_chart, detection_report, exhaustive_section, false_alarm_section, mutant_table,
     DETECTION_CHART, DETECTION_REPORT,
 };
-use fencesim::tell::write::write_report;
+use crate::tell::write::write_report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -26,8 +28,10 @@ pub struct MutantsArgs {
     /// Seeds per search at most
     #[arg(long, default_value_t = 2_000, value_parser = parse_count, allow_hyphen_values = true)]
     budget: u64,
+    /// Threads to run seeds on (the results do not depend on it)
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
+    /// Print the measurements as one JSON object instead of the report
     #[arg(long)]
     json: bool,
     /// Leave out the exhaustive small-scope section
@@ -51,6 +55,11 @@ pub struct MutantsArgs {
     /// puts the N shards together
     #[arg(long, conflicts_with = "only")]
     shard: Option<Shard>,
+    /// Also write the results as JUnit XML to this file: one test case per mutant, failed
+    /// when no search caught it (a caught one tells its catch, plan and replay command),
+    /// and one per safe mechanism's false-alarm run
+    #[arg(long, value_name = "FILE", conflicts_with = "shard")]
+    junit: Option<PathBuf>,
 }
 
 /// `--only`: the chosen mutants' rows, nothing written.
@@ -61,6 +70,9 @@ fn run_only(args: &MutantsArgs) -> ExitCode {
     };
     if args.keep_shrunk {
         let dir = args.root.join(MUTANT_FILES);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return bad_input(format!("cannot create {}: {e}", dir.display()));
+        }
         for report in &reports {
             let kept = report
                 .shrunk_file
@@ -69,6 +81,12 @@ fn run_only(args: &MutantsArgs) -> ExitCode {
             if let Some(Err(error)) = kept {
                 return bad_input(error);
             }
+        }
+    }
+    if let Some(path) = &args.junit {
+        let suite = mutants_suite(&reports, args.starts, args.budget, &args.root, args.keep_shrunk);
+        if let Err(error) = write_junit(path, "fencesim mutants", &[suite]) {
+            return bad_input(error);
         }
     }
     match args.json {
@@ -97,8 +115,17 @@ fn keep_shrunk(root: &Path, reports: &[MutantReport]) -> Result<(), String> {
 /// Writes the detection report, its chart (drawn from the report's table) and each mutant's
 /// shrunk run under `root`: the end of a mutant run, or of a merge of its shards. The
 /// report's text.
-pub fn write_detection(root: &Path, measured: &MutantsMerged) -> Result<String, String> {
+pub fn write_detection(
+    root: &Path,
+    measured: &MutantsMerged,
+    junit: Option<&Path>,
+) -> Result<String, String> {
     let MutantsMerged { run, reports, scope, false_alarms } = measured;
+    if let Some(path) = junit {
+        let suites =
+            [mutants_suite(reports, run.starts, run.budget, root, true), false_alarm_suite(false_alarms)];
+        write_junit(path, "fencesim mutants", &suites)?;
+    }
     let text = detection_report(reports, run.starts, run.budget)
         + &scope.as_ref().map(exhaustive_section).unwrap_or_default()
         + &false_alarm_section(false_alarms);
@@ -154,7 +181,9 @@ pub fn run(args: MutantsArgs) -> ExitCode {
             Err(error) => bad_input(error),
         };
     }
-    match measure(&args).and_then(|measured| Ok((write_detection(&args.root, &measured)?, measured))) {
+    let written = measure(&args)
+        .and_then(|measured| Ok((write_detection(&args.root, &measured, args.junit.as_deref())?, measured)));
+    match written {
         Ok((text, measured)) => tell(&measured, &text, args.json),
         Err(error) => bad_input(error),
     }

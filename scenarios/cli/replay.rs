@@ -3,17 +3,18 @@
 
 use crate::cli::args::parse_mechanism;
 use crate::cli::{bad_input, verdict};
-use fencesim::model::Mechanism;
-use fencesim::runner::{run_with, Outcome};
-use fencesim::scenario::Scenario;
-use fencesim::tell::failure::{first_difference, tell_failure};
-use fencesim::tell::replay_file::ReplayFile;
-use fencesim::tell::timeline::write_run_page;
+use crate::model::Mechanism;
+use crate::runner::{run_with, Outcome};
+use crate::scenario::Scenario;
+use crate::tell::failure::{first_difference, tell_failure};
+use crate::tell::replay_file::ReplayFile;
+use crate::tell::timeline::write_run_page;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
+    /// The replay file (written by explore, run --save-replay or shrink)
     file: PathBuf,
     /// Run it twice in fresh runtimes and name the first event that differs
     #[arg(long)]

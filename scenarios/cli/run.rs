@@ -3,21 +3,22 @@
 
 use crate::cli::args::{parse_gateway, parse_mechanism, parse_scenario, parse_seed, parse_ttl};
 use crate::cli::{bad_input, verdict};
-use fencesim::model::Mechanism;
-use fencesim::mutant::Mutant;
-use fencesim::runner::{run_with, Outcome, DEFAULT_SEED};
-use fencesim::scenario::{self, FaultMask};
-use fencesim::sim::GatewayMode;
-use fencesim::tell::failure::violations_told;
-use fencesim::tell::replay_file::ReplayFile;
-use fencesim::tell::story::{render_story, story};
-use fencesim::tell::timeline::write_run_page;
-use fencesim::tell::write::write_whole;
+use crate::model::Mechanism;
+use crate::mutant::Mutant;
+use crate::runner::{run_with, Outcome, DEFAULT_SEED};
+use crate::scenario::{self, FaultMask};
+use crate::sim::GatewayMode;
+use crate::tell::failure::violations_told;
+use crate::tell::replay_file::ReplayFile;
+use crate::tell::story::{render_story, story};
+use crate::tell::timeline::write_run_page;
+use crate::tell::write::write_whole;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
+    /// The scenario: worked-example, random or another (a name it does not know lists them)
     #[arg(long, default_value = "worked-example", value_parser = parse_scenario)]
     scenario: String,
     /// The mechanism (`fencesim mechanisms` lists them), e.g. ttl-only or fenced
@@ -26,6 +27,7 @@ pub struct RunArgs {
     /// idempotent or non-idempotent
     #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
     gateway: GatewayMode,
+    /// The seed: it chooses the world's faults and timings, and orders the scheduler
     #[arg(long, default_value_t = DEFAULT_SEED, value_parser = parse_seed, allow_hyphen_values = true)]
     seed: u64,
     /// Override the lease TTL, in milliseconds (a positive whole number)

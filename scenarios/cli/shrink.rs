@@ -2,13 +2,14 @@
 //! breaks the same invariant; the smaller file is written beside the original.
 
 use crate::cli::{bad_input, verdict};
-use fencesim::search::shrink::{shrink_file, Shrunk};
-use fencesim::tell::replay_file::ReplayFile;
+use crate::search::shrink::{shrink_file, Shrunk};
+use crate::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct ShrinkArgs {
+    /// The failing replay file
     file: PathBuf,
     /// The invariant the smaller file must still break (default: the file's first)
     #[arg(long)]

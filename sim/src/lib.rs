@@ -13,8 +13,10 @@
 
 #[cfg(not(madsim))]
 compile_error!(
-    "fencesim must be built with `--cfg madsim` (set in .cargo/config.toml); \
-     a RUSTFLAGS variable replaces that setting: add `--cfg madsim` to it"
+    "fencesim must be built with `--cfg madsim`. The repository's .cargo/config.toml sets it \
+     for every cargo command run inside it (`cargo build`, `cargo test`, `cargo install --locked --path .`); \
+     a RUSTFLAGS variable replaces that setting, and `cargo install --git` never reads it. \
+     Run instead: RUSTFLAGS=\"--cfg madsim\" cargo install --locked --git <the repository's URL> fencesim"
 );
 
 pub mod clock;

@@ -4,3 +4,4 @@ pub mod chromium;
 pub mod faketime;
 pub mod picture;
 pub mod redis_server;
+pub mod xmllint;
