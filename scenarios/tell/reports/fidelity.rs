@@ -39,21 +39,35 @@ pub const NOTES: &[(&str, &str)] = &[
     ("shrunk/lookup-lag-off-fenced-db-sequence-non-idempotent.json", DB_SEQUENCE_RACE),
     (
         "mutants/failure-taken-as-refunded.json",
-        "live timing: a gateway outage of 1 ms at 5 ms, which A's refund call meets at 5 ms in the simulation; live, A \
-         calls a millisecond or two later, after the outage. The breach's chain is that one refused call, so neither the \
-         time scale's interval nor the shrinker's widening sees the outage's millisecond",
+        "live timing: a gateway outage of 1 ms at 5 ms, which A's refund call meets at 5 ms in the simulation after six \
+         requests; live, A fell a story millisecond behind by then and called after the outage (0 of 5 runs on SQLite). \
+         Each request's latency now counts the worker's own work (5 of 5 on SQLite after); PostgreSQL's first statements \
+         cost more (1 to 2 of 5 at the chosen scale of 5, 5 of 5 at 10): the chain, one refused call, does not show the \
+         outage's millisecond, so the scale is chosen from its 2 ms",
     ),
-    ("shrunk/ttl-only-idempotent.json", NOT_READ),
-    ("mutants/confirm-without-fence.json", NOT_READ),
-    ("mutants/extend-ttl-ms-as-seconds.json", NOT_READ),
-    ("mutants/release-by-get-then-del.json", NOT_READ),
+    ("shrunk/ttl-only-idempotent.json", ONE_MS_RACE),
+    ("mutants/confirm-without-fence.json", ONE_MS_RACE),
+    (
+        "mutants/extend-ttl-ms-as-seconds.json",
+        "live timing: A's renewal at 5 ms must come before its crash at 6 ms; a first PostgreSQL statement held the \
+         worker's only thread past it (0 of 5 runs). Database calls now wait off the worker's runtime (4 of 5 after)",
+    ),
+    (
+        "mutants/release-by-get-then-del.json",
+        "live timing: B is handed its jobs back twenty times before the race, and asking at its next poll lost up to a \
+         story millisecond each time: B took the lease after A's DEL had landed (2 and 1 of 5 runs). The queue now says \
+         when the oldest delivery is due (5 of 5 on each database after)",
+    ),
 ];
 
 const DB_SEQUENCE_RACE: &str = "live timing: B must select the open rows in the millisecond before A claims `r_009` \
      (140 and 141 ms: steady under every other schedule, a gap the world's latencies make); live, A's claim lands first \
      in some runs, B finds `r_009` sending, looks it up and does not pay it again";
 
-const NOT_READ: &str = "cause not read yet: the live stories are still to be compared with the simulated one";
+const ONE_MS_RACE: &str = "live timing: B's claim of `r_001` must land in the millisecond before A's confirm, after \
+     more than ten milliseconds of B's requests; live, B fell a fraction of a millisecond behind a request and A \
+     confirmed first in some runs (each request's latency now counts the worker's own work: `confirm-without-fence` \
+     agreed in 5 of 5 runs on each database after, `ttl-only-idempotent` in 4 of 5 on SQLite)";
 
 fn note(file: &str) -> &'static str {
     NOTES.iter().find(|(name, _)| *name == file).map_or("", |(_, note)| note)
