@@ -88,6 +88,13 @@ async fn sleep_real(real: Duration) {
     }
 }
 
+/// A worker's last request on a hop, in wall-clock microseconds.
+#[derive(Clone, Copy, Default)]
+pub struct LastRequest {
+    sent_us: u64,
+    cost_us: u64,
+}
+
 /// A worker process's own faults.
 pub struct LiveFaults {
     pub worker: WorkerId,
@@ -106,11 +113,10 @@ pub struct LiveFaults {
     /// Hold-ups armed for the next request on each hop, and for its answer, by `Hop`.
     pub held: Mutex<Held>,
     pub clock: crate::live::clock::LiveClock,
-    /// Per hop, when the worker's last request left (after its latency), and how long the
-    /// real component took to answer it, in wall-clock microseconds: the next request on
-    /// the hop waits that much less of its latency.
-    pub sent_us: Mutex<[u64; Hop::COUNT]>,
-    pub cost_us: Mutex<[u64; Hop::COUNT]>,
+    /// Per hop, the worker's last request: when it left (after its latency), and how long
+    /// the real component took to answer it, in wall-clock microseconds. The next request
+    /// on the hop waits that much less of its latency.
+    pub last_request: Mutex<[LastRequest; Hop::COUNT]>,
     /// The hop of the worker's last request since its last step, if any: the next request
     /// on the same hop is inside that operation.
     pub last_hop: Mutex<Option<Hop>>,
@@ -145,13 +151,11 @@ impl LiveFaults {
 
     /// A request is about to leave on `hop`: count it and take the faults it triggers,
     /// before it leaves; then it takes the world's latency on the hop, as in the
-    /// simulation (the real component's own comes on top, tens of microseconds). The
-    /// simulation gives a worker's own work no time, so the work done since the worker's
-    /// last answer (or the end of its last sleep), and what the real component took to
-    /// answer the last request on the hop, are part of the latency: the request waits
-    /// only the rest of it,
-    /// and a story of many requests does not fall behind the simulated one by a real
-    /// fraction of a millisecond each.
+    /// simulation. The simulation gives a worker's own work no time, so the work done since
+    /// the worker's last answer (or the end of its last sleep), and what the real component
+    /// took to answer the last request on the hop, are part of the latency: the request
+    /// waits only the rest of it, and a story of many requests does not fall behind the
+    /// simulated one by a real fraction of a millisecond each.
     pub async fn call(&self, hop: Hop) {
         self.take_due_by_time();
         {
@@ -173,8 +177,9 @@ impl LiveFaults {
         let held =
             std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).request_ms[hop as usize]);
         let latency = self.clock.real(self.latency_ms[hop as usize]);
+        let last = &self.last_request;
         let cost =
-            Duration::from_micros(self.cost_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize]);
+            Duration::from_micros(last.lock().unwrap_or_else(|p| p.into_inner())[hop as usize].cost_us);
         // a longer gap is not work but a wait (for a job, or stopped in a pause): the
         // request then takes its whole latency, as in the simulation
         let rest = match crate::live::clock::since_woke() {
@@ -182,14 +187,16 @@ impl LiveFaults {
             _ => latency.saturating_sub(cost),
         };
         sleep_real(rest + self.clock.real(held)).await;
-        self.sent_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize] = crate::live::clock::wall_us();
+        last.lock().unwrap_or_else(|p| p.into_inner())[hop as usize].sent_us = crate::live::clock::wall_us();
     }
 
     /// The answer to the request on `hop` is back: it takes the hold-up armed for it.
     pub async fn answered(&self, hop: Hop) {
-        let sent = self.sent_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize];
-        self.cost_us.lock().unwrap_or_else(|p| p.into_inner())[hop as usize] =
-            crate::live::clock::wall_us().saturating_sub(sent);
+        {
+            let mut last = self.last_request.lock().unwrap_or_else(|p| p.into_inner());
+            let request = &mut last[hop as usize];
+            request.cost_us = crate::live::clock::wall_us().saturating_sub(request.sent_us);
+        }
         self.take_due_by_time();
         let held =
             std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).reply_ms[hop as usize]);

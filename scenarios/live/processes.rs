@@ -96,8 +96,7 @@ impl Children {
             let mut status = 0;
             // SAFETY: waitpid on our own child, with a valid pointer to an int.
             if unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) } == child.pid {
-                child.life =
-                    Life::Exited(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 });
+                child.life = exited(status);
                 let said = std::fs::read_to_string(&child.stderr).unwrap_or_default();
                 return Some(format!(
                     "worker {} ended before the story began: {}",
@@ -180,7 +179,7 @@ impl Children {
                 libc::waitpid(child.pid, &mut status, libc::WUNTRACED)
             };
             child.life = match reaped == child.pid && !libc::WIFSTOPPED(status) {
-                true => Life::Exited(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 }),
+                true => exited(status),
                 false => Life::Stopped(until),
             };
         }
@@ -218,6 +217,11 @@ impl Children {
     }
 }
 
+/// A process that left, with its exit status as a wait reported it (-1: not by exiting).
+fn exited(status: i32) -> Life {
+    Life::Exited(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 })
+}
+
 /// What a process that changed state did: stopped itself for the pause it fired, was
 /// killed by the crash it fired, or exited.
 fn taken(child: &Child, status: i32, plan: &LivePlan, world: &WorldConfig, clock: LiveClock) -> Life {
@@ -237,7 +241,7 @@ fn taken(child: &Child, status: i32, plan: &LivePlan, world: &WorldConfig, clock
             _ => Life::Exited(-signal),
         };
     }
-    Life::Exited(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 })
+    exited(status)
 }
 
 impl Drop for Children {

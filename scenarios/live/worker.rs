@@ -132,8 +132,7 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
         latency_ms: spec.latency_ms,
         held: Mutex::default(),
         clock: spec.clock,
-        sent_us: Mutex::default(),
-        cost_us: Mutex::default(),
+        last_request: Mutex::default(),
         last_hop: Mutex::default(),
         outside: Outside {
             gateway_url: spec.gateway_url.clone(),
