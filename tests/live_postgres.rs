@@ -1,7 +1,10 @@
 //! The refund store on PostgreSQL answers as the SQLite one does: the token sequence, and
-//! every statement a planted bug rewrites. Each test starts a cluster of its own on
-//! loopback in a temporary directory and stops it; without PostgreSQL they say loudly that
-//! they skipped, and with `CI` set they fail instead.
+//! every statement a planted bug rewrites; and a live run on PostgreSQL stopped by a
+//! signal leaves nothing behind. Each test starts a cluster of its own on loopback in a
+//! temporary directory and stops it; without PostgreSQL they say loudly that they skipped,
+//! and with `CI` set they fail instead.
+
+mod support;
 
 use fencesim::live::postgres::{postgres_program, PgRefunds, PostgresServer};
 use fencesim::live::store::Refunds;
@@ -14,12 +17,7 @@ use fencesim::sim::Wiring;
 
 /// A cluster of the test's own, or none (said loudly) on a machine without PostgreSQL.
 fn cluster(test: &str) -> Option<PostgresServer> {
-    if postgres_program("initdb").is_some() && postgres_program("postgres").is_some() {
-        return Some(PostgresServer::start(test).unwrap());
-    }
-    assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and no PostgreSQL was found");
-    eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
-    None
+    has_postgres(test).then(|| PostgresServer::start(test).unwrap())
 }
 
 /// The database's token sequence counts on PostgreSQL as on SQLite, from where the
@@ -98,4 +96,113 @@ fn every_planted_statement_answers_on_postgres_as_on_sqlite() {
         assert_eq!(writes(&postgres), writes(&sqlite), "{mutant:?}");
     }
     assert!(planted >= 5, "the catalogue's rewritten statements were tried: {planted}");
+}
+
+/// The processes below `pid`, by pid, with their command lines.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let read = |pid: u32, file: &str| std::fs::read(format!("/proc/{pid}/{file}")).ok();
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = String::from_utf8_lossy(&read(pid, "stat")?).into_owned();
+        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+    };
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|entries| entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    let mut found = vec![pid];
+    let mut grew = true;
+    while grew {
+        let more: Vec<u32> = all
+            .iter()
+            .copied()
+            .filter(|p| !found.contains(p) && parent(*p).is_some_and(|pp| found.contains(&pp)))
+            .collect();
+        grew = !more.is_empty();
+        found.extend(more);
+    }
+    let command =
+        |p: u32| String::from_utf8_lossy(&read(p, "cmdline").unwrap_or_default()).replace('\0', " ");
+    found.into_iter().skip(1).map(|p| (p, command(p))).collect()
+}
+
+/// An interrupt or a termination in the middle of a live run (a CI job's timeout, a
+/// person's Ctrl-C) stops it with the exit code of a run cut short, and takes every
+/// process and directory the run made with it: its workers, its redis-server, its
+/// PostgreSQL cluster. (A `fencesim fidelity` stopped this way once left its cluster and
+/// its servers running.)
+#[test]
+fn a_live_run_stopped_by_a_signal_leaves_no_process_and_no_directory() {
+    let test = "live-signal";
+    if !support::redis_server::available(test) || !has_postgres(test) {
+        return;
+    }
+    let tmp = std::env::temp_dir().join(format!("fencesim-signal-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["live", "--database", "postgres", "--runs", "3", "--time-scale", "0.25"])
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut seen = Vec::new();
+    while !seen.iter().any(|(_, command): &(u32, String)| command.contains("live-worker")) {
+        assert!(started.elapsed().as_secs() < 90, "no worker process after 90 s: {seen:?}");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before its workers started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen = descendants(child.id());
+    }
+    // whatever the run leaves when this test fails is killed and removed all the same
+    let _cleanup = Cleanup { pids: seen.iter().map(|(pid, _)| *pid).collect(), dir: tmp.clone() };
+    assert!(seen.iter().any(|(_, c)| c.contains("redis-server")), "a redis-server of the run's: {seen:?}");
+    assert!(seen.iter().any(|(_, c)| c.contains("postgres")), "a PostgreSQL of the run's: {seen:?}");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "exit 3, a run cut short: {stderr}");
+    assert!(stderr.contains("stopped by a signal"), "{stderr}");
+    let alive = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        !stat.is_empty() && !stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z'))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while seen.iter().any(|(pid, _)| alive(*pid)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left: Vec<_> = seen.iter().filter(|(pid, _)| alive(*pid)).collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+    let files: Vec<_> = std::fs::read_dir(&tmp).unwrap().filter_map(|e| Some(e.ok()?.path())).collect();
+    assert!(files.is_empty(), "left in the temporary directory: {files:?}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Kills the processes and removes the directory a failed test left (only then: a passing
+/// test saw them all end, and their pids may since have been given to others).
+struct Cleanup {
+    pids: Vec<u32>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for pid in &self.pids {
+            // SAFETY: a signal to a process this test saw its child start.
+            unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether this machine has PostgreSQL; says loudly when it does not.
+fn has_postgres(test: &str) -> bool {
+    if postgres_program("initdb").is_some() && postgres_program("postgres").is_some() {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and no PostgreSQL was found");
+    eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
+    false
 }

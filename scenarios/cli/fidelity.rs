@@ -1,10 +1,11 @@
 //! `fencesim fidelity`: every committed failure played again live, on SQLite and on
 //! PostgreSQL: writes `reports/fidelity.md`.
 
-use crate::cli::bad_input;
+use crate::cli::{bad_input, INTERRUPTED};
 use crate::live::fidelity::{files, judge, play, Sitting};
+use crate::live::interrupt;
 use crate::live::postgres::PostgresServer;
-use crate::live::scale::measure_lag;
+use crate::live::scale::{measure_lag_on, Probe};
 use crate::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
 use crate::tell::write::write_whole;
 use std::path::PathBuf;
@@ -78,12 +79,17 @@ pub fn run(args: FidelityArgs) -> ExitCode {
     if let Some(unknown) = args.again.iter().find(|name| !known.contains(name)) {
         return bad_input(format!("--again {unknown}: no such file in reports/shrunk/ or reports/mutants/"));
     }
-    let lag = measure_lag();
+    interrupt::watch();
     let postgres = match PostgresServer::start("fidelity") {
         Ok(server) => server,
         Err(error) => return bad_input(error),
     };
-    let sitting = Sitting { program: &program, runs: args.runs, lag, postgres: &postgres.url() };
+    let url = postgres.url();
+    let lags = match lags(&url) {
+        Ok(lags) => lags,
+        Err(error) => return bad_input(error),
+    };
+    let sitting = Sitting { program: &program, runs: args.runs, lags, postgres: &url };
     let mut entries = Vec::new();
     for path in &paths {
         let judged = match judge(&args.root, path, &program) {
@@ -103,9 +109,56 @@ pub fn run(args: FidelityArgs) -> ExitCode {
             Some(_) => Entry::Refused(judged),
             None => match play(&args.root, judged, &sitting, before) {
                 Ok(played) => Entry::Played(played),
+                Err(error) if interrupt::asked() => return stopped(&args.root, &entries, &earlier, error),
                 Err(error) => return bad_input(error),
             },
         });
+        if let Err(error) = save(&args.root, &entries, &earlier) {
+            return bad_input(error);
+        }
     }
     write(&args.root, &entries, true)
+}
+
+/// This machine's lag per request on each database, measured and said.
+fn lags(postgres: &str) -> Result<[std::time::Duration; 2], String> {
+    let measured = |probe| measure_lag_on(probe).map_err(|e| format!("measuring the lag per request: {e}"));
+    let lags = [measured(Probe::Sqlite)?, measured(Probe::Postgres(postgres))?];
+    let ms = |lag: std::time::Duration| lag.as_secs_f64() * 1000.0;
+    eprintln!(
+        "fidelity: lag per request {:.2} ms on SQLite, {:.2} ms on PostgreSQL",
+        ms(lags[0]),
+        ms(lags[1])
+    );
+    Ok(lags)
+}
+
+/// The measurements so far and the earlier rows of the files not reached yet: saved after
+/// every file, so that a sitting cut short (a signal, a crash, a machine taken away) keeps
+/// what it measured, and the next one (`fencesim fidelity` without `--fresh`) plays only
+/// the runs still missing.
+fn so_far(entries: &[Entry], earlier: &[Entry]) -> Vec<Entry> {
+    let reached = |file: &str| entries.iter().any(|entry| entry.judged().file == file);
+    let rest = earlier.iter().filter(|entry| !reached(&entry.judged().file)).cloned();
+    entries.iter().cloned().chain(rest).collect()
+}
+
+fn save(root: &std::path::Path, entries: &[Entry], earlier: &[Entry]) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(&so_far(entries, earlier)).expect("entries are JSON") + "\n";
+    write_whole(&root.join(FIDELITY_DATA), json.as_bytes())
+        .map_err(|e| format!("cannot write {FIDELITY_DATA}: {e}"))
+}
+
+/// A sitting a signal stopped: what it measured is kept in the data (not in the report,
+/// which is written only from a whole sitting), and it exits as a cut-short run does.
+fn stopped(root: &std::path::Path, entries: &[Entry], earlier: &[Entry], error: String) -> ExitCode {
+    eprintln!("fencesim: {error}");
+    match save(root, entries, earlier) {
+        Ok(()) => eprintln!(
+            "fidelity: {} files measured are kept in {FIDELITY_DATA}; `fencesim fidelity` goes on from them",
+            entries.len()
+        ),
+        Err(error) => eprintln!("fencesim: {error}"),
+    }
+    ExitCode::from(INTERRUPTED)
 }

@@ -4,9 +4,11 @@
 //! narrator as a simulated run; `--runs N` plays it N times beside the simulation.
 
 use crate::cli::args::{parse_gateway, parse_mechanism};
-use crate::cli::{bad_input, verdict};
+use crate::cli::{bad_input, verdict, INTERRUPTED};
 use crate::live::coordinator::{live_scenario, refusal};
-use crate::live::scale::{choose, measure_lag, shortest_interval};
+use crate::live::interrupt;
+use crate::live::postgres::PostgresServer;
+use crate::live::scale::{choose, measure_lag_on, shortest_interval, Probe};
 use crate::live::{run_live, run_worker, LiveConfig, StoreChoice, WorkerSpec};
 use crate::model::Mechanism;
 use crate::mutant::Mutant;
@@ -94,6 +96,7 @@ fn tell(outcome: &Outcome, worked_example: bool) {
 }
 
 pub fn live_command(args: LiveArgs) -> ExitCode {
+    interrupt::watch();
     let program = match std::env::current_exe() {
         Ok(program) => program,
         Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
@@ -125,8 +128,8 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         (_, Some(scale)) => scale,
         (None, None) => 0.1,
         (Some((scenario, _)), None) if refusal(&scenario.world).is_err() => 1.0,
-        (Some((scenario, seed)), None) => match run_with(scenario, *seed, mutant) {
-            Ok(simulated) => chosen_scale(scenario, *seed, mutant, &simulated),
+        (Some((scenario, seed)), None) => match default_scale(scenario, *seed, mutant, &store) {
+            Ok(scale) => scale,
             Err(error) => return bad_input(error),
         },
     };
@@ -147,7 +150,7 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
     }
     let outcome = match run_live(&config) {
         Ok(outcome) => outcome,
-        Err(error) => return bad_input(error),
+        Err(error) => return failed(error),
     };
     if let Some(path) = args.trace {
         if let Err(e) = write_whole(&path, &outcome.trace_bytes()) {
@@ -160,6 +163,18 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
         tell(&outcome, config.replay.is_none());
     }
     verdict(outcome.passed())
+}
+
+/// A live run that could not go on: stopped by a signal (it cleaned up and did not
+/// finish, so it cannot say whether anything broke), or anything else (exit 2).
+fn failed(error: String) -> ExitCode {
+    match interrupt::asked() {
+        true => {
+            eprintln!("fencesim: {error}");
+            ExitCode::from(INTERRUPTED)
+        }
+        false => bad_input(error),
+    }
 }
 
 /// A replay file's world, seed and planted bug, for a live run.
@@ -186,7 +201,7 @@ fn runs(config: &LiveConfig, count: u32, json: bool) -> ExitCode {
     for _ in 0..count {
         let outcome = match run_live(config) {
             Ok(outcome) => outcome,
-            Err(error) => return bad_input(error),
+            Err(error) => return failed(error),
         };
         for check in outcome.checks.iter().filter(|check| check.is_violation()) {
             *broken.entry(check.invariant).or_default() += 1;
@@ -229,18 +244,29 @@ pub fn live_worker_command(spec: String) -> ExitCode {
     }
 }
 
-/// The time scale chosen from the simulated run and this machine's lag, printed, with a
-/// warning when the verdict rests on the order of one millisecond.
-fn chosen_scale(
+/// The time scale chosen from the simulated run and this machine's lag per request on
+/// the run's database, printed, with a warning when the verdict rests on the order of one
+/// millisecond.
+fn default_scale(
     scenario: &crate::scenario::Scenario,
     seed: u64,
     mutant: Option<crate::mutant::Mutant>,
-    simulated: &crate::runner::Outcome,
-) -> f64 {
-    let chosen = choose(shortest_interval(simulated), measure_lag());
+    store: &StoreChoice,
+) -> Result<f64, String> {
+    let simulated = run_with(scenario, seed, mutant)?;
+    let lag = match store {
+        StoreChoice::Sqlite(_) => measure_lag_on(Probe::Sqlite),
+        StoreChoice::Postgres(Some(url)) => measure_lag_on(Probe::Postgres(url)),
+        StoreChoice::Postgres(None) => {
+            // each run starts a cluster of its own; this one is for the measurement alone
+            let server = PostgresServer::start("lag")?;
+            measure_lag_on(Probe::Postgres(&server.url()))
+        }
+    };
+    let chosen = choose(shortest_interval(&simulated), lag.map_err(|e| format!("measuring the lag: {e}"))?);
     eprintln!("live: {}; --time-scale sets another", chosen.describe());
-    warn_if_unsteady(scenario, seed, mutant, simulated);
-    chosen.scale
+    warn_if_unsteady(scenario, seed, mutant, &simulated);
+    Ok(chosen.scale)
 }
 
 /// Says so when the simulated verdict rests on the order of one millisecond: the same

@@ -8,6 +8,7 @@ use crate::live::clock::{wall_us, LiveClock};
 use crate::live::expiry::ExpiryWatch;
 use crate::live::faults::Progress;
 use crate::live::gateway::{GatewayService, GatewaySetup};
+use crate::live::interrupt;
 use crate::live::log::{read_all, EventLog};
 use crate::live::merge::merge;
 use crate::live::plan::{live_plan, world_refusal, LivePlan};
@@ -304,6 +305,7 @@ impl Stage {
         let workers = self.scenario.world.workers;
         let within = Instant::now() + READY_WITHIN;
         loop {
+            interrupt::check()?;
             if let Some(said) = children.exited_early() {
                 return Err(said);
             }

@@ -38,14 +38,29 @@ pub struct Judged {
     pub steady: u64,
 }
 
-/// A played file: per database, how many of `runs` broke each invariant.
+/// A played file: on each database, its runs.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Played {
     pub judged: Judged,
+    /// In the order of `DATABASES`.
+    pub databases: Vec<OnDatabase>,
+}
+
+/// A file's runs on one database: the time scale chosen for its lag, and how many of the
+/// runs broke each invariant.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OnDatabase {
+    /// `sqlite` or `postgres`.
+    pub database: String,
     pub scale: f64,
     pub runs: u32,
-    /// Per database (`sqlite`, `postgres`), how many runs broke each invariant.
-    pub broken: Vec<(String, BTreeMap<String, u32>)>,
+    pub broken: BTreeMap<String, u32>,
+}
+
+impl Played {
+    pub fn on(&self, database: &str) -> Option<&OnDatabase> {
+        self.databases.iter().find(|on| on.database == database)
+    }
 }
 
 fn fnv(bytes: &[u8]) -> String {
@@ -119,44 +134,48 @@ pub fn judge(root: &Path, path: &Path, program: &Path) -> Result<Judged, String>
 }
 
 /// How a file is played: the program each worker runs, the runs each database is to
-/// have, this machine's lag, and the PostgreSQL database every run empties and fills
-/// (one cluster for the whole measurement: making one per run cost more than most runs).
+/// have, this machine's lag per request on each database, and the PostgreSQL database
+/// every run empties and fills (one cluster for the whole measurement: making one per run
+/// cost more than most runs).
 pub struct Sitting<'a> {
     pub program: &'a Path,
     pub runs: u32,
-    pub lag: Duration,
+    /// Per database of `DATABASES`, in its order.
+    pub lags: [Duration; 2],
     pub postgres: &'a str,
 }
 
-/// Plays a judged, playable file on each database until it has `runs` runs, at the scale
-/// chosen for this machine's `lag`. An earlier measurement of the same row (the same
-/// judgement and scale) counts: only the runs it lacks are played, and its counts are
-/// added to.
+/// Plays a judged, playable file on each database until it has `runs` runs there, at the
+/// scale chosen for that database's lag. An earlier measurement of the same row (the same
+/// judgement, and on a database the same scale) counts: only the runs it lacks are
+/// played, and its counts are added to.
 pub fn play(
     root: &Path,
     judged: Judged,
     sitting: &Sitting,
     earlier: Option<&Played>,
 ) -> Result<Played, String> {
-    let Sitting { program, runs, lag, postgres } = *sitting;
     let file = ReplayFile::load(&root.join("reports").join(&judged.file))?;
-    let scale = choose(judged.interval_ms, lag).scale;
-    let earlier = earlier.filter(|played| played.judged == judged && played.scale == scale);
-    let done = earlier.map_or(0, |played| played.runs);
-    let mut broken = Vec::new();
-    for database in DATABASES {
-        let config = config(&file, program, scale, database, Some(postgres))?;
-        let mut counts = earlier
-            .and_then(|played| played.broken.iter().find(|(db, _)| db == database))
-            .map(|(_, counts)| counts.clone())
-            .unwrap_or_default();
-        for _ in done..runs {
+    let earlier = earlier.filter(|played| played.judged == judged);
+    let mut databases = Vec::new();
+    for (database, lag) in DATABASES.into_iter().zip(sitting.lags) {
+        let scale = choose(judged.interval_ms, lag).scale;
+        let config = config(&file, sitting.program, scale, database, Some(sitting.postgres))?;
+        let before = earlier.and_then(|played| played.on(database)).filter(|on| on.scale == scale);
+        let mut on = before.cloned().unwrap_or_else(|| OnDatabase {
+            database: database.to_owned(),
+            scale,
+            runs: 0,
+            broken: BTreeMap::new(),
+        });
+        while on.runs < sitting.runs {
             let outcome = run_live(&config)?;
             for check in outcome.checks.iter().filter(|check| check.is_violation()) {
-                *counts.entry(check.invariant.to_owned()).or_default() += 1;
+                *on.broken.entry(check.invariant.to_owned()).or_default() += 1;
             }
+            on.runs += 1;
         }
-        broken.push((database.to_owned(), counts));
+        databases.push(on);
     }
-    Ok(Played { judged, scale, runs: runs.max(done), broken })
+    Ok(Played { judged, databases })
 }

@@ -11,6 +11,7 @@
 //!   happen; `plan`: what of a world and its faults a live run can do; `supervise`: the
 //!   coordinator's loop while the run goes on; `coordinator`: the run, from its input to
 //!   its verdict;
+//! - `interrupt`: a signal that asks the run to stop and clean up;
 //! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
 //!   store, and a cluster of the run's own.
 
@@ -21,6 +22,7 @@ pub mod faketime;
 pub mod faults;
 pub mod fidelity;
 pub mod gateway;
+pub mod interrupt;
 pub mod log;
 pub mod merge;
 pub mod plan;

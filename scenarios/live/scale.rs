@@ -4,10 +4,15 @@
 //! latency the story gives it (the real command, its event line, the runtime's waking).
 //! So the story is stretched until its shortest interval is several requests' worth of
 //! this machine's lag: the interval from the simulated run's chains (the events from the
-//! fault to each breach, which is the order the verdict rests on), the lag measured here.
+//! fault to each breach, which is the order the verdict rests on) and from the windows its
+//! faults held open, the lag measured here on the database the run uses.
 
+use crate::live::postgres::PgRefunds;
+use crate::live::store::Refunds;
 use crate::runner::Outcome;
 use crate::search::widen::race_margin;
+use fencesim_model::{MerchantId, SqliteRefunds};
+use fencesim_sim::{EventKind, FaultKind};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -19,9 +24,12 @@ const SCALES: [f64; 2] = [5.0, 10.0];
 
 /// How many requests' lag the shortest interval is to outlast. Measured here at scale 1: a
 /// live worker is one to two story milliseconds behind the simulated one by its fifth
-/// request (five to ten times the lag this module measures, 0.2 ms), so twenty is about
-/// twice what a race a few requests into a batch has lost.
-const REQUESTS: f64 = 20.0;
+/// request, which is two to six times the lag per request on SQLite that `measure_lag_on`
+/// measures (0.3 to 0.6 ms; without the statement's round trip it was 0.2 ms, and twenty
+/// of those were asked for), so ten is about twice what a race a few requests into a batch
+/// has lost. On PostgreSQL a request costs about 1 ms here, and a story that turns on a
+/// millisecond is stretched tenfold.
+const REQUESTS: f64 = 10.0;
 
 /// The default and what it was chosen from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,7 +38,7 @@ pub struct Chosen {
     /// The shortest gap between two steps of a violation's chain, in the story (a gap of
     /// no time counts as a millisecond); none when the simulated run breaks nothing.
     pub interval_ms: Option<u64>,
-    /// This machine's lag per request, measured.
+    /// This machine's lag per request on the run's database, measured.
     pub lag: Duration,
 }
 
@@ -47,9 +55,10 @@ impl Chosen {
     }
 }
 
-/// The shortest gap between consecutive steps of a violation's chain that two parties
-/// took (`widen::race_margin`: one worker's own steps keep their order at any speed); if
-/// no two parties follow each other in any chain, the shortest gap between any two steps.
+/// The shortest interval the verdict rests on: the shortest gap between consecutive steps
+/// of a violation's chain that two parties took (`widen::race_margin`: one worker's own
+/// steps keep their order at any speed), or, if no two parties follow each other in any
+/// chain, between any two steps; or a fault's window, if one is shorter.
 pub fn shortest_interval(simulated: &Outcome) -> Option<u64> {
     let any_gap = || {
         let chains = simulated.chains();
@@ -57,7 +66,30 @@ pub fn shortest_interval(simulated: &Outcome) -> Option<u64> {
             chains.iter().flat_map(|(_, chain)| chain.steps.windows(2).map(|p| p[1].at_ms - p[0].at_ms));
         gaps.min()
     };
-    race_margin(simulated).map(|(gap, _)| gap).or_else(any_gap).map(|gap| gap.max(1))
+    let gap = race_margin(simulated).map(|(gap, _)| gap).or_else(any_gap);
+    let shortest = match (gap, shortest_window(simulated)) {
+        (Some(gap), Some(window)) => Some(gap.min(window)),
+        (gap, window) => gap.or(window),
+    };
+    shortest.map(|ms| ms.max(1))
+}
+
+/// The shortest window a fault that fired held open for every worker: a gateway outage, a
+/// spell of conflicts, a lookup reading a lagging copy. A request must fall inside it, and
+/// a chain shows the request, not the window (a refused call at 5 ms, not the outage from
+/// 5 to 6 ms that refused it).
+fn shortest_window(simulated: &Outcome) -> Option<u64> {
+    let window = |kind: &EventKind| match kind {
+        EventKind::FaultFired {
+            fault:
+                FaultKind::GatewayOutage { for_ms }
+                | FaultKind::GatewayConflicts { for_ms }
+                | FaultKind::LookupLag { for_ms },
+            ..
+        } => Some(*for_ms),
+        _ => None,
+    };
+    simulated.record.events.iter().filter_map(|event| window(&event.kind)).min()
 }
 
 /// The scale for a story whose shortest interval is `interval_ms`, on a machine whose
@@ -72,6 +104,48 @@ pub fn choose(interval_ms: Option<u64>, lag: Duration) -> Chosen {
         }
     };
     Chosen { scale, interval_ms, lag }
+}
+
+/// The database a lag is measured on.
+#[derive(Clone, Copy, Debug)]
+pub enum Probe<'a> {
+    /// A SQLite file in WAL mode, as the live run's.
+    Sqlite,
+    /// The PostgreSQL database at this URL (its refund tables are made if missing).
+    Postgres(&'a str),
+}
+
+/// This machine's lag per request of a live worker on `database`: what every request pays
+/// (`measure_lag`) and a database statement's round trip, a committed update through the
+/// store the workers use. Measured here, a PostgreSQL statement costs several times what
+/// a SQLite one does, and a story that turns on a millisecond needs more stretching there.
+pub fn measure_lag_on(database: Probe) -> Result<Duration, String> {
+    let statement = match database {
+        Probe::Sqlite => {
+            let dir = std::env::temp_dir().join(format!("fencesim-lag-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let store = SqliteRefunds::open_file(&dir.join("lag.db"), true).map_err(|e| e.to_string());
+            let lag = store.and_then(|store| statement_lag(&store));
+            let _ = std::fs::remove_dir_all(&dir);
+            lag?
+        }
+        Probe::Postgres(url) => statement_lag(&PgRefunds::connect(url)?)?,
+    };
+    Ok(measure_lag() + statement)
+}
+
+/// A committed update's round trip on `store`: the median of 15.
+fn statement_lag(store: &dyn Refunds) -> Result<Duration, String> {
+    let merchant = MerchantId(u32::MAX);
+    store.set_sequence(merchant, 0)?;
+    let mut tries = Vec::new();
+    for _ in 0..15 {
+        let started = Instant::now();
+        store.next_sequence_token(merchant)?;
+        tries.push(started.elapsed());
+    }
+    tries.sort();
+    Ok(tries[tries.len() / 2])
 }
 
 /// This machine's lag per request, as a live worker pays it: a loopback round trip, a
@@ -117,13 +191,13 @@ mod tests {
 
     #[test]
     fn a_story_turning_on_a_millisecond_is_stretched_until_it_outlasts_the_lag() {
-        let lag = Duration::from_micros(100);
-        // 20 requests of 0.1 ms: 2 ms, and no scale below 5
+        let lag = Duration::from_micros(300);
+        // 10 requests of 0.3 ms: 3 ms, and no scale below 5
         assert_eq!(choose(Some(1), lag).scale, 5.0);
         assert_eq!(choose(Some(100), lag).scale, 5.0);
-        // 20 requests of 0.3 ms: 6 ms
-        assert_eq!(choose(Some(1), Duration::from_micros(300)).scale, 10.0);
-        assert_eq!(choose(Some(2), Duration::from_micros(300)).scale, 5.0);
+        // 10 requests of 1 ms (a PostgreSQL statement's): 10 ms
+        assert_eq!(choose(Some(1), Duration::from_millis(1)).scale, 10.0);
+        assert_eq!(choose(Some(2), Duration::from_millis(1)).scale, 5.0);
         assert_eq!(choose(Some(1), Duration::from_millis(5)).scale, 10.0, "capped");
         assert_eq!(choose(None, Duration::from_millis(5)).scale, 5.0, "nothing to time");
     }

@@ -7,6 +7,7 @@ use crate::live::clock::LiveClock;
 use crate::live::faketime::jump_ms;
 use crate::live::faults::expire_now;
 use crate::live::gateway::GatewayService;
+use crate::live::interrupt;
 use crate::live::log::EventLog;
 use crate::live::plan::{LivePlan, Planned};
 use crate::live::processes::{instant_of, Children};
@@ -65,6 +66,7 @@ impl Supervision<'_> {
         let world = self.world;
         let down = self.clock.real(world.mechanism.restart_down_ms(world.redis_restart_ms, world.ttl_ms));
         while !children.all_exited() {
+            interrupt::check()?;
             if Instant::now() > self.deadline {
                 return Ok(false);
             }
