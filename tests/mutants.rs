@@ -67,6 +67,7 @@ fn the_mutants_command_reports_json_and_names_bad_input() {
             "40",
             "--jobs",
             "2",
+            "--no-exhaustive",
             "--json",
             "--root",
             root.to_str().unwrap(),
