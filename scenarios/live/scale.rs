@@ -25,10 +25,10 @@ const SCALES: [f64; 2] = [5.0, 10.0];
 /// How many requests' lag the shortest interval is to outlast. Measured here at scale 1: a
 /// live worker is one to two story milliseconds behind the simulated one by its fifth
 /// request, which is two to six times the lag per request on SQLite that `measure_lag_on`
-/// measures (0.3 to 0.6 ms; without the statement's round trip it was 0.2 ms, and twenty
-/// of those were asked for), so ten is about twice what a race a few requests into a batch
-/// has lost. On PostgreSQL a request costs about 1 ms here, and a story that turns on a
-/// millisecond is stretched tenfold.
+/// measures (0.23 to 0.57 ms here; without the statement's round trip it was 0.2 ms, and
+/// twenty of those were asked for), so ten is about twice what a race a few requests into
+/// a batch has lost. On PostgreSQL a request cost 0.56 to 1.32 ms here, and a story that
+/// turns on a millisecond is stretched tenfold.
 const REQUESTS: f64 = 10.0;
 
 /// The default and what it was chosen from.
