@@ -127,3 +127,29 @@ fn shrinking_makes_a_failure_that_rests_on_one_millisecond_steady_under_other_sc
     assert!(world.settle_ms < before.scenario().unwrap().world.settle_ms);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A failure whose refund arrives seconds after everything before it has come to rest
+/// shrinks to one without the wait: the story is no clearer for it, and a live replay
+/// would wait it out at its time scale.
+#[test]
+fn an_arrival_after_a_quiet_stretch_is_brought_forward_while_it_still_fails() {
+    let dir = out_dir("arrival");
+    std::fs::create_dir_all(&dir).unwrap();
+    let committed = ReplayFile::load(std::path::Path::new("reports/shrunk/fenced-idempotent.json")).unwrap();
+    let mut scenario = committed.scenario().unwrap();
+    assert_eq!(scenario.world.arrivals.len(), 1, "the committed failure has one arrival");
+    scenario.world.arrivals[0].at_ms = 4_380;
+    let waiting = run(&scenario, committed.seed).unwrap();
+    assert!(waiting.check("monotonic-fences").is_violation(), "it fails with the wait too");
+    let file = dir.join("waiting.json");
+    ReplayFile::from_outcome(&waiting).write_as(&file).unwrap();
+    let shrunk = fencesim(&["shrink", file.to_str().unwrap()]);
+    assert_eq!(shrunk.status.code(), Some(1), "{}", String::from_utf8_lossy(&shrunk.stderr));
+    let after = ReplayFile::load(&dir.join("waiting.shrunk.json")).unwrap();
+    let world = after.scenario().unwrap().world;
+    let at = world.arrivals.iter().map(|arrival| arrival.at_ms).max().unwrap_or(0);
+    assert!(at <= 100, "the arrival comes at {at} ms, not in the first 100");
+    let again = run(&after.scenario().unwrap(), after.seed).unwrap();
+    assert!(again.check("monotonic-fences").is_violation());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,8 +1,8 @@
 //! The shrinker: a failing scenario made as small as it can be while it still fails the
 //! same way. First the plan, by delta debugging (drop half the faults, then quarters, ...,
 //! then one at a time); then the numbers, each fault's size and trigger halved while it
-//! still fails; then the world (`smaller`): fewer workers, merchants and rows; then the
-//! plan once more. Last, for a replay on real components (`widen`): the settle window
+//! still fails; then the world (`smaller`): fewer workers, merchants and rows, arrivals
+//! fewer and earlier; then the plan once more. Last, for a replay on real components (`widen`): the settle window
 //! brought down to the shrunk world's and the races the failure rests on widened.
 
 use crate::runner::{run_with, Outcome};
@@ -264,10 +264,38 @@ fn shrink_arrivals(scenario: &mut Scenario, still_fails: &mut impl StillFails) -
     Ok(())
 }
 
+/// Each arrival brought earlier while the scenario still fails: to the arrival before it
+/// (or the start), or halfway, a quarter or an eighth of the way there, until none moves.
+/// A random world spreads its arrivals over seconds, and a shrunk failure often has its
+/// one arrival seconds after everything before it has come to rest: the story is no
+/// clearer for the wait, and a live replay waits it out at its time scale.
+fn earlier_arrivals(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
+    'again: loop {
+        for index in 0..scenario.world.arrivals.len() {
+            let at = scenario.world.arrivals[index].at_ms;
+            let floor = index.checked_sub(1).map_or(0, |before| scenario.world.arrivals[before].at_ms);
+            let gap = at.saturating_sub(floor);
+            let mut tried = BTreeSet::new();
+            for earlier in [floor, floor + gap / 2, at - gap / 4, at - gap / 8] {
+                if earlier >= at || !tried.insert(earlier) {
+                    continue;
+                }
+                let mut trial = scenario.clone();
+                trial.world.arrivals[index].at_ms = earlier;
+                if keep_if_fails(scenario, Some(trial), still_fails)? {
+                    continue 'again;
+                }
+            }
+        }
+        return Ok(());
+    }
+}
+
 /// The world without a replica, a second store or a lagging lookup its failure does not
 /// need (a plan with a failover needs a replica; a mechanism about the second store needs
-/// one), cut down at once, then its arrivals, then fewer workers (any the plan does not
-/// name), fewer merchants, then fewer rows per merchant, while the scenario still fails.
+/// one), cut down at once, then its arrivals (fewer, then earlier), then fewer workers (any
+/// the plan does not name), fewer merchants, then fewer rows per merchant, while the
+/// scenario still fails.
 /// A world with less in it is shorter to read, and more of them can be played live.
 fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> Result<(), String> {
     if scenario.world.replica.is_some() {
@@ -287,6 +315,7 @@ fn shrink_world(scenario: &mut Scenario, still_fails: &mut impl StillFails) -> R
     }
     cut_down_world(scenario, still_fails)?;
     shrink_arrivals(scenario, still_fails)?;
+    earlier_arrivals(scenario, still_fails)?;
     let mut worker = scenario.world.workers;
     while worker > 0 {
         worker -= 1;

@@ -17,7 +17,7 @@
 use crate::runner::Outcome;
 use crate::scenario::Scenario;
 use crate::search::shrink::StillFails;
-use fencesim_model::MerchantId;
+use fencesim_model::{MerchantId, RefundId, Step, WorkerId};
 use fencesim_sim::{EventKind, Trigger, WorldConfig};
 use std::collections::BTreeMap;
 
@@ -74,20 +74,62 @@ fn party(kind: &EventKind) -> String {
 }
 
 /// How wide the narrowest race of the run's chains is: the shortest gap between two
-/// consecutive steps done by different parties, and how many pairs are that close. None: no
-/// chain has two parties (or nothing broke).
+/// consecutive steps done by different parties, or between two workers' store operations
+/// that touch the same rows while the chains go on (`store_ties`), and how many pairs are
+/// that close. None: no chain has two parties and no store operations tie (or nothing
+/// broke).
 pub fn race_margin(outcome: &Outcome) -> Option<(u64, usize)> {
     let events = &outcome.record.events;
     let mut gaps: Vec<u64> = Vec::new();
+    let (mut from, mut to) = (u64::MAX, 0);
     for (_, chain) in outcome.chains() {
         for pair in chain.steps.windows(2) {
             if party(&events[pair[0].event].kind) != party(&events[pair[1].event].kind) {
                 gaps.push(pair[1].at_ms - pair[0].at_ms);
             }
         }
+        for step in &chain.steps {
+            (from, to) = (from.min(step.at_ms), to.max(step.at_ms));
+        }
     }
+    gaps.extend(store_ties(events, from, to));
     let narrowest = gaps.iter().copied().min()?;
     Some((narrowest, gaps.iter().filter(|gap| **gap == narrowest).count()))
+}
+
+/// The worker a store operation is the doing of, and the row it touches: a select reads
+/// every open row, a claim or a confirm writes one.
+fn store_operation(kind: &EventKind) -> Option<(WorkerId, Option<RefundId>)> {
+    match kind {
+        EventKind::Step { worker, step: Step::RowsSelected { .. } } => Some((*worker, None)),
+        EventKind::Write { worker, refund, .. } => Some((*worker, Some(*refund))),
+        _ => None,
+    }
+}
+
+/// The gaps under `WIDE_ENOUGH_MS` between two workers' store operations that touch the same
+/// rows (a select and a write, or two writes of one row), from `from` to `to`. A chain names
+/// the steps that led to a breach, not the ones that decided which rows a worker saw: a
+/// select in the millisecond of another worker's confirm finds the row open or sent by the
+/// simulation's order of that millisecond, and a real machine takes either.
+fn store_ties(events: &[fencesim_sim::Event], from: u64, to: u64) -> Vec<u64> {
+    let within: Vec<(u64, WorkerId, Option<RefundId>)> = events
+        .iter()
+        .filter(|event| (from..=to).contains(&event.at_ms))
+        .filter_map(|event| store_operation(&event.kind).map(|(worker, row)| (event.at_ms, worker, row)))
+        .collect();
+    let mut gaps = Vec::new();
+    for (index, (at, worker, row)) in within.iter().enumerate() {
+        for (later, other, other_row) in
+            within[index + 1..].iter().take_while(|(later, ..)| later - at < WIDE_ENOUGH_MS)
+        {
+            let same_rows = row.is_none() || other_row.is_none() || row == other_row;
+            if other != worker && same_rows && !(row.is_none() && other_row.is_none()) {
+                gaps.push(later - at);
+            }
+        }
+    }
+    gaps
 }
 
 /// A race this wide outlasts this machine's lag at the live run's scale of 1: no need to
@@ -190,6 +232,7 @@ fn nudged(scenario: &Scenario) -> Vec<Scenario> {
         }
         push(&|world| world.refund_latency.default_ms = by(world.refund_latency.default_ms, delta));
         push(&|world| world.lookup_latency_ms = by(world.lookup_latency_ms, delta));
+        push(&|world| world.db_latency_ms = by(world.db_latency_ms, delta));
         push(&|world| world.ttl_ms = by(world.ttl_ms, delta));
         push(&|world| world.visibility_timeout_ms = by(world.visibility_timeout_ms, delta));
     }
@@ -250,6 +293,46 @@ mod tests {
         assert!(wider(None, Some((0, 1))), "no race left is the widest");
         assert!(!wider(Some((9, 1)), None), "nothing to widen");
         assert!(!wider(Some((40, 1)), Some((WIDE_ENOUGH_MS, 1))), "wide enough is as wide as it gets");
+    }
+
+    fn at(at_ms: u64, kind: EventKind) -> fencesim_sim::Event {
+        fencesim_sim::Event { at_ms, kind }
+    }
+
+    fn selected(worker: u32) -> EventKind {
+        EventKind::Step { worker: WorkerId(worker), step: Step::RowsSelected { open: 1, sending: 0 } }
+    }
+
+    fn confirmed(worker: u32, refund: u32) -> EventKind {
+        EventKind::Write {
+            worker: WorkerId(worker),
+            epoch: Some(1),
+            write: fencesim_model::WriteKind::Confirm,
+            refund: RefundId(refund),
+            token: None,
+            rows: 1,
+            after: None,
+        }
+    }
+
+    #[test]
+    fn two_workers_store_operations_on_the_same_rows_within_a_few_milliseconds_are_a_race() {
+        let events = [
+            at(140, confirmed(0, 8)),
+            at(140, selected(1)),
+            at(141, confirmed(1, 9)),
+            at(141, confirmed(0, 9)),
+            at(142, confirmed(0, 7)),
+            at(150, selected(0)),
+        ];
+        let mut ties = store_ties(&events, 0, 200);
+        ties.sort_unstable();
+        // A's confirm of r_008 and B's select (0); B's select and A's writes of r_009 and
+        // r_007 (1, 2); the two writes of r_009 (0). Not: one worker's own operations, two
+        // writes of different rows, anything 5 ms or more apart.
+        assert_eq!(ties, [0, 0, 1, 2]);
+        assert_eq!(store_ties(&events, 141, 200), [0], "only the operations within the chains' span");
+        assert!(store_ties(&events, 0, 139).is_empty());
     }
 
     #[test]
