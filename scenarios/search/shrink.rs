@@ -2,8 +2,9 @@
 //! same way. First the plan, by delta debugging (drop half the faults, then quarters, ...,
 //! then one at a time); then the numbers, each fault's size and trigger halved while it
 //! still fails; then the world (`smaller`): fewer workers, merchants and rows, arrivals
-//! fewer and earlier; then the plan once more. Last, for a replay on real components (`widen`): the settle window
-//! brought down to the shrunk world's and the races the failure rests on widened.
+//! fewer and earlier; then the plan once more. Last, for a replay on real components
+//! (`widen`): the settle window brought down to the shrunk world's and the races the
+//! failure rests on widened.
 
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;

@@ -123,8 +123,12 @@ fn store_ties(events: &[fencesim_sim::Event], from: u64, to: u64) -> Vec<u64> {
         for (later, other, other_row) in
             within[index + 1..].iter().take_while(|(later, ..)| later - at < WIDE_ENOUGH_MS)
         {
-            let same_rows = row.is_none() || other_row.is_none() || row == other_row;
-            if other != worker && same_rows && !(row.is_none() && other_row.is_none()) {
+            let same_rows = match (row, other_row) {
+                (Some(row), Some(other_row)) => row == other_row,
+                (None, None) => false, // two selects only read
+                _ => true,
+            };
+            if other != worker && same_rows {
                 gaps.push(later - at);
             }
         }
@@ -132,8 +136,8 @@ fn store_ties(events: &[fencesim_sim::Event], from: u64, to: u64) -> Vec<u64> {
     gaps
 }
 
-/// A race this wide outlasts this machine's lag at the live run's scale of 1: no need to
-/// widen further.
+/// A race this wide is not widened further; a live replay plays a story whose race is no
+/// wider at its largest time scale (`live::scale::choose`, where it was measured).
 pub const WIDE_ENOUGH_MS: u64 = 5;
 
 /// How many candidate worlds widening may try.
