@@ -13,80 +13,8 @@ use fencesim::live::server::Stop;
 use fencesim::sim::redis::{Command, RedisCore, Reply, COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 use fencesim::sim::Persistence;
 use std::time::Duration;
+use support::redis_answers::{agree, real, seen};
 use support::redis_server::{self, RedisServer};
-
-/// How much lower a TTL read back from the real server may be than the simulated one: the
-/// milliseconds a script takes to run there.
-const SLACK_MS: i64 = 200;
-
-/// The real command for a simulated one.
-fn real(command: &Command<'_>) -> redis::Cmd {
-    let (name, args): (&str, Vec<String>) = match *command {
-        Command::SetNxPx { key, value, ttl_ms } => {
-            ("SET", vec![key.into(), value.into(), "NX".into(), "PX".into(), ttl_ms.to_string()])
-        }
-        Command::SetNx { key, value } => ("SET", vec![key.into(), value.into(), "NX".into()]),
-        Command::SetPx { key, value, ttl_ms } => {
-            ("SET", vec![key.into(), value.into(), "PX".into(), ttl_ms.to_string()])
-        }
-        Command::Get { key } => ("GET", vec![key.into()]),
-        Command::Del { key } => ("DEL", vec![key.into()]),
-        Command::Incr { key } => ("INCR", vec![key.into()]),
-        Command::PTtl { key } => ("PTTL", vec![key.into()]),
-        Command::PExpire { key, ttl_ms } => ("PEXPIRE", vec![key.into(), ttl_ms.to_string()]),
-        Command::CompareAndDelete { key, value } => {
-            ("EVAL", vec![COMPARE_AND_DELETE_LUA.into(), "1".into(), key.into(), value.into()])
-        }
-        Command::CompareAndExtend { key, value, ttl_ms } => (
-            "EVAL",
-            vec![COMPARE_AND_EXTEND_LUA.into(), "1".into(), key.into(), value.into(), ttl_ms.to_string()],
-        ),
-    };
-    let mut cmd = redis::cmd(name);
-    for arg in args {
-        cmd.arg(arg);
-    }
-    cmd
-}
-
-/// A real answer in the simulated Redis's terms; an error keeps its message.
-fn seen(answer: redis::RedisResult<redis::Value>) -> Result<Reply, String> {
-    match answer {
-        Ok(redis::Value::Okay) => Ok(Reply::Ok),
-        Ok(redis::Value::Nil) => Ok(Reply::Nil),
-        Ok(redis::Value::Int(n)) => Ok(Reply::Int(n)),
-        Ok(redis::Value::BulkString(bytes)) => Ok(Reply::Bulk(String::from_utf8_lossy(&bytes).into_owned())),
-        Ok(redis::Value::SimpleString(text)) => Ok(Reply::Bulk(text)),
-        Ok(other) => Err(format!("an answer the simulation never gives: {other:?}")),
-        Err(error) => Err(error.to_string()),
-    }
-}
-
-/// Runs `script` through both, command by command, and fails at the first answer on
-/// which they part.
-fn agree(server: &RedisServer, name: &str, script: &[Command<'_>]) {
-    let mut con = server.connect().expect("a connection");
-    redis::cmd("FLUSHALL").query::<()>(&mut con).expect("FLUSHALL");
-    let mut core = RedisCore::new();
-    for (step, command) in script.iter().enumerate() {
-        let simulated = core.apply(*command, 0, &mut Vec::new());
-        let real_answer = seen(real(command).query::<redis::Value>(&mut con));
-        let context =
-            format!("{name}, step {}: {command:?}: simulated {simulated:?}, real {real_answer:?}", step + 1);
-        match (&simulated, &real_answer) {
-            (Reply::Error(message), Err(real_message)) => {
-                let text = message.trim_start_matches("ERR ");
-                assert!(real_message.contains(text), "{context}");
-            }
-            (Reply::Int(ttl), Ok(Reply::Int(real_ttl)))
-                if matches!(command, Command::PTtl { .. }) && *ttl >= 0 =>
-            {
-                assert!(*real_ttl <= *ttl && *real_ttl > *ttl - SLACK_MS, "{context}");
-            }
-            _ => assert_eq!(Ok(&simulated), real_answer.as_ref(), "{context}"),
-        }
-    }
-}
 
 #[test]
 fn the_commands_and_scripts_the_model_sends_answer_as_a_real_server_does() {
@@ -100,8 +28,8 @@ fn the_commands_and_scripts_the_model_sends_answer_as_a_real_server_does() {
             Command::SetNxPx { key: lock, value: "B#1", ttl_ms: 30_000 },
             Command::Get { key: lock },
             Command::PTtl { key: lock },
-            Command::CompareAndDelete { key: lock, value: "B#1" },
-            Command::CompareAndDelete { key: lock, value: "A#1" },
+            Command::Eval { script: COMPARE_AND_DELETE_LUA, keys: &[lock], args: &["B#1"] },
+            Command::Eval { script: COMPARE_AND_DELETE_LUA, keys: &[lock], args: &["A#1"] },
             Command::Get { key: lock },
             Command::Del { key: lock },
             Command::PTtl { key: lock },
@@ -112,12 +40,12 @@ fn the_commands_and_scripts_the_model_sends_answer_as_a_real_server_does() {
         "a lease renewed by its holder only, and not once it is gone",
         &[
             Command::SetNxPx { key: lock, value: "A#1", ttl_ms: 1_000 },
-            Command::CompareAndExtend { key: lock, value: "B#1", ttl_ms: 9_000 },
+            Command::Eval { script: COMPARE_AND_EXTEND_LUA, keys: &[lock], args: &["B#1", "9000"] },
             Command::PTtl { key: lock },
-            Command::CompareAndExtend { key: lock, value: "A#1", ttl_ms: 9_000 },
+            Command::Eval { script: COMPARE_AND_EXTEND_LUA, keys: &[lock], args: &["A#1", "9000"] },
             Command::PTtl { key: lock },
             Command::Del { key: lock },
-            Command::CompareAndExtend { key: lock, value: "A#1", ttl_ms: 9_000 },
+            Command::Eval { script: COMPARE_AND_EXTEND_LUA, keys: &[lock], args: &["A#1", "9000"] },
             Command::Get { key: lock },
         ],
     );

@@ -74,17 +74,27 @@ impl ReplicaLink {
         now_ms: u64,
         expired: &mut Vec<Expired>,
     ) -> Reply {
-        let before = cmd.written_key().and_then(|key| primary.entry(key).cloned());
+        let named = cmd.written_keys();
+        let before: Vec<Option<Entry>> = named.iter().map(|key| primary.entry(key).cloned()).collect();
         let from = expired.len();
         let reply = primary.apply(cmd, now_ms, expired);
         for e in &expired[from..] {
             self.sent(&e.key, None, e.at_ms);
         }
-        if let Some(key) = cmd.written_key() {
+        for (key, before) in named.iter().zip(&before) {
             let after = primary.entry(key);
             if after != before.as_ref() {
                 self.sent(key, after.cloned(), now_ms);
             }
+        }
+        // a script may write a key it does not name: sent as it stands after the script
+        let unnamed: Vec<(String, Option<Entry>)> = primary
+            .last_writes()
+            .filter(|(key, before)| !named.contains(key) && primary.entry(key) != *before)
+            .map(|(key, _)| (key.to_owned(), primary.entry(key).cloned()))
+            .collect();
+        for (key, after) in unnamed {
+            self.sent(&key, after, now_ms);
         }
         reply
     }
@@ -203,5 +213,21 @@ mod tests {
         assert_eq!(link.generation, 1);
         let promoted = link.fail_over(20);
         assert_eq!(promoted.core.value_of("fence:settle:m_1"), None, "the empty data set replaced the copy");
+    }
+
+    /// A script's effects reach the replica: on the keys it names, and on a key it writes
+    /// without naming it.
+    #[test]
+    fn what_a_script_writes_reaches_the_replica_named_or_not() {
+        let mut primary = RedisCore::new();
+        let mut link = ReplicaLink::new(&primary, 10, 1);
+        apply(&mut primary, &mut link, Command::SetNxPx { key: "lock", value: "A#1", ttl_ms: 1_000 }, 0);
+        let script = "redis.call('del', KEYS[1]) return redis.call('incr', 'unnamed')";
+        let reply = apply(&mut primary, &mut link, Command::Eval { script, keys: &["lock"], args: &[] }, 5);
+        assert_eq!(reply, Reply::Int(1));
+        let promoted = link.fail_over(20);
+        assert_eq!(promoted.lost, 0, "both changes arrived by 15");
+        assert_eq!(promoted.core.value_of("lock"), None);
+        assert_eq!(promoted.core.value_of("unnamed"), Some(&Value::Int(1)));
     }
 }

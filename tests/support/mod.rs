@@ -3,5 +3,6 @@
 pub mod chromium;
 pub mod faketime;
 pub mod picture;
+pub mod redis_answers;
 pub mod redis_server;
 pub mod xmllint;

@@ -5,7 +5,7 @@
 use super::Link;
 use crate::fault::Hop;
 use crate::history::EventKind;
-use crate::redis::{Command, Reply};
+use crate::redis::{Command, Reply, COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 use crate::world::{value_text, State, World};
 use fencesim_model::{BackendError, RedisInstance, Token, WorkerId};
 
@@ -125,7 +125,12 @@ impl RedisInstance for RedisClient {
         self.call(|_, state, now| {
             let holder = match state.redis(instance, Command::Get { key }, now) {
                 Reply::Bulk(s) => Some(s),
-                Reply::Ok | Reply::Nil | Reply::Int(_) | Reply::Error(_) => None,
+                Reply::Ok
+                | Reply::Nil
+                | Reply::Int(_)
+                | Reply::Status(_)
+                | Reply::Error(_)
+                | Reply::Array(_) => None,
             };
             let kind = EventKind::LeaseRead { worker, instance, key: key.to_owned(), holder: holder.clone() };
             state.record(now, kind);
@@ -165,8 +170,8 @@ impl RedisInstance for RedisClient {
     async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
         let (worker, instance) = (self.worker(), self.instance);
         self.call(|_, state, now| {
-            let deleted =
-                state.redis(instance, Command::CompareAndDelete { key, value }, now) == Reply::Int(1);
+            let command = Command::Eval { script: COMPARE_AND_DELETE_LUA, keys: &[key], args: &[value] };
+            let deleted = state.redis(instance, command, now) == Reply::Int(1);
             if deleted {
                 state.ledger.lost(instance, key, value, now, true);
             }
@@ -214,8 +219,10 @@ impl RedisInstance for RedisClient {
 
     async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         let (worker, instance) = (self.worker(), self.instance);
+        let ttl = ttl_ms.to_string();
         self.call(|world, state, now| {
-            let command = Command::CompareAndExtend { key, value, ttl_ms };
+            let command =
+                Command::Eval { script: COMPARE_AND_EXTEND_LUA, keys: &[key], args: &[value, &ttl] };
             let extended = state.redis(instance, command, now) == Reply::Int(1);
             state.record(now, EventKind::LeaseExtended { worker, instance, key: key.to_owned(), extended });
             world.changed.notify_one();

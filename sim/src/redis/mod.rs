@@ -7,7 +7,14 @@
 //! it then with `expire_due`, and a command that arrives in the same millisecond sees it
 //! gone already.
 
-use std::collections::BTreeMap;
+mod lua;
+mod script_call;
+
+pub use lua::{sha1_hex, INSTRUCTION_LIMIT};
+pub use script_call::MODELLED as SCRIPT_COMMANDS;
+
+use script_call::Called;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Value {
@@ -59,16 +66,26 @@ pub enum Command<'a> {
         key: &'a str,
         ttl_ms: u64,
     },
-    /// Delete only if the key holds `value` (the release script).
-    CompareAndDelete {
+    /// `SET key value`: no NX, no expiry (a script may send it).
+    Set {
         key: &'a str,
         value: &'a str,
     },
-    /// Re-arm the TTL only if the key holds `value` (the renewal script).
-    CompareAndExtend {
+    /// `EXISTS key` (a script may send it).
+    Exists {
         key: &'a str,
-        value: &'a str,
-        ttl_ms: u64,
+    },
+    /// `EVAL script numkeys key... arg...`: the script runs in Lua, at one instant.
+    Eval {
+        script: &'a str,
+        keys: &'a [&'a str],
+        args: &'a [&'a str],
+    },
+    /// `EVALSHA sha numkeys key... arg...`: a script this instance has run since it started.
+    EvalSha {
+        sha: &'a str,
+        keys: &'a [&'a str],
+        args: &'a [&'a str],
     },
     /// `PTTL key`: milliseconds left, -1 with no expiry, -2 with no key. No worker asks it;
     /// the conformance tests read a TTL with it, on the simulated Redis and a real one.
@@ -77,33 +94,37 @@ pub enum Command<'a> {
     },
 }
 
-impl Command<'_> {
-    /// The key this command may change, if it is a write.
-    pub fn written_key(&self) -> Option<&str> {
-        match *self {
-            Command::Get { .. } | Command::PTtl { .. } => None,
+impl<'a> Command<'a> {
+    /// The keys this command may change: a script's are the keys it names, as Redis asks
+    /// of a script.
+    pub fn written_keys(&self) -> &[&'a str] {
+        match self {
+            Command::Get { .. } | Command::PTtl { .. } | Command::Exists { .. } => &[],
             Command::SetNxPx { key, .. }
             | Command::SetNx { key, .. }
             | Command::SetPx { key, .. }
+            | Command::Set { key, .. }
             | Command::Del { key }
             | Command::Incr { key }
-            | Command::PExpire { key, .. }
-            | Command::CompareAndDelete { key, .. }
-            | Command::CompareAndExtend { key, .. } => Some(key),
+            | Command::PExpire { key, .. } => std::slice::from_ref(key),
+            Command::Eval { keys, .. } | Command::EvalSha { keys, .. } => keys,
         }
     }
 }
 
 /// What a real server answers `SET ... PX 0`.
-const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' command";
+pub(crate) const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' command";
 
-/// The release script as a real server runs it: `KEYS[1]` is the lock, `ARGV[1]` the
-/// holder's value. `Command::CompareAndDelete` is what it does, in one step.
+/// What a server answers `EVALSHA` of a script it has not run since it started.
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+/// The release script, run as `EVAL` by the simulated Redis and the real one alike:
+/// `KEYS[1]` is the lock, `ARGV[1]` the holder's value.
 pub const COMPARE_AND_DELETE_LUA: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /// The renewal script as a real server runs it: `ARGV[2]` is the new TTL in
-/// milliseconds. `Command::CompareAndExtend` is what it does, in one step.
+/// milliseconds.
 pub const COMPARE_AND_EXTEND_LUA: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
@@ -113,7 +134,11 @@ pub enum Reply {
     Nil,
     Bulk(String),
     Int(i64),
-    Error(&'static str),
+    /// A status other than `OK` (a script's `redis.status_reply`).
+    Status(String),
+    Error(String),
+    /// What a script returns as a table.
+    Array(Vec<Reply>),
 }
 
 /// A key Redis removed because its deadline passed.
@@ -169,6 +194,10 @@ pub struct RedisCore {
     jumped_at_ms: u64,
     /// Writes of the last second, oldest first.
     recent: std::collections::VecDeque<Logged>,
+    /// How many of `recent`'s last entries the command being applied logged.
+    logged_now: usize,
+    /// The scripts run since the instance started: what `EVALSHA` finds.
+    scripts: BTreeSet<String>,
 }
 
 /// When a key set at `redis_now` with `ttl_ms` is gone: through its deadline's millisecond
@@ -259,43 +288,63 @@ impl RedisCore {
             Persistence::AofAlways => 0,
         };
         self.recent.clear();
+        self.scripts.clear();
         lost
     }
 
+    /// Logs a write of `key`, once per command: what it held before, for a restart to undo.
     fn log_write(&mut self, key: &str, now_ms: u64) {
+        if self.recent.iter().rev().take(self.logged_now).any(|w| w.key == key) {
+            return;
+        }
         while self.recent.front().is_some_and(|w| w.at_ms + 1_000 <= now_ms) {
             self.recent.pop_front();
         }
         let before = self.keys.get(key).cloned();
         self.recent.push_back(Logged { at_ms: now_ms, key: key.to_owned(), before });
+        self.logged_now += 1;
     }
 
-    /// Applies one command at simulated time `now_ms`; keys due by then expire first.
+    /// The keys the last command wrote, each with what it held before, in the order written.
+    pub fn last_writes(&self) -> impl Iterator<Item = (&str, Option<&Entry>)> {
+        let from = self.recent.len() - self.logged_now;
+        self.recent.iter().skip(from).map(|w| (w.key.as_str(), w.before.as_ref()))
+    }
+
+    /// Applies one command at simulated time `now_ms`; keys due by then expire first. A
+    /// script's keys are logged as written as it starts (the append-only file carries a
+    /// script's effects as one unit), and any other key it writes as it writes it.
     pub fn apply(&mut self, cmd: Command<'_>, now_ms: u64, expired: &mut Vec<Expired>) -> Reply {
         self.expire_due(now_ms, expired);
-        if let Some(key) = cmd.written_key() {
+        self.logged_now = 0;
+        if let Command::EvalSha { sha, .. } = cmd {
+            if self.script_named(sha).is_none() {
+                return Reply::Error(NOSCRIPT.to_owned());
+            }
+        }
+        for key in cmd.written_keys() {
             self.log_write(key, now_ms);
         }
+        self.execute(cmd, now_ms)
+    }
+
+    /// Runs one command on the keys as they are, at `now_ms`.
+    fn execute(&mut self, cmd: Command<'_>, now_ms: u64) -> Reply {
         let redis_now = self.redis_now(now_ms);
         match cmd {
             Command::SetNxPx { key, value, ttl_ms } => {
                 self.set_if_absent(key, value, Some(ttl_ms), redis_now)
             }
             Command::SetNx { key, value } => self.set_if_absent(key, value, None, redis_now),
-            Command::SetPx { ttl_ms: 0, .. } => Reply::Error(INVALID_EXPIRE),
-            Command::SetPx { key, value, ttl_ms } => {
-                let entry = Entry {
-                    value: Value::Str(value.to_owned()),
-                    gone_at_ms: Some(gone_at(redis_now, ttl_ms)),
-                };
-                self.keys.insert(key.to_owned(), entry);
-                Reply::Ok
-            }
+            Command::SetPx { ttl_ms: 0, .. } => Reply::Error(INVALID_EXPIRE.to_owned()),
+            Command::SetPx { key, value, ttl_ms } => self.set(key, value, Some(gone_at(redis_now, ttl_ms))),
+            Command::Set { key, value } => self.set(key, value, None),
             Command::Get { key } => match self.keys.get(key) {
                 None => Reply::Nil,
                 Some(Entry { value: Value::Str(s), .. }) => Reply::Bulk(s.clone()),
                 Some(Entry { value: Value::Int(n), .. }) => Reply::Bulk(n.to_string()),
             },
+            Command::Exists { key } => Reply::Int(i64::from(self.keys.contains_key(key))),
             Command::Del { key } => Reply::Int(i64::from(self.keys.remove(key).is_some())),
             Command::Incr { key } => self.incr(key),
             Command::PExpire { key, ttl_ms } => match self.keys.get_mut(key) {
@@ -305,35 +354,59 @@ impl RedisCore {
                     Reply::Int(1)
                 }
             },
-            Command::CompareAndDelete { key, value } => {
-                if self.holds(key, value) {
-                    self.keys.remove(key);
-                    Reply::Int(1)
-                } else {
-                    Reply::Int(0)
-                }
-            }
             Command::PTtl { key } => Reply::Int(match self.keys.get(key) {
                 None => -2,
                 Some(Entry { gone_at_ms: None, .. }) => -1,
                 Some(Entry { gone_at_ms: Some(at), .. }) => at.saturating_sub(redis_now + 1) as i64,
             }),
-            Command::CompareAndExtend { key, value, ttl_ms } => {
-                if self.holds(key, value) {
-                    let entry = self.keys.get_mut(key).expect("held key is present");
-                    entry.gone_at_ms = Some(gone_at(redis_now, ttl_ms));
-                    Reply::Int(1)
-                } else {
-                    Reply::Int(0)
+            Command::Eval { script, keys, args } => {
+                if !self.scripts.contains(script) {
+                    self.scripts.insert(script.to_owned());
                 }
+                self.run_script(script, keys, args, now_ms)
+            }
+            Command::EvalSha { sha, keys, args } => {
+                let script = self.script_named(sha).expect("apply looked for it").to_owned();
+                self.run_script(&script, keys, args, now_ms)
             }
         }
+    }
+
+    fn set(&mut self, key: &str, value: &str, gone_at_ms: Option<u64>) -> Reply {
+        self.keys.insert(key.to_owned(), Entry { value: Value::Str(value.to_owned()), gone_at_ms });
+        Reply::Ok
+    }
+
+    /// The script run since the start whose digest is `sha`.
+    fn script_named(&self, sha: &str) -> Option<&str> {
+        self.scripts.iter().find(|script| sha1_hex(script).eq_ignore_ascii_case(sha)).map(String::as_str)
+    }
+
+    /// Runs a script in Lua; each command it sends runs here, at the script's instant.
+    fn run_script(&mut self, script: &str, keys: &[&str], args: &[&str], now_ms: u64) -> Reply {
+        lua::eval(script, keys, args, &mut |argv| match script_call::read(argv) {
+            Err(message) => Reply::Error(message),
+            Ok(Called::One(cmd)) => {
+                for key in cmd.written_keys() {
+                    self.log_write(key, now_ms);
+                }
+                self.execute(cmd, now_ms)
+            }
+            Ok(Called::DelMany(keys)) => Reply::Int(
+                keys.iter()
+                    .map(|key| {
+                        self.log_write(key, now_ms);
+                        i64::from(self.keys.remove(key).is_some())
+                    })
+                    .sum(),
+            ),
+        })
     }
 
     /// `SET key value NX [PX ttl]` (`SETNX` without a TTL): set only if absent.
     fn set_if_absent(&mut self, key: &str, value: &str, ttl_ms: Option<u64>, redis_now: u64) -> Reply {
         if ttl_ms == Some(0) {
-            return Reply::Error(INVALID_EXPIRE);
+            return Reply::Error(INVALID_EXPIRE.to_owned());
         }
         if self.keys.contains_key(key) {
             return Reply::Nil;
@@ -354,18 +427,14 @@ impl RedisCore {
             Value::Int(n) => *n,
             Value::Str(s) => match s.parse::<i64>() {
                 Ok(n) => n,
-                Err(_) => return Reply::Error("ERR value is not an integer or out of range"),
+                Err(_) => return Reply::Error("ERR value is not an integer or out of range".to_owned()),
             },
         };
         let Some(next) = current.checked_add(1) else {
-            return Reply::Error("ERR increment or decrement would overflow");
+            return Reply::Error("ERR increment or decrement would overflow".to_owned());
         };
         entry.value = Value::Int(next);
         Reply::Int(next)
-    }
-
-    fn holds(&self, key: &str, value: &str) -> bool {
-        matches!(self.keys.get(key), Some(Entry { value: Value::Str(s), .. }) if s == value)
     }
 
     /// A key's value and deadline, as a replica would receive them.
@@ -393,142 +462,4 @@ impl RedisCore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(core: &mut RedisCore, cmd: Command<'_>, now: u64) -> (Reply, Vec<Expired>) {
-        let mut expired = Vec::new();
-        let reply = core.apply(cmd, now, &mut expired);
-        (reply, expired)
-    }
-
-    #[test]
-    fn set_nx_px_grants_once_and_the_key_is_there_at_its_deadline_and_gone_a_millisecond_later() {
-        let mut r = RedisCore::new();
-        let set = |v| Command::SetNxPx { key: "lock:settle:m_4471", value: v, ttl_ms: 30_000 };
-        assert_eq!(run(&mut r, set("A#1"), 0).0, Reply::Ok);
-        assert_eq!(run(&mut r, set("B#1"), 29_999).0, Reply::Nil);
-        assert_eq!(run(&mut r, set("B#1"), 30_000), (Reply::Nil, vec![]), "still there at its deadline");
-        assert_eq!(r.next_expiry(), Some(30_001));
-        let (reply, expired) = run(&mut r, set("B#1"), 30_001);
-        assert_eq!(reply, Reply::Ok);
-        assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0].at_ms, 30_001);
-        assert_eq!(expired[0].value, Value::Str("A#1".into()));
-    }
-
-    #[test]
-    fn incr_counts_from_a_preset_value_and_refuses_a_non_integer() {
-        let mut r = RedisCore::new();
-        r.preset("fence:settle:m_4471", Value::Int(32));
-        assert_eq!(run(&mut r, Command::Incr { key: "fence:settle:m_4471" }, 0).0, Reply::Int(33));
-        assert_eq!(run(&mut r, Command::Incr { key: "fence:settle:m_4471" }, 5).0, Reply::Int(34));
-        assert_eq!(run(&mut r, Command::Incr { key: "fresh" }, 5).0, Reply::Int(1));
-        r.preset("text", Value::Str("abc".into()));
-        assert!(matches!(run(&mut r, Command::Incr { key: "text" }, 5).0, Reply::Error(_)));
-    }
-
-    #[test]
-    fn compare_and_delete_only_deletes_its_own_value() {
-        let mut r = RedisCore::new();
-        run(&mut r, Command::SetNxPx { key: "k", value: "B#1", ttl_ms: 100 }, 0);
-        let del = |v| Command::CompareAndDelete { key: "k", value: v };
-        assert_eq!(run(&mut r, del("A#1"), 1).0, Reply::Int(0));
-        assert_eq!(r.value_of("k"), Some(&Value::Str("B#1".into())));
-        assert_eq!(run(&mut r, del("B#1"), 2).0, Reply::Int(1));
-        assert_eq!(run(&mut r, Command::Get { key: "k" }, 3).0, Reply::Nil);
-    }
-
-    #[test]
-    fn extend_and_pexpire_move_the_deadline() {
-        let mut r = RedisCore::new();
-        run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 100 }, 0);
-        let ext = |v| Command::CompareAndExtend { key: "k", value: v, ttl_ms: 100 };
-        assert_eq!(run(&mut r, ext("B#1"), 50).0, Reply::Int(0));
-        assert_eq!(run(&mut r, ext("A#1"), 50).0, Reply::Int(1));
-        assert_eq!(r.next_expiry(), Some(151));
-        assert_eq!(run(&mut r, Command::PExpire { key: "k", ttl_ms: 10 }, 60).0, Reply::Int(1));
-        let mut expired = Vec::new();
-        r.expire_due(70, &mut expired);
-        assert!(expired.is_empty(), "there at its deadline");
-        r.expire_due(71, &mut expired);
-        assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0].at_ms, 71);
-        assert_eq!(run(&mut r, Command::Del { key: "k" }, 72).0, Reply::Int(0));
-    }
-
-    /// An expiry of 0 ms is already past, as on a real server: the key is gone to the next
-    /// command in the same millisecond, and PTTL reads 0 at a deadline's own millisecond.
-    #[test]
-    fn pexpire_0_removes_the_key_at_once_and_pttl_reads_0_at_the_deadline() {
-        let mut r = RedisCore::new();
-        run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 100 }, 0);
-        assert_eq!(run(&mut r, Command::PTtl { key: "k" }, 100).0, Reply::Int(0));
-        assert_eq!(run(&mut r, Command::PExpire { key: "k", ttl_ms: 0 }, 50).0, Reply::Int(1));
-        let (reply, expired) = run(&mut r, Command::Get { key: "k" }, 50);
-        assert_eq!((reply, expired.len(), expired[0].at_ms), (Reply::Nil, 1, 50));
-    }
-
-    #[test]
-    fn a_restart_keeps_or_loses_keys_by_persistence_mode() {
-        let fill = |r: &mut RedisCore| {
-            r.preset("fence:settle:m_1", Value::Int(32));
-            run(r, Command::Incr { key: "fence:settle:m_1" }, 5_000);
-            run(r, Command::SetNxPx { key: "lock", value: "A#1", ttl_ms: 30_000 }, 5_500);
-        };
-        let mut none = RedisCore::new();
-        fill(&mut none);
-        assert_eq!(none.restart(Persistence::None, 5_800), 2);
-        assert_eq!(run(&mut none, Command::Incr { key: "fence:settle:m_1" }, 5_801).0, Reply::Int(1));
-
-        let mut every_sec = RedisCore::new();
-        fill(&mut every_sec);
-        // the INCR at 5,000 is older than a second at 6,200; the SET at 5,500 is not
-        assert_eq!(every_sec.restart(Persistence::AofEverySec, 6_200), 1);
-        assert_eq!(every_sec.value_of("fence:settle:m_1"), Some(&Value::Int(33)));
-        assert_eq!(every_sec.value_of("lock"), None);
-
-        let mut always = RedisCore::new();
-        fill(&mut always);
-        assert_eq!(always.restart(Persistence::AofAlways, 5_800), 0);
-        assert_eq!(always.value_of("lock"), Some(&Value::Str("A#1".into())));
-    }
-
-    #[test]
-    fn a_clock_jump_brings_expiry_forward() {
-        let mut r = RedisCore::new();
-        run(&mut r, Command::SetNxPx { key: "k", value: "A#1", ttl_ms: 30_000 }, 0);
-        r.jump_clock(20_000, 5);
-        assert_eq!(r.next_expiry(), Some(10_001));
-        let expired = r.expire_now("k", 11).unwrap();
-        assert_eq!(expired.at_ms, 11);
-    }
-
-    /// A jump past a key's deadline expires it at the jump: taken back through the jumped
-    /// clock, its deadline would date the expiry before the key was set.
-    #[test]
-    fn a_key_a_clock_jump_expires_is_dated_at_the_jump() {
-        let mut r = RedisCore::new();
-        run(&mut r, Command::SetNxPx { key: "early", value: "A#1", ttl_ms: 200 }, 1_000);
-        run(&mut r, Command::SetNxPx { key: "late", value: "B#1", ttl_ms: 5_000 }, 1_000);
-        r.jump_clock(1_000, 1_050);
-        let mut expired = Vec::new();
-        r.expire_due(1_050, &mut expired);
-        let dated: Vec<(&str, u64)> = expired.iter().map(|e| (e.key.as_str(), e.at_ms)).collect();
-        assert_eq!(dated, [("early", 1_050)], "dated at the jump, not at 200 ms");
-        // a key the jump did not reach expires just past its deadline on the jumped clock
-        r.expire_due(5_000, &mut expired);
-        assert_eq!(expired.len(), 1, "there at its deadline");
-        r.expire_due(5_001, &mut expired);
-        assert_eq!(expired.last().map(|e| (e.key.as_str(), e.at_ms)), Some(("late", 5_001)));
-    }
-
-    #[test]
-    fn a_zero_ttl_is_an_error_as_in_redis() {
-        let mut r = RedisCore::new();
-        assert!(matches!(
-            run(&mut r, Command::SetNxPx { key: "k", value: "v", ttl_ms: 0 }, 0).0,
-            Reply::Error(_)
-        ));
-    }
-}
+mod tests;

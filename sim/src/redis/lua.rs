@@ -1,0 +1,377 @@
+//! Scripts as a Redis server runs them: `EVAL` in an embedded Lua 5.1, the version Redis
+//! embeds. A script runs at one instant against one instance, with `KEYS` and `ARGV`, and
+//! sends it commands with `redis.call` (an error stops the script) and `redis.pcall` (an
+//! error comes back as a table). What it returns becomes a reply by Redis's rules, and an
+//! error it raises is worded as a Redis 7 server words it, with the script's digest and
+//! the line that raised it.
+//!
+//! One Lua state per thread compiles each script once, by its SHA-1 digest. Nothing a
+//! script does outlives it: the globals it sees are read only, and what keeps a state of
+//! its own (`math.random`, `os`, `io`, `load`, `rawset`) is not there, so a run is the same
+//! bytes whatever the thread ran before it. A script that runs past `INSTRUCTION_LIMIT`
+//! instructions is stopped with an error (a real server would block every client).
+
+use super::Reply;
+use mlua::{ffi, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::{c_int, CStr};
+
+/// Where scripts are loaded from, as a Redis server names them in its errors.
+const SOURCE: &str = "@user_script";
+
+/// How many Lua instructions a script may run before it is stopped.
+pub const INSTRUCTION_LIMIT: u32 = 10_000_000;
+
+/// How often the instruction count is looked at.
+const HOOK_EVERY: u32 = 10_000;
+
+/// Where, in the Lua registry, the table is kept whose `call` runs a script's commands.
+const RAW: &CStr = c"fencesim.redis.raw";
+
+/// `redis.call`: a C function, as a server's is, so that the frame of a script ending in
+/// `return redis.call(...)` stays on the stack (Lua drops a frame that tail-calls a Lua
+/// function) and an error names the script's line. It hands its arguments to the runner
+/// and raises the error table the runner answers with when the command failed.
+unsafe extern "C-unwind" fn redis_call(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: `state` is the running Lua state calling this function. The stack holds the
+    // arguments, the runner put below them (the raw table fetched and dropped), and then
+    // its two results; nothing on this frame has a destructor for `lua_error`'s jump to skip.
+    unsafe {
+        let arguments = ffi::lua_gettop(state);
+        ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, RAW.as_ptr());
+        ffi::lua_getfield(state, -1, c"call".as_ptr());
+        ffi::lua_remove(state, -2);
+        ffi::lua_insert(state, 1);
+        ffi::lua_call(state, arguments, 2);
+        let failed = ffi::lua_toboolean(state, -1) != 0;
+        ffi::lua_settop(state, -2);
+        if failed {
+            ffi::lua_error(state);
+        }
+        1
+    }
+}
+
+/// Builds the world a script sees, once per state; returns the function that runs one.
+const PRELUDE: &str = r#"
+local raw, setfenv, setmetatable, xpcall, type, tostring = ...
+local find, sub = string.find, string.sub
+local function readonly(t)
+  return setmetatable({}, {
+    __index = t,
+    __newindex = function() error('Attempt to modify a readonly table', 2) end,
+    __metatable = false,
+  })
+end
+local redis = {
+  call = raw.call_raising,
+  pcall = function(...) return (raw.call(...)) end,
+  error_reply = function(message)
+    message = tostring(message)
+    if sub(message, 1, 1) == '-' then message = sub(message, 2) end
+    if not find(message, ' ', 1, true) then message = 'ERR ' .. message end
+    return {err = message}
+  end,
+  status_reply = function(message) return {ok = message} end,
+  sha1hex = function(text) return raw.sha1(text) end,
+  log = function() end,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+}
+local math_kept = {}
+for name, f in pairs(math) do
+  if name ~= 'random' and name ~= 'randomseed' then math_kept[name] = f end
+end
+local visible = {
+  string = readonly(string), table = readonly(table), math = readonly(math_kept),
+  redis = readonly(redis), _VERSION = _VERSION,
+}
+for _, name in ipairs({'assert', 'error', 'ipairs', 'next', 'pairs', 'pcall', 'rawequal',
+    'rawget', 'select', 'setmetatable', 'getmetatable', 'tonumber', 'tostring', 'type',
+    'unpack', 'xpcall'}) do
+  visible[name] = _G[name]
+end
+getmetatable('').__metatable = false
+local globals = {
+  __index = function(_, name)
+    local value = visible[name]
+    if value == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = function() error('Attempt to modify a readonly table', 2) end,
+  __metatable = false,
+}
+local function handler(err)
+  local source, line = raw.where()
+  local message = type(err) == 'table' and err.err
+  if type(message) ~= 'string' then message = 'ERR ' .. tostring(err) end
+  return {err = message, source = source, line = line}
+end
+return function(script, keys, argv, call)
+  raw.call = call
+  setfenv(script, setmetatable({KEYS = keys, ARGV = argv}, globals))
+  local ok, result = xpcall(script, handler)
+  raw.call = nil
+  return ok, result
+end
+"#;
+
+/// A script as the engine keeps it: its digest, and the function it compiled to or the
+/// syntax error Lua gave.
+struct Compiled {
+    sha: String,
+    function: Result<Function, String>,
+}
+
+struct Engine {
+    lua: Lua,
+    run: Function,
+    /// By the script's text: looking a script up costs a hash of its text, not its SHA-1.
+    compiled: RefCell<HashMap<String, Compiled>>,
+    /// Instructions the running script has left, in hook periods.
+    budget: std::rc::Rc<Cell<u32>>,
+}
+
+thread_local! {
+    static ENGINE: Engine = Engine::new().expect("the script engine starts");
+}
+
+/// The SHA-1 digest of a script, in hex, as `EVALSHA` names it.
+pub fn sha1_hex(text: &str) -> String {
+    sha1_smol::Sha1::from(text).digest().to_string()
+}
+
+/// Runs `script` with `keys` and `args`; `call` runs each command the script sends, on the
+/// instance, at the script's instant.
+pub(super) fn eval(
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+    call: &mut dyn FnMut(&[String]) -> Reply,
+) -> Reply {
+    ENGINE.with(|engine| engine.eval(script, keys, args, call))
+}
+
+impl Engine {
+    fn new() -> mlua::Result<Engine> {
+        let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default())?;
+        let raw = lua.create_table()?;
+        raw.set(
+            "sha1",
+            lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.to_string_lossy())))?,
+        )?;
+        raw.set("where", lua.create_function(|lua, ()| Ok(where_raised(lua)))?)?;
+        // SAFETY: `redis_call` keeps to the Lua stack discipline its comment gives.
+        raw.set("call_raising", unsafe { lua.create_c_function(redis_call)? })?;
+        lua.set_named_registry_value(RAW.to_str().expect("ascii"), &raw)?;
+        let globals = lua.globals();
+        let builtins: (Function, Function, Function, Function, Function) = (
+            globals.get("setfenv")?,
+            globals.get("setmetatable")?,
+            globals.get("xpcall")?,
+            globals.get("type")?,
+            globals.get("tostring")?,
+        );
+        let (setfenv, setmetatable, xpcall, kind, tostring) = builtins;
+        let prelude = lua.load(PRELUDE).set_name("=prelude").into_function()?;
+        let run: Function = prelude.call((raw, setfenv, setmetatable, xpcall, kind, tostring))?;
+        let budget = std::rc::Rc::new(Cell::new(0));
+        let left = budget.clone();
+        lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| match left.get() {
+            0 => Err(mlua::Error::runtime(format!(
+                "the script ran past {INSTRUCTION_LIMIT} instructions and was stopped"
+            ))),
+            n => {
+                left.set(n - 1);
+                Ok(VmState::Continue)
+            }
+        })?;
+        Ok(Engine { lua, run, compiled: RefCell::new(HashMap::new()), budget })
+    }
+
+    fn eval(
+        &self,
+        script: &str,
+        keys: &[&str],
+        args: &[&str],
+        call: &mut dyn FnMut(&[String]) -> Reply,
+    ) -> Reply {
+        self.compile(script);
+        let compiled = self.compiled.borrow();
+        let Compiled { sha, function } = compiled.get(script).expect("just compiled");
+        let function = match function {
+            Ok(function) => function.clone(),
+            Err(message) => {
+                return Reply::Error(format!("ERR Error compiling script (new function): {message}"))
+            }
+        };
+        self.budget.set(INSTRUCTION_LIMIT / HOOK_EVERY);
+        let outcome = self.lua.scope(|scope| {
+            let call = scope.create_function_mut(|lua, argv: Variadic<Value>| {
+                let reply = match arguments(&argv) {
+                    Ok(argv) => call(&argv),
+                    Err(message) => Reply::Error(message.to_owned()),
+                };
+                let failed = matches!(reply, Reply::Error(_));
+                Ok((to_lua(lua, &reply)?, failed))
+            })?;
+            let keys = self.lua.create_sequence_from(keys.iter().copied())?;
+            let argv = self.lua.create_sequence_from(args.iter().copied())?;
+            let (ok, result): (bool, Value) = self.run.call((function, keys, argv, call))?;
+            Ok(if ok { from_lua(&result) } else { raised(&result, sha) })
+        });
+        outcome.unwrap_or_else(|e| Reply::Error(format!("ERR {e} script: {sha}")))
+    }
+
+    /// Compiles the script unless it was before; a syntax error is kept as Lua words it.
+    fn compile(&self, script: &str) {
+        if self.compiled.borrow().contains_key(script) {
+            return;
+        }
+        let function = self.lua.load(script).set_name(SOURCE).into_function().map_err(|e| match e {
+            mlua::Error::SyntaxError { message, .. } => message,
+            other => other.to_string(),
+        });
+        let compiled = Compiled { sha: sha1_hex(script), function };
+        self.compiled.borrow_mut().insert(script.to_owned(), compiled);
+    }
+}
+
+/// The innermost frame of the script on the stack: its source and current line.
+fn where_raised(lua: &Lua) -> (Option<String>, Option<usize>) {
+    let mut level = 1;
+    while let Some(found) = lua.inspect_stack(level, |frame| {
+        let source = frame.source().source.map(|s| s.into_owned());
+        (source.as_deref() == Some(SOURCE)).then(|| (source, frame.current_line()))
+    }) {
+        if let Some(at) = found {
+            return at;
+        }
+        level += 1;
+    }
+    (None, None)
+}
+
+/// A command's arguments as a script passed them: strings, and numbers as Redis prints them.
+fn arguments(argv: &[Value]) -> Result<Vec<String>, &'static str> {
+    if argv.is_empty() {
+        return Err("ERR Please specify at least one argument for this redis lib call");
+    }
+    argv.iter()
+        .map(|value| match value {
+            Value::String(s) => Ok(s.to_string_lossy()),
+            Value::Integer(n) => Ok(n.to_string()),
+            Value::Number(n) => Ok(number_text(*n)),
+            _ => Err("ERR Lua redis lib command arguments must be strings or integers"),
+        })
+        .collect()
+}
+
+/// A number as a server prints one it is given (`%.17g`): whole numbers without a point.
+fn number_text(n: f64) -> String {
+    if n.is_nan() {
+        return "nan".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if n.fract() == 0.0 && n.abs() < 1e17 {
+        return format!("{}", n as i64);
+    }
+    let scientific = format!("{n:.16e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("an exponent");
+    let exponent: i32 = exponent.parse().expect("a number");
+    let trim = |s: &str| s.trim_end_matches('0').trim_end_matches('.').to_owned();
+    if !(-4..17).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", trim(mantissa), exponent.abs());
+    }
+    trim(&format!("{n:.*}", (16 - exponent) as usize))
+}
+
+/// A reply as a script receives it from `redis.call`.
+fn to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
+    let field = |name: &str, text: &str| -> mlua::Result<Value> {
+        let table = lua.create_table()?;
+        table.raw_set(name, text)?;
+        Ok(Value::Table(table))
+    };
+    Ok(match reply {
+        Reply::Int(n) => Value::Number(*n as f64),
+        Reply::Bulk(text) => Value::String(lua.create_string(text)?),
+        Reply::Nil => Value::Boolean(false),
+        Reply::Ok => field("ok", "OK")?,
+        Reply::Status(text) => field("ok", text)?,
+        Reply::Error(text) => field("err", text)?,
+        Reply::Array(items) => {
+            let table = lua.create_table()?;
+            for (i, item) in items.iter().enumerate() {
+                table.raw_set(i + 1, to_lua(lua, item)?)?;
+            }
+            Value::Table(table)
+        }
+    })
+}
+
+/// What a script returned, as the reply a server sends for it.
+fn from_lua(value: &Value) -> Reply {
+    match value {
+        Value::String(text) => Reply::Bulk(text.to_string_lossy()),
+        Value::Integer(n) => Reply::Int(*n),
+        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Table(table) => table_reply(table),
+        _ => Reply::Nil,
+    }
+}
+
+/// A table: an error, a status, or an array up to its first nil.
+fn table_reply(table: &Table) -> Reply {
+    if let Ok(Value::String(text)) = table.raw_get::<Value>("err") {
+        return Reply::Error(text.to_string_lossy());
+    }
+    if let Ok(Value::String(text)) = table.raw_get::<Value>("ok") {
+        let text = text.to_string_lossy();
+        return if text == "OK" { Reply::Ok } else { Reply::Status(text) };
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match table.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(value) => items.push(from_lua(&value)),
+        }
+    }
+    Reply::Array(items)
+}
+
+/// An error the script raised, worded as a server words it: the message, the script's
+/// digest, and where it was raised.
+fn raised(value: &Value, sha: &str) -> Reply {
+    let Value::Table(table) = value else {
+        return Reply::Error(format!("ERR the script failed script: {sha}"));
+    };
+    let message = table.raw_get::<String>("err").unwrap_or_else(|_| "ERR the script failed".into());
+    let source = table.raw_get::<Option<String>>("source").ok().flatten();
+    let line = table.raw_get::<Option<i64>>("line").ok().flatten();
+    Reply::Error(match (source, line) {
+        (Some(source), Some(line)) => format!("{message} script: {sha}, on {source}:{line}."),
+        _ => format!("{message} script: {sha}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number_text;
+
+    #[test]
+    fn numbers_are_printed_as_a_server_prints_them() {
+        assert_eq!(number_text(1000.0), "1000");
+        assert_eq!(number_text(-3.0), "-3");
+        assert_eq!(number_text(1.5), "1.5");
+        assert_eq!(number_text(0.1), "0.10000000000000001");
+        assert_eq!(number_text(1e20), "1e+20");
+        assert_eq!(number_text(1.25e-7), "1.2499999999999999e-07");
+    }
+}
