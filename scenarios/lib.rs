@@ -19,6 +19,7 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod live;
+pub mod mechanism_file;
 pub mod mutant;
 pub mod runner;
 pub mod scenario;

@@ -11,6 +11,7 @@ pub mod fidelity;
 pub mod live;
 pub mod manpage;
 pub mod matrix;
+pub mod mechanism;
 pub mod mechanisms;
 pub mod merge;
 pub mod mutants;
@@ -43,6 +44,8 @@ pub enum Command {
     /// List the mechanisms and what each promises
     #[command(visible_alias = "strategies")]
     Mechanisms,
+    /// Check a mechanism file describing your own lock, or write the built-ins as files
+    Mechanism(mechanism::MechanismArgs),
     /// Run many seeds in parallel and keep every failure as a replay file
     Explore(explore::ExploreArgs),
     /// Run a replay file's plan again and tell how it failed
@@ -86,6 +89,7 @@ pub fn dispatch(command: Command) -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Run(args) => run::run_command(args),
         Command::Mechanisms => mechanisms::run(),
+        Command::Mechanism(args) => mechanism::run(args),
         Command::Explore(args) => explore::run(args),
         Command::Replay(args) => replay::run_command(args),
         Command::Shrink(args) => shrink::run_command(args),

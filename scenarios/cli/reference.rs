@@ -25,29 +25,40 @@ pub fn command_reference() -> String {
         one_line(cli.get_about().map(ToString::to_string).unwrap_or_default())
     );
     for command in cli.get_subcommands().filter(|command| !command.is_hide_set()) {
-        out.push_str(&section(command));
+        out.push_str(&section(command, "fencesim"));
     }
     out
 }
 
-/// One subcommand's section: its purpose, its usage, a table of its arguments.
-fn section(command: &clap::Command) -> String {
-    let name = command.get_name();
+/// One subcommand's section: its purpose, its usage, a table of its arguments; then a
+/// section for each of its own subcommands.
+fn section(command: &clap::Command, parent: &str) -> String {
+    let name = format!("{parent} {}", command.get_name());
     let about = command.get_long_about().or(command.get_about()).map(ToString::to_string).unwrap_or_default();
-    let mut out = format!("\n## fencesim {name}\n\n{}\n", one_line(about));
+    let mut out = format!("\n## {name}\n\n{}\n", one_line(about));
     let aliases: Vec<&str> = command.get_visible_aliases().collect();
     if !aliases.is_empty() {
         out.push_str(&format!("\nAlso called: {}.\n", quoted(&aliases)));
     }
-    let usage = command.clone().bin_name(format!("fencesim {name}")).render_usage().to_string();
-    out.push_str(&format!("\n```\n{}\n```\n", usage.trim_start_matches("Usage: ")));
-    let arguments: Vec<&Arg> = command.get_arguments().filter(|arg| shown(arg)).collect();
-    if arguments.is_empty() {
-        return out;
+    let subcommands: Vec<&clap::Command> =
+        command.get_subcommands().filter(|sub| !sub.is_hide_set() && sub.get_name() != "help").collect();
+    if subcommands.is_empty() {
+        let usage = command.clone().bin_name(&name).render_usage().to_string();
+        out.push_str(&format!("\n```\n{}\n```\n", usage.trim_start_matches("Usage: ")));
+    } else {
+        let names: Vec<String> =
+            subcommands.iter().map(|sub| format!("`{name} {}`", sub.get_name())).collect();
+        out.push_str(&format!("\nIts subcommands: {}.\n", names.join(", ")));
     }
-    out.push_str("\n| argument | what it does | default |\n|---|---|---|\n");
-    for arg in arguments {
-        out.push_str(&format!("| {} | {} | {} |\n", spelled(arg), cell(&help(arg)), cell(&default(arg))));
+    let arguments: Vec<&Arg> = command.get_arguments().filter(|arg| shown(arg)).collect();
+    if !arguments.is_empty() {
+        out.push_str("\n| argument | what it does | default |\n|---|---|---|\n");
+        for arg in arguments {
+            out.push_str(&format!("| {} | {} | {} |\n", spelled(arg), cell(&help(arg)), cell(&default(arg))));
+        }
+    }
+    for sub in subcommands {
+        out.push_str(&section(sub, &name));
     }
     out
 }

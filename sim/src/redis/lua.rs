@@ -154,6 +154,17 @@ pub(super) fn eval(
     ENGINE.with(|engine| engine.eval(script, keys, args, call))
 }
 
+/// Compiles a script as `EVAL` would, without running it: Lua's message when it does not.
+pub fn compile_script(script: &str) -> Result<(), String> {
+    ENGINE.with(|engine| {
+        engine.compile(script);
+        match &engine.compiled.borrow()[script].function {
+            Ok(_) => Ok(()),
+            Err(message) => Err(message.clone()),
+        }
+    })
+}
+
 impl Engine {
     fn new() -> mlua::Result<Engine> {
         let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default())?;

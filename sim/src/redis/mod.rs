@@ -10,7 +10,7 @@
 mod lua;
 mod script_call;
 
-pub use lua::{sha1_hex, INSTRUCTION_LIMIT};
+pub use lua::{compile_script, sha1_hex, INSTRUCTION_LIMIT};
 pub use script_call::MODELLED as SCRIPT_COMMANDS;
 
 use script_call::Called;

@@ -1,0 +1,89 @@
+//! `fencesim mechanism check FILE`: reads a mechanism file and says everything wrong with it
+//! (exit 2), or what it describes (exit 0). `fencesim mechanism export`: writes the
+//! built-in mechanisms as files, to start one's own from.
+
+use crate::cli::bad_input;
+use crate::mechanism_file::builtin::{file_name, text_of, DIRECTORY};
+use crate::mechanism_file::{check, MechanismFile};
+use crate::model::Mechanism;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct MechanismArgs {
+    #[command(subcommand)]
+    pub action: MechanismAction,
+}
+
+#[derive(clap::Subcommand)]
+pub enum MechanismAction {
+    /// Check a mechanism file: its schema, its SQL (prepared by SQLite against the store's
+    /// schema) and its Lua scripts (compiled as Redis compiles them)
+    Check {
+        /// The mechanism file (TOML; docs/mechanism-files.md gives the schema)
+        file: PathBuf,
+    },
+    /// Write each built-in mechanism as a file, to copy and change
+    Export {
+        /// The directory to write them into
+        #[arg(long, default_value = DIRECTORY)]
+        out: PathBuf,
+    },
+}
+
+pub fn run(args: MechanismArgs) -> ExitCode {
+    match args.action {
+        MechanismAction::Check { file } => match read(&file) {
+            Ok(mechanism) => {
+                println!("{}: a valid mechanism file: {}", file.display(), summary(&mechanism));
+                ExitCode::SUCCESS
+            }
+            Err(message) => bad_input(message),
+        },
+        MechanismAction::Export { out } => match export(&out) {
+            Ok(written) => {
+                println!("{written} mechanism files written to {}", out.display());
+                ExitCode::SUCCESS
+            }
+            Err(message) => bad_input(message),
+        },
+    }
+}
+
+/// Reads and checks a mechanism file; every problem, each on a line naming the file and
+/// the field, when it is not valid.
+pub fn read(path: &Path) -> Result<MechanismFile, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    check(&text).map_err(|problems| {
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|p| format!("{}: {}: {}", path.display(), p.field, p.message.replace('\n', "\n    ")))
+            .collect();
+        format!("{} is not a valid mechanism file:\n{}", path.display(), lines.join("\n"))
+    })
+}
+
+/// What a valid file describes, in one line.
+fn summary(file: &MechanismFile) -> String {
+    let token = match file.token.source {
+        crate::mechanism_file::schema::TokenSourceName::None => "no token".to_owned(),
+        crate::mechanism_file::schema::TokenSourceName::RedisIncr => {
+            format!("a token from INCR {}", file.token.key.as_deref().unwrap_or(""))
+        }
+        crate::mechanism_file::schema::TokenSourceName::DbSequence => {
+            "a token from the database's sequence".into()
+        }
+    };
+    format!("`{}`, {token}, the lease on {}", file.name, file.lease.key)
+}
+
+/// Writes every built-in mechanism's file into `out`; how many.
+fn export(out: &Path) -> Result<usize, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for mechanism in Mechanism::ALL {
+        let path = out.join(file_name(mechanism));
+        std::fs::write(&path, text_of(mechanism)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(Mechanism::ALL.len())
+}

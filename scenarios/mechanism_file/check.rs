@@ -1,0 +1,220 @@
+//! Reads a mechanism file and checks everything that can be checked before a run: the
+//! TOML and its schema, every statement prepared by SQLite against the store's schema
+//! (its parameters and the columns it returns), every script compiled by the embedded Lua,
+//! and the fields that only make sense together. Every problem is named by its field and
+//! given in SQLite's, Lua's or the schema's own words.
+
+use super::schema::{MechanismFile, TokenSourceName};
+use fencesim_model::store::SCHEMA;
+use rusqlite::Connection;
+
+/// One thing wrong with a file: the field, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub field: String,
+    pub message: String,
+}
+
+impl Problem {
+    fn new(field: &str, message: impl Into<String>) -> Problem {
+        Problem { field: field.to_owned(), message: message.into() }
+    }
+}
+
+/// The parameters a statement may be given.
+const PARAMETERS: [&str; 3] = [":merchant", ":id", ":token"];
+
+/// The columns each statement must return, in order.
+const ROW_COLUMNS: [&str; 5] = ["id", "merchant", "amount_cents", "state", "fence"];
+const IMAGE_COLUMNS: [&str; 2] = ["state", "fence"];
+
+/// Parses `text` and checks it; the problems, all of them, when there are any.
+pub fn check(text: &str) -> Result<MechanismFile, Vec<Problem>> {
+    let file: MechanismFile = toml::from_str(text).map_err(|e| vec![schema_problem(text, &e)])?;
+    let mut problems = Vec::new();
+    fields(&file, &mut problems);
+    statements(&file, &mut problems);
+    for (field, script) in
+        [("scripts.release", &file.scripts.release), ("scripts.renew", &file.scripts.renew)]
+    {
+        if let Err(message) = fencesim_sim::redis::compile_script(script) {
+            problems.push(Problem::new(field, format!("Lua says: {message}")));
+        }
+    }
+    if problems.is_empty() {
+        Ok(file)
+    } else {
+        Err(problems)
+    }
+}
+
+/// A TOML or schema error, named by the line it is on.
+fn schema_problem(text: &str, error: &toml::de::Error) -> Problem {
+    let line = error.span().map_or(1, |span| text[..span.start.min(text.len())].lines().count().max(1));
+    let line = match error.span() {
+        Some(span) if text[..span.start.min(text.len())].ends_with('\n') => line + 1,
+        _ => line,
+    };
+    Problem::new(&format!("line {line}"), error.message().trim_end().to_owned())
+}
+
+/// The fields that must agree with each other.
+fn fields(file: &MechanismFile, problems: &mut Vec<Problem>) {
+    let kebab = |s: &str| {
+        !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if !kebab(&file.name) {
+        problems
+            .push(Problem::new("name", "lower-case letters, digits and '-' only, e.g. \"our-fenced-lock\""));
+    }
+    if file.promise.trim().is_empty() {
+        problems.push(Problem::new("promise", "say in one sentence what the mechanism promises"));
+    }
+    if !file.lease.key.contains("{merchant}") {
+        problems.push(Problem::new("lease.key", "must hold {merchant}, where the merchant's id goes"));
+    }
+    match (file.token.source, &file.token.key) {
+        (TokenSourceName::RedisIncr, None) => problems.push(Problem::new(
+            "token.key",
+            "redis-incr needs the counter's key, e.g. \"fence:settle:{merchant}\"",
+        )),
+        (TokenSourceName::RedisIncr, Some(key)) if !key.contains("{merchant}") => {
+            problems.push(Problem::new("token.key", "must hold {merchant}, where the merchant's id goes"))
+        }
+        (TokenSourceName::None | TokenSourceName::DbSequence, Some(_)) => {
+            problems.push(Problem::new("token.key", "only a redis-incr token has a key"))
+        }
+        _ => {}
+    }
+    if file.token.seed_on_restart && file.token.source != TokenSourceName::RedisIncr {
+        problems.push(Problem::new(
+            "token.seed-on-restart",
+            "only a counter on Redis is seeded when Redis starts",
+        ));
+    }
+    if file.lease.renewals_per_ttl == 1 || file.lease.renewals_per_ttl > 10 {
+        problems.push(Problem::new(
+            "lease.renewals-per-ttl",
+            "0 (never), or 2 to 10 renewals per TTL (at 1 the lease expires as it is renewed)",
+        ));
+    }
+}
+
+/// Each statement prepared against the store's schema, with the parameters and columns
+/// the protocol needs.
+fn statements(file: &MechanismFile, problems: &mut Vec<Problem>) {
+    let db = Connection::open_in_memory().and_then(|db| db.execute_batch(SCHEMA).map(|()| db));
+    let db = db.expect("an in-memory database with the store's schema");
+    let fenced = file.token.source != TokenSourceName::None;
+    let write_needs: &[&str] = if fenced { &[":id", ":token"] } else { &[":id"] };
+    let s = &file.statements;
+    let mut wanted = vec![
+        Wanted {
+            field: "statements.open-rows",
+            sql: &s.open_rows,
+            needs: &[":merchant"],
+            columns: &ROW_COLUMNS,
+            reads: true,
+        },
+        Wanted {
+            field: "statements.claim",
+            sql: &s.claim,
+            needs: write_needs,
+            columns: &IMAGE_COLUMNS,
+            reads: false,
+        },
+        Wanted {
+            field: "statements.confirm",
+            sql: &s.confirm,
+            needs: write_needs,
+            columns: &IMAGE_COLUMNS,
+            reads: false,
+        },
+    ];
+    match (&s.sequence, file.token.source) {
+        (Some(sequence), TokenSourceName::DbSequence) => wanted.push(Wanted {
+            field: "statements.sequence",
+            sql: sequence,
+            needs: &[":merchant"],
+            columns: &["value"],
+            reads: false,
+        }),
+        (None, TokenSourceName::DbSequence) => problems.push(Problem::new(
+            "statements.sequence",
+            "a db-sequence token needs the statement that takes it",
+        )),
+        (Some(_), _) => {
+            problems.push(Problem::new("statements.sequence", "only a db-sequence token has one"))
+        }
+        (None, _) => {}
+    }
+    for wanted in wanted {
+        if let Err(message) = statement(&db, &wanted) {
+            problems.push(Problem::new(wanted.field, message));
+        }
+    }
+}
+
+/// A statement the protocol needs: its field, its text, the parameters it must take, the
+/// columns it must return, and whether it only reads.
+struct Wanted<'a> {
+    field: &'a str,
+    sql: &'a str,
+    needs: &'a [&'a str],
+    columns: &'a [&'a str],
+    reads: bool,
+}
+
+/// One statement: it prepares, takes exactly the parameters it needs, returns its
+/// columns, and reads or writes as it must.
+fn statement(db: &Connection, wanted: &Wanted<'_>) -> Result<(), String> {
+    let Wanted { sql, needs, columns, reads: read_only, .. } = *wanted;
+    let prepared = db.prepare(sql).map_err(|e| format!("SQLite says: {}", sqlite_message(&e)))?;
+    let given: Vec<String> = (1..=prepared.parameter_count())
+        .map(|i| prepared.parameter_name(i).unwrap_or("?").to_owned())
+        .collect();
+    if let Some(other) = given.iter().find(|p| !PARAMETERS.contains(&p.as_str())) {
+        let known = PARAMETERS.join(", ");
+        return Err(format!("the parameter {other} is not one the worker gives (it gives {known}, by name)"));
+    }
+    if let Some(missing) = needs.iter().find(|need| !given.iter().any(|p| p == *need)) {
+        return Err(format!("the statement must use {missing}"));
+    }
+    if let Some(extra) = given.iter().find(|p| !needs.contains(&p.as_str())) {
+        return Err(format!("{extra} is not given to this statement (it is given {})", needs.join(", ")));
+    }
+    let returned: Vec<&str> = prepared.column_names();
+    if returned != columns {
+        return Err(format!(
+            "must return {}, in that order; it returns {}",
+            columns.join(", "),
+            describe(&returned)
+        ));
+    }
+    if prepared.readonly() != read_only {
+        return Err(if read_only {
+            "must only read"
+        } else {
+            "must write (an UPDATE, or an INSERT for the sequence)"
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn describe(columns: &[&str]) -> String {
+    if columns.is_empty() {
+        "nothing".into()
+    } else {
+        columns.join(", ")
+    }
+}
+
+/// SQLite's own message for an error.
+fn sqlite_message(error: &rusqlite::Error) -> String {
+    match error {
+        rusqlite::Error::SqliteFailure(_, Some(message)) => message.clone(),
+        rusqlite::Error::SqlInputError { msg, offset, .. } => format!("{msg} (at character {offset})"),
+        other => other.to_string(),
+    }
+}

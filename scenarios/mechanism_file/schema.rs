@@ -1,0 +1,231 @@
+//! A mechanism file, field by field: what a team writes to describe its own lock. Every
+//! table and field is named in `docs/mechanism-files.md`; a field the schema does not know
+//! is an error, never ignored.
+
+use fencesim_model::mechanism::{LeaseKind, OnRejectedWrite, ReleasePolicy, Spec, TokenPolicy};
+use fencesim_model::Safety;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MechanismFile {
+    /// The mechanism's name, in lower case words joined by `-`.
+    pub name: String,
+    /// What it promises, in one sentence.
+    pub promise: String,
+    /// What it breaks with no fault at all, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_faults: Option<String>,
+    /// How safe it claims to be: what the suite holds it to.
+    pub safety: SafetyName,
+    pub token: TokenTable,
+    pub lease: LeaseTable,
+    pub writes: WritesTable,
+    pub statements: StatementsTable,
+    pub scripts: ScriptsTable,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SafetyName {
+    Unsafe,
+    UnlessCounterLost,
+    UnlessRestartLosesCounter,
+    Safe,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TokenTable {
+    /// `none`, `redis-incr` (an `INCR` on Redis) or `db-sequence` (the database's own).
+    pub source: TokenSourceName,
+    /// The counter's key for `redis-incr`, with `{merchant}` where the merchant goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// When Redis starts, set the counter from the largest fence of the merchant's rows.
+    #[serde(default)]
+    pub seed_on_restart: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenSourceName {
+    None,
+    RedisIncr,
+    DbSequence,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LeaseTable {
+    /// `single` (one Redis instance) or `majority` (five; a majority within the validity time).
+    pub kind: LeaseKindName,
+    /// The lease's key, with `{merchant}` where the merchant goes.
+    pub key: String,
+    /// How many times per TTL a background task renews the lease with `scripts.renew`; 0:
+    /// never.
+    #[serde(default)]
+    pub renewals_per_ttl: u32,
+    /// Read the lease's key before every write and give the batch up if it is not ours.
+    #[serde(default)]
+    pub check_before_write: bool,
+    /// Wait for the replica after taking the lease and the token, and use neither before it
+    /// has them.
+    #[serde(default)]
+    pub wait_for_replica: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaseKindName {
+    Single,
+    Majority,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct WritesTable {
+    /// What the worker does when a claim or confirm updates no row: `skip` the row or
+    /// `abandon` the batch.
+    pub on_rejected: OnRejected,
+    /// What it does when the row is already `sent` by another holder.
+    pub on_row_already_sent: OnRejected,
+    /// Whether the settlement ledger's postings carry the token too.
+    pub fence_settlement: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnRejected {
+    Skip,
+    Abandon,
+}
+
+/// The SQL the worker runs, with named parameters: `:merchant`, `:id`, `:token`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StatementsTable {
+    /// The merchant's open rows, in id order: `id, merchant, amount_cents, state, fence`.
+    pub open_rows: String,
+    /// Marks a row `sending`; returns the row's `state, fence`.
+    pub claim: String,
+    /// Marks a row `sent`; returns the row's `state, fence`.
+    pub confirm: String,
+    /// The next token of the merchant's sequence, for `db-sequence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<String>,
+}
+
+/// The Redis scripts, in Lua, with `KEYS` and `ARGV` as Redis passes them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ScriptsTable {
+    /// Gives the lease back: `KEYS[1]` the lease, `ARGV[1]` the holder's value; returns 1
+    /// when it deleted the lease.
+    pub release: String,
+    /// Renews the lease: `KEYS[1]`, `ARGV[1]` as above, `ARGV[2]` the TTL in milliseconds;
+    /// returns 1 when it renewed.
+    pub renew: String,
+}
+
+impl SafetyName {
+    pub fn of(safety: Safety) -> SafetyName {
+        match safety {
+            Safety::Unsafe => SafetyName::Unsafe,
+            Safety::UnlessCounterLost => SafetyName::UnlessCounterLost,
+            Safety::UnlessRestartLosesCounter => SafetyName::UnlessRestartLosesCounter,
+            Safety::Safe => SafetyName::Safe,
+        }
+    }
+
+    pub fn safety(self) -> Safety {
+        match self {
+            SafetyName::Unsafe => Safety::Unsafe,
+            SafetyName::UnlessCounterLost => Safety::UnlessCounterLost,
+            SafetyName::UnlessRestartLosesCounter => Safety::UnlessRestartLosesCounter,
+            SafetyName::Safe => Safety::Safe,
+        }
+    }
+}
+
+impl TokenSourceName {
+    pub fn of(policy: TokenPolicy) -> TokenSourceName {
+        match policy {
+            TokenPolicy::None => TokenSourceName::None,
+            TokenPolicy::RedisIncr => TokenSourceName::RedisIncr,
+            TokenPolicy::DbSequence => TokenSourceName::DbSequence,
+        }
+    }
+
+    pub fn policy(self) -> TokenPolicy {
+        match self {
+            TokenSourceName::None => TokenPolicy::None,
+            TokenSourceName::RedisIncr => TokenPolicy::RedisIncr,
+            TokenSourceName::DbSequence => TokenPolicy::DbSequence,
+        }
+    }
+}
+
+impl OnRejected {
+    pub fn of(policy: OnRejectedWrite) -> OnRejected {
+        match policy {
+            OnRejectedWrite::Skip => OnRejected::Skip,
+            OnRejectedWrite::Abandon => OnRejected::Abandon,
+        }
+    }
+
+    pub fn policy(self) -> OnRejectedWrite {
+        match self {
+            OnRejected::Skip => OnRejectedWrite::Skip,
+            OnRejected::Abandon => OnRejectedWrite::Abandon,
+        }
+    }
+}
+
+impl LeaseKindName {
+    pub fn of(kind: LeaseKind) -> LeaseKindName {
+        match kind {
+            LeaseKind::Single => LeaseKindName::Single,
+            LeaseKind::Redlock => LeaseKindName::Majority,
+        }
+    }
+
+    pub fn kind(self) -> LeaseKind {
+        match self {
+            LeaseKindName::Single => LeaseKind::Single,
+            LeaseKindName::Majority => LeaseKind::Redlock,
+        }
+    }
+}
+
+/// How often the built-in renewal renews: three times per TTL (every third of it).
+pub const BUILT_IN_RENEWALS_PER_TTL: u32 = 3;
+
+impl MechanismFile {
+    /// The mechanism as the model's data. The release policy is read from the release
+    /// script: a script that is the built-in plain `DEL` is `PlainDel`, any other compares
+    /// (what it really does is what the simulation runs, in Lua).
+    pub fn spec(&self, plain_del_script: &str) -> Spec {
+        let leak = |text: &str| -> &'static str { Box::leak(text.to_owned().into_boxed_str()) };
+        let release = match self.scripts.release.trim() == plain_del_script.trim() {
+            true => ReleasePolicy::PlainDel,
+            false => ReleasePolicy::CompareAndDelete,
+        };
+        Spec {
+            name: leak(&self.name),
+            promise: leak(&self.promise),
+            without_faults: self.without_faults.as_deref().map(leak),
+            safety: self.safety.safety(),
+            tokens: self.token.source.policy(),
+            on_rejected_write: self.writes.on_rejected.policy(),
+            on_row_already_sent: self.writes.on_row_already_sent.policy(),
+            lease: self.lease.kind.kind(),
+            release,
+            renewal: self.lease.renewals_per_ttl > 0,
+            check_before_write: self.lease.check_before_write,
+            seed_counter_on_restart: self.token.seed_on_restart,
+            fence_settlement: self.writes.fence_settlement,
+            wait_replica: self.lease.wait_for_replica,
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Mechanism files: the built-ins written out under `mechanisms/` are what
+//! `fencesim mechanism export` writes and describe exactly the registry's mechanisms; a
+//! file with a mistake is refused by `fencesim mechanism check` with exit 2, naming the
+//! file, the field and SQLite's or Lua's own words, and without a panic.
+
+use fencesim::mechanism_file::builtin::{file_name, text_of, DIRECTORY, PLAIN_DEL_LUA};
+use fencesim::mechanism_file::check;
+use fencesim::model::Mechanism;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fencesim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).current_dir(root()).output().unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (out.status.code().expect("an exit code, not a signal"), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn the_built_in_files_are_what_export_writes_and_nothing_else() {
+    let stale = "is stale: write the files again with `cargo run --release -- mechanism export`";
+    for mechanism in Mechanism::ALL {
+        let path = root().join(DIRECTORY).join(file_name(mechanism));
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(committed == text_of(mechanism), "{} {stale}", path.display());
+    }
+    let mut names: Vec<String> = std::fs::read_dir(root().join(DIRECTORY))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = Mechanism::ALL.iter().map(|m| file_name(*m)).collect();
+    expected.sort();
+    assert_eq!(names, expected, "{DIRECTORY}/ holds one file per built-in mechanism");
+}
+
+/// Read back, each built-in file is the registry's mechanism, field for field.
+#[test]
+fn each_built_in_file_checks_clean_and_reads_back_as_the_registry_s_mechanism() {
+    for mechanism in Mechanism::ALL {
+        let file = check(&text_of(mechanism)).unwrap_or_else(|problems| panic!("{mechanism}: {problems:?}"));
+        assert_eq!(&file.spec(PLAIN_DEL_LUA), mechanism.spec(), "{mechanism}");
+    }
+    let path = format!("{DIRECTORY}/fenced.toml");
+    let (code, out, err) = fencesim(&["mechanism", "check", &path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("a valid mechanism file: `fenced`, a token from INCR fence:settle:{merchant}"),
+        "{out}"
+    );
+}
+
+/// The fenced built-in with one line changed.
+fn broken(name: &str, from: &str, to: &str) -> PathBuf {
+    let text = text_of(Mechanism::Fenced);
+    assert!(text.contains(from), "{from}");
+    let dir = std::env::temp_dir().join(format!("fencesim-mechanism-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    path
+}
+
+#[test]
+fn a_file_with_a_mistake_is_refused_naming_the_file_the_field_and_the_cause() {
+    let cases = [
+        (
+            "sql.toml",
+            "UPDATE refund SET state = 'sent'",
+            "UPDAT refund SET state = 'sent'",
+            "statements.confirm: SQLite says: near \"UPDAT\": syntax error",
+        ),
+        (
+            "token.toml",
+            "fence < :token",
+            "fence <= :tokn",
+            "statements.claim: the parameter :tokn is not one",
+        ),
+        ("missing.toml", "AND fence = :token", "", "statements.confirm: the statement must use :token"),
+        (
+            "columns.toml",
+            "\nRETURNING state, fence\"\"\"\nconfirm",
+            "\"\"\"\nconfirm",
+            "statements.claim: must return state, fence, in that order; it returns nothing",
+        ),
+        (
+            "lua.toml",
+            "release = \"if",
+            "release = \"iff",
+            "scripts.release: Lua says: user_script:1: '=' expected near 'redis'",
+        ),
+        (
+            "field.toml",
+            "kind = \"single\"",
+            "kind = \"single\"\ncolour = \"red\"",
+            "line 16: unknown field `colour`",
+        ),
+        (
+            "absent.toml",
+            "key = \"fence:settle:{merchant}\"\n",
+            "",
+            "token.key: redis-incr needs the counter's key",
+        ),
+        (
+            "kind.toml",
+            "source = \"redis-incr\"",
+            "source = \"zookeeper\"",
+            "line 10: unknown variant `zookeeper`",
+        ),
+    ];
+    for (name, from, to, said) in cases {
+        let path = broken(name, from, to);
+        let (code, _, err) = fencesim(&["mechanism", "check", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(&format!("{}: {said}", path.display())), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+    std::fs::remove_dir_all(broken("x.toml", "", "").parent().unwrap()).unwrap();
+    let (code, _, err) = fencesim(&["mechanism", "check", "no-such-file.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no-such-file.toml: cannot read it"), "{err}");
+}
+
+/// The guide's first code block, run as a person would: the copy, then the check.
+#[test]
+fn the_guide_s_commands_copy_a_built_in_and_check_it() {
+    let guide = std::fs::read_to_string(root().join("docs/mechanism-files.md")).unwrap();
+    let block = guide.split("```").nth(1).expect("a code block");
+    let dir = std::env::temp_dir().join(format!("fencesim-mechanism-guide-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ran = 0;
+    for line in block.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words[..] {
+            ["cp", from, to] => {
+                std::fs::copy(root().join(from), dir.join(to)).unwrap();
+            }
+            ["fencesim", ref args @ ..] => {
+                let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+                    .args(args)
+                    .current_dir(&dir)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            _ => panic!("a command the test does not know how to run: {line}"),
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 2, "the copy and the check");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
