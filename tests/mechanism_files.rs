@@ -3,7 +3,7 @@
 //! file with a mistake is refused by `fencesim mechanism check` with exit 2, naming the
 //! file, the field and SQLite's or Lua's own words, and without a panic.
 
-use fencesim::mechanism_file::builtin::{file_name, text_of, DIRECTORY, PLAIN_DEL_LUA};
+use fencesim::mechanism_file::builtin::{file_name, text_of, DIRECTORY};
 use fencesim::mechanism_file::check;
 use fencesim::model::Mechanism;
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ fn the_built_in_files_are_what_export_writes_and_nothing_else() {
 fn each_built_in_file_checks_clean_and_reads_back_as_the_registry_s_mechanism() {
     for mechanism in Mechanism::ALL {
         let file = check(&text_of(mechanism)).unwrap_or_else(|problems| panic!("{mechanism}: {problems:?}"));
-        assert_eq!(&file.spec(PLAIN_DEL_LUA), mechanism.spec(), "{mechanism}");
+        assert_eq!(&file.spec(), mechanism.spec(), "{mechanism}");
     }
     let path = format!("{DIRECTORY}/fenced.toml");
     let (code, out, err) = fencesim(&["mechanism", "check", &path]);

@@ -15,7 +15,7 @@
 //!   delay drawn from the lease's value, at most `SPLIT_VOTE_TRIES` rounds in all.
 
 use crate::ids::{MerchantId, Token};
-use crate::mechanism::{LeaseKind, Mechanism, TokenPolicy};
+use crate::mechanism::{LeaseKind, Mechanism, Scripts, TokenPolicy};
 use crate::ports::{BackendError, Clock, LeaseStore, RedisInstance, RefundStore, TokenSource};
 
 /// The instances a lease is held on and how.
@@ -23,6 +23,8 @@ pub struct LeaseClient<I, C> {
     pub kind: LeaseKind,
     /// Wait for the replicas after each grant, and keep the lease only once they have it.
     pub wait_replica: bool,
+    /// The release and renewal scripts it runs on each instance.
+    pub scripts: Scripts,
     pub instances: Vec<I>,
     pub clock: C,
     /// Redlock: each lease held (key, value), when it stops being valid by the worker's
@@ -42,6 +44,7 @@ impl<I, C> LeaseClient<I, C> {
         LeaseClient {
             kind: spec.lease,
             wait_replica: spec.wait_replica,
+            scripts: spec.scripts,
             instances,
             clock,
             validities: Default::default(),
@@ -145,7 +148,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseClient<I, C> {
             return Vote::Won;
         }
         for instance in &self.instances {
-            let _ = instance.compare_and_delete(key, value).await;
+            let _ = instance.release_script(self.scripts.release, key, value).await;
         }
         if granted == 0 {
             Vote::Lost
@@ -186,7 +189,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
                 let granted = self.first().set_nx_px(key, value, ttl_ms).await?;
                 if granted && self.wait_replica && !replicated(self.first(), ttl_ms).await {
                     // a grant the replica may never see is given back, not used
-                    let _ = self.first().compare_and_delete(key, value).await;
+                    let _ = self.first().release_script(self.scripts.release, key, value).await;
                     return Err(BackendError(format!("{key}: the replica did not acknowledge the grant")));
                 }
                 Ok(granted)
@@ -210,7 +213,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
         self.set_validity(key, value, None);
         let mut any = false;
         for instance in &self.instances {
-            any |= instance.compare_and_delete(key, value).await.unwrap_or(false);
+            any |= instance.release_script(self.scripts.release, key, value).await.unwrap_or(false);
         }
         Ok(any)
     }
@@ -227,7 +230,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
         let start = self.clock.now_ms();
         let mut held = 0;
         for instance in &self.instances {
-            if instance.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false) {
+            if instance.renew_script(self.scripts.renew, key, value, ttl_ms).await.unwrap_or(false) {
                 held += 1;
             }
         }

@@ -37,15 +37,17 @@ pub trait RedisInstance {
     fn del(&self, key: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
     /// `INCR key`.
     fn incr(&self, key: &str) -> impl Future<Output = Result<i64, BackendError>> + Send;
-    /// The release script: delete only if the key holds `value`.
-    fn compare_and_delete(
+    /// Runs a release script (`EVAL script 1 key value`): `true` if it returned 1.
+    fn release_script(
         &self,
+        script: &str,
         key: &str,
         value: &str,
     ) -> impl Future<Output = Result<bool, BackendError>> + Send;
-    /// The renewal script: re-arm the TTL only if the key holds `value`.
-    fn compare_and_extend(
+    /// Runs a renewal script (`EVAL script 1 key value ttl`): `true` if it returned 1.
+    fn renew_script(
         &self,
+        script: &str,
         key: &str,
         value: &str,
         ttl_ms: u64,

@@ -7,7 +7,6 @@ use crate::live::faults::LiveFaults;
 use crate::live::log::EventLog;
 use crate::mutant::RawRedis;
 use fencesim_model::{BackendError, CounterAdmin, RedisInstance, Token, WorkerId};
-use fencesim_sim::redis::{COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 use fencesim_sim::{EventKind, Hop};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
@@ -152,17 +151,25 @@ impl RedisInstance for LiveRedis {
         Ok(n)
     }
 
-    async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
-        let deleted: i64 = self.query(&Self::eval(COMPARE_AND_DELETE_LUA, key, &[value])).await?;
-        let (worker, key, value, deleted) = (self.worker, key.to_owned(), value.to_owned(), deleted == 1);
+    async fn release_script(&self, script: &str, key: &str, value: &str) -> Result<bool, BackendError> {
+        let answer: redis::Value = self.query(&Self::eval(script, key, &[value])).await?;
+        let deleted = answer == redis::Value::Int(1);
+        let (worker, key, value) = (self.worker, key.to_owned(), value.to_owned());
         self.log.record(EventKind::LeaseReleased { worker, instance: 0, key, value, deleted });
         Ok(deleted)
     }
 
-    async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+    async fn renew_script(
+        &self,
+        script: &str,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, BackendError> {
         let ttl = self.real_ms(ttl_ms).to_string();
-        let extended: i64 = self.query(&Self::eval(COMPARE_AND_EXTEND_LUA, key, &[value, &ttl])).await?;
-        let (worker, key, extended) = (self.worker, key.to_owned(), extended == 1);
+        let answer: redis::Value = self.query(&Self::eval(script, key, &[value, &ttl])).await?;
+        let extended = answer == redis::Value::Int(1);
+        let (worker, key) = (self.worker, key.to_owned());
         self.log.record(EventKind::LeaseExtended { worker, instance: 0, key, extended });
         Ok(extended)
     }

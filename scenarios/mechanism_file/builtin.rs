@@ -7,16 +7,12 @@ use super::schema::{
     LeaseKindName, LeaseTable, MechanismFile, OnRejected, SafetyName, ScriptsTable, StatementsTable,
     TokenSourceName, TokenTable, WritesTable, BUILT_IN_RENEWALS_PER_TTL,
 };
-use fencesim_model::mechanism::{ReleasePolicy, TokenPolicy};
+use fencesim_model::mechanism::TokenPolicy;
 use fencesim_model::store::{NEXT_SEQUENCE, OPEN_ROWS};
 use fencesim_model::{Mechanism, Statements};
-use fencesim_sim::redis::{COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 
 /// Where the built-in files are kept.
 pub const DIRECTORY: &str = "mechanisms";
-
-/// The release of a mechanism that deletes whoever holds the lease.
-pub const PLAIN_DEL_LUA: &str = "return redis.call('del', KEYS[1])";
 
 /// The built-in mechanism as a file.
 pub fn file_of(mechanism: Mechanism) -> MechanismFile {
@@ -29,10 +25,6 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
             named(statements.confirm_fenced, &[":token", ":id"]),
         ),
         false => (named(statements.claim_unfenced, &[":id"]), named(statements.confirm_unfenced, &[":id"])),
-    };
-    let release = match spec.release {
-        ReleasePolicy::CompareAndDelete => COMPARE_AND_DELETE_LUA,
-        ReleasePolicy::PlainDel => PLAIN_DEL_LUA,
     };
     MechanismFile {
         name: spec.name.to_owned(),
@@ -62,7 +54,10 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
             confirm,
             sequence: (spec.tokens == TokenPolicy::DbSequence).then(|| named(NEXT_SEQUENCE, &[":merchant"])),
         },
-        scripts: ScriptsTable { release: release.to_owned(), renew: COMPARE_AND_EXTEND_LUA.to_owned() },
+        scripts: ScriptsTable {
+            release: spec.scripts.release.to_owned(),
+            renew: spec.scripts.renew.to_owned(),
+        },
     }
 }
 

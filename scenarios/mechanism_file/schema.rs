@@ -2,7 +2,9 @@
 //! table and field is named in `docs/mechanism-files.md`; a field the schema does not know
 //! is an error, never ignored.
 
-use fencesim_model::mechanism::{LeaseKind, OnRejectedWrite, ReleasePolicy, Spec, TokenPolicy};
+use fencesim_model::mechanism::{
+    LeaseKind, OnRejectedWrite, ReleasePolicy, Scripts, Spec, TokenPolicy, PLAIN_DEL_LUA,
+};
 use fencesim_model::Safety;
 use serde::{Deserialize, Serialize};
 
@@ -202,12 +204,12 @@ impl LeaseKindName {
 pub const BUILT_IN_RENEWALS_PER_TTL: u32 = 3;
 
 impl MechanismFile {
-    /// The mechanism as the model's data. The release policy is read from the release
-    /// script: a script that is the built-in plain `DEL` is `PlainDel`, any other compares
-    /// (what it really does is what the simulation runs, in Lua).
-    pub fn spec(&self, plain_del_script: &str) -> Spec {
+    /// The mechanism as the model's data (its texts leaked: a mechanism lives as long as
+    /// the process). The release policy is read from the release script: the plain `DEL`
+    /// script is `PlainDel`, any other is run as the script it is.
+    pub fn spec(&self) -> Spec {
         let leak = |text: &str| -> &'static str { Box::leak(text.to_owned().into_boxed_str()) };
-        let release = match self.scripts.release.trim() == plain_del_script.trim() {
+        let release = match self.scripts.release.trim() == PLAIN_DEL_LUA {
             true => ReleasePolicy::PlainDel,
             false => ReleasePolicy::CompareAndDelete,
         };
@@ -226,6 +228,7 @@ impl MechanismFile {
             seed_counter_on_restart: self.token.seed_on_restart,
             fence_settlement: self.writes.fence_settlement,
             wait_replica: self.lease.wait_for_replica,
+            scripts: Scripts { release: leak(&self.scripts.release), renew: leak(&self.scripts.renew) },
         }
     }
 }

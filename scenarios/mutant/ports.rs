@@ -80,9 +80,9 @@ impl<R: RawRedis + Sync> RedisInstance for PlantedRedis<R> {
         self.inner.incr(key).await
     }
 
-    async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+    async fn release_script(&self, script: &str, key: &str, value: &str) -> Result<bool, BackendError> {
         if self.mutant != Mutant::ReleaseByGetThenDel {
-            return self.inner.compare_and_delete(key, value).await;
+            return self.inner.release_script(script, key, value).await;
         }
         // the bug: the key can change hands between the check and the delete
         if self.inner.get(key).await?.as_deref() != Some(value) {
@@ -91,9 +91,15 @@ impl<R: RawRedis + Sync> RedisInstance for PlantedRedis<R> {
         self.inner.del(key).await
     }
 
-    async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+    async fn renew_script(
+        &self,
+        script: &str,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, BackendError> {
         let ttl_ms = if self.mutant == Mutant::ExtendTtlAsSeconds { ttl_ms * 1_000 } else { ttl_ms };
-        let extended = self.inner.compare_and_extend(key, value, ttl_ms).await.unwrap_or(false);
+        let extended = self.inner.renew_script(script, key, value, ttl_ms).await.unwrap_or(false);
         // the bug: a missing key is simply set again
         let recreated = !extended
             && self.mutant == Mutant::ExtendRecreates

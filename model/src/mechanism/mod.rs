@@ -43,6 +43,29 @@ pub enum ReleasePolicy {
     PlainDel,
 }
 
+/// The lease's release script, as Redis runs it (`EVAL`): `KEYS[1]` is the lock, `ARGV[1]`
+/// the holder's value; it deletes the lock only if it still holds that value.
+pub const COMPARE_AND_DELETE_LUA: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// The lease's renewal script: `ARGV[2]` is the new TTL in milliseconds; it re-arms the
+/// TTL only if the lock still holds the holder's value.
+pub const COMPARE_AND_EXTEND_LUA: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+/// A release that deletes the lock whoever holds it (what `ReleasePolicy::PlainDel` sends
+/// as a `DEL`).
+pub const PLAIN_DEL_LUA: &str = "return redis.call('del', KEYS[1])";
+
+/// The Lua a mechanism's lease runs on Redis: each returns 1 when it did its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scripts {
+    /// Gives the lease back (and gives back a grant the lease does not keep).
+    pub release: &'static str,
+    /// Renews the lease: `ARGV[2]` is the TTL in milliseconds.
+    pub renew: &'static str,
+}
+
 /// What a mechanism promises about the rows and the money, which the suite holds it to:
 /// a safe mechanism must keep every invariant over the random suite, an unsafe one must be
 /// caught breaking one.
@@ -91,6 +114,8 @@ pub struct Spec {
     /// `WAIT` for the replicas after the lease's `SET` and the token's `INCR`, and use
     /// neither until every replica has it.
     pub wait_replica: bool,
+    /// The scripts the lease runs (a `PlainDel` release sends `DEL` instead of its script).
+    pub scripts: Scripts,
 }
 
 impl Spec {
@@ -110,6 +135,7 @@ impl Spec {
         seed_counter_on_restart: false,
         fence_settlement: true,
         wait_replica: false,
+        scripts: Scripts { release: COMPARE_AND_DELETE_LUA, renew: COMPARE_AND_EXTEND_LUA },
     };
 }
 

@@ -1,7 +1,7 @@
 //! Fenced writes, but the lease is released with a plain `DEL`: a holder whose lease
 //! expired deletes its successor's lease on the way out.
 
-use super::{OnRejectedWrite, Spec, ReleasePolicy, Safety, TokenPolicy};
+use super::{OnRejectedWrite, ReleasePolicy, Safety, Scripts, Spec, TokenPolicy, PLAIN_DEL_LUA};
 
 pub const SPEC: Spec = Spec {
     name: "plain-del-release",
@@ -12,5 +12,6 @@ pub const SPEC: Spec = Spec {
     on_rejected_write: OnRejectedWrite::Abandon,
     on_row_already_sent: OnRejectedWrite::Abandon,
     release: ReleasePolicy::PlainDel,
+    scripts: Scripts { release: PLAIN_DEL_LUA, ..Spec::BASE.scripts },
     ..Spec::BASE
 };

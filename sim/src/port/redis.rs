@@ -5,7 +5,7 @@
 use super::Link;
 use crate::fault::Hop;
 use crate::history::EventKind;
-use crate::redis::{Command, Reply, COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
+use crate::redis::{Command, Reply};
 use crate::world::{value_text, State, World};
 use fencesim_model::{BackendError, RedisInstance, Token, WorkerId};
 
@@ -167,10 +167,10 @@ impl RedisInstance for RedisClient {
         .await
     }
 
-    async fn compare_and_delete(&self, key: &str, value: &str) -> Result<bool, BackendError> {
+    async fn release_script(&self, script: &str, key: &str, value: &str) -> Result<bool, BackendError> {
         let (worker, instance) = (self.worker(), self.instance);
         self.call(|_, state, now| {
-            let command = Command::Eval { script: COMPARE_AND_DELETE_LUA, keys: &[key], args: &[value] };
+            let command = Command::Eval { script, keys: &[key], args: &[value] };
             let deleted = state.redis(instance, command, now) == Reply::Int(1);
             if deleted {
                 state.ledger.lost(instance, key, value, now, true);
@@ -217,12 +217,17 @@ impl RedisInstance for RedisClient {
         Ok(acked)
     }
 
-    async fn compare_and_extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+    async fn renew_script(
+        &self,
+        script: &str,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, BackendError> {
         let (worker, instance) = (self.worker(), self.instance);
         let ttl = ttl_ms.to_string();
         self.call(|world, state, now| {
-            let command =
-                Command::Eval { script: COMPARE_AND_EXTEND_LUA, keys: &[key], args: &[value, &ttl] };
+            let command = Command::Eval { script, keys: &[key], args: &[value, &ttl] };
             let extended = state.redis(instance, command, now) == Reply::Int(1);
             state.record(now, EventKind::LeaseExtended { worker, instance, key: key.to_owned(), extended });
             world.changed.notify_one();

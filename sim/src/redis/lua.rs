@@ -11,10 +11,9 @@
 //! bytes whatever the thread ran before it. A script that runs past `INSTRUCTION_LIMIT`
 //! instructions is stopped with an error (a real server would block every client).
 
-use super::Reply;
+use super::{RedisCore, Reply};
 use mlua::{ffi, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::ffi::{c_int, CStr};
 
 /// Where scripts are loaded from, as a Redis server names them in its errors.
@@ -55,7 +54,7 @@ unsafe extern "C-unwind" fn redis_call(state: *mut ffi::lua_State) -> c_int {
 
 /// Builds the world a script sees, once per state; returns the function that runs one.
 const PRELUDE: &str = r#"
-local raw, setfenv, setmetatable, xpcall, type, tostring = ...
+local raw, setfenv, setmetatable, xpcall, type, tostring, rawset, select = ...
 local find, sub = string.find, string.sub
 local function readonly(t)
   return setmetatable({}, {
@@ -109,12 +108,21 @@ local function handler(err)
   if type(message) ~= 'string' then message = 'ERR ' .. tostring(err) end
   return {err = message, source = source, line = line}
 end
-return function(script, keys, argv, call)
-  raw.call = call
-  setfenv(script, setmetatable({KEYS = keys, ARGV = argv}, globals))
-  local ok, result = xpcall(script, handler)
-  raw.call = nil
-  return ok, result
+local environments = setmetatable({}, {__mode = 'k'})
+return function(script, count, ...)
+  local keys, argv = {}, {}
+  for i = 1, select('#', ...) do
+    if i <= count then keys[i] = (select(i, ...)) else argv[i - count] = (select(i, ...)) end
+  end
+  local env = environments[script]
+  if env == nil then
+    env = setmetatable({}, globals)
+    setfenv(script, env)
+    environments[script] = env
+  end
+  rawset(env, 'KEYS', keys)
+  rawset(env, 'ARGV', argv)
+  return xpcall(script, handler)
 end
 "#;
 
@@ -129,7 +137,7 @@ struct Engine {
     lua: Lua,
     run: Function,
     /// By the script's text: looking a script up costs a hash of its text, not its SHA-1.
-    compiled: RefCell<HashMap<String, Compiled>>,
+    compiled: RefCell<ahash::AHashMap<String, Compiled>>,
     /// Instructions the running script has left, in hook periods.
     budget: std::rc::Rc<Cell<u32>>,
 }
@@ -143,15 +151,33 @@ pub fn sha1_hex(text: &str) -> String {
     sha1_smol::Sha1::from(text).digest().to_string()
 }
 
-/// Runs `script` with `keys` and `args`; `call` runs each command the script sends, on the
-/// instance, at the script's instant.
-pub(super) fn eval(
-    script: &str,
-    keys: &[&str],
-    args: &[&str],
-    call: &mut dyn FnMut(&[String]) -> Reply,
-) -> Reply {
-    ENGINE.with(|engine| engine.eval(script, keys, args, call))
+thread_local! {
+    /// The instance a script is running on, and the script's instant: taken out of its
+    /// owner for the length of the script, for `redis.call` to reach.
+    static RUNNING: RefCell<Option<(RedisCore, u64)>> = const { RefCell::new(None) };
+}
+
+/// Runs `script` with `keys` and `args` on `core`, at `now_ms`: each command the script
+/// sends runs on `core` at that instant.
+pub(super) fn eval(core: &mut RedisCore, script: &str, keys: &[&str], args: &[&str], now_ms: u64) -> Reply {
+    RUNNING.with(|running| *running.borrow_mut() = Some((std::mem::take(core), now_ms)));
+    let reply = ENGINE.with(|engine| engine.eval(script, keys, args));
+    *core = RUNNING.with(|running| running.borrow_mut().take()).expect("the instance comes back").0;
+    reply
+}
+
+/// `redis.call`'s work: the arguments read, the command run on the instance the script
+/// runs on; its reply as the script receives it, and whether it failed.
+fn run_command(lua: &Lua, argv: &[Value]) -> mlua::Result<(Value, bool)> {
+    let reply = match arguments(argv) {
+        Ok(argv) => RUNNING.with(|running| match running.borrow_mut().as_mut() {
+            Some((core, now_ms)) => core.script_command(&argv, *now_ms),
+            None => Reply::Error("ERR no script is running".to_owned()),
+        }),
+        Err(message) => Reply::Error(message.to_owned()),
+    };
+    let failed = matches!(reply, Reply::Error(_));
+    Ok((to_lua(lua, &reply)?, failed))
 }
 
 /// Compiles a script as `EVAL` would, without running it: Lua's message when it does not.
@@ -174,20 +200,19 @@ impl Engine {
             lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.to_string_lossy())))?,
         )?;
         raw.set("where", lua.create_function(|lua, ()| Ok(where_raised(lua)))?)?;
+        raw.set("call", lua.create_function(|lua, argv: Variadic<Value>| run_command(lua, &argv))?)?;
         // SAFETY: `redis_call` keeps to the Lua stack discipline its comment gives.
         raw.set("call_raising", unsafe { lua.create_c_function(redis_call)? })?;
         lua.set_named_registry_value(RAW.to_str().expect("ascii"), &raw)?;
         let globals = lua.globals();
-        let builtins: (Function, Function, Function, Function, Function) = (
-            globals.get("setfenv")?,
-            globals.get("setmetatable")?,
-            globals.get("xpcall")?,
-            globals.get("type")?,
-            globals.get("tostring")?,
-        );
-        let (setfenv, setmetatable, xpcall, kind, tostring) = builtins;
+        let builtins = ["setfenv", "setmetatable", "xpcall", "type", "tostring", "rawset", "select"]
+            .map(|name| globals.get::<Function>(name));
+        let mut arguments = vec![Value::Table(raw)];
+        for builtin in builtins {
+            arguments.push(Value::Function(builtin?));
+        }
         let prelude = lua.load(PRELUDE).set_name("=prelude").into_function()?;
-        let run: Function = prelude.call((raw, setfenv, setmetatable, xpcall, kind, tostring))?;
+        let run: Function = prelude.call(mlua::MultiValue::from_vec(arguments))?;
         let budget = std::rc::Rc::new(Cell::new(0));
         let left = budget.clone();
         lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| match left.get() {
@@ -199,17 +224,13 @@ impl Engine {
                 Ok(VmState::Continue)
             }
         })?;
-        Ok(Engine { lua, run, compiled: RefCell::new(HashMap::new()), budget })
+        Ok(Engine { lua, run, compiled: RefCell::new(ahash::AHashMap::new()), budget })
     }
 
-    fn eval(
-        &self,
-        script: &str,
-        keys: &[&str],
-        args: &[&str],
-        call: &mut dyn FnMut(&[String]) -> Reply,
-    ) -> Reply {
-        self.compile(script);
+    fn eval(&self, script: &str, keys: &[&str], args: &[&str]) -> Reply {
+        if !self.compiled.borrow().contains_key(script) {
+            self.compile(script);
+        }
         let compiled = self.compiled.borrow();
         let Compiled { sha, function } = compiled.get(script).expect("just compiled");
         let function = match function {
@@ -219,21 +240,17 @@ impl Engine {
             }
         };
         self.budget.set(INSTRUCTION_LIMIT / HOOK_EVERY);
-        let outcome = self.lua.scope(|scope| {
-            let call = scope.create_function_mut(|lua, argv: Variadic<Value>| {
-                let reply = match arguments(&argv) {
-                    Ok(argv) => call(&argv),
-                    Err(message) => Reply::Error(message.to_owned()),
-                };
-                let failed = matches!(reply, Reply::Error(_));
-                Ok((to_lua(lua, &reply)?, failed))
-            })?;
-            let keys = self.lua.create_sequence_from(keys.iter().copied())?;
-            let argv = self.lua.create_sequence_from(args.iter().copied())?;
-            let (ok, result): (bool, Value) = self.run.call((function, keys, argv, call))?;
-            Ok(if ok { from_lua(&result) } else { raised(&result, sha) })
-        });
-        outcome.unwrap_or_else(|e| Reply::Error(format!("ERR {e} script: {sha}")))
+        let strings = keys.iter().chain(args).map(|text| self.lua.create_string(text).map(Value::String));
+        let outcome = std::iter::once(Ok(Value::Function(function)))
+            .chain(std::iter::once(Ok(Value::Integer(keys.len() as mlua::Integer))))
+            .chain(strings)
+            .collect::<mlua::Result<Vec<Value>>>()
+            .and_then(|arguments| self.run.call::<(bool, Value)>(mlua::MultiValue::from_vec(arguments)));
+        match outcome {
+            Ok((true, result)) => from_lua(&result),
+            Ok((false, raised_error)) => raised(&raised_error, sha),
+            Err(e) => Reply::Error(format!("ERR {e} script: {sha}")),
+        }
     }
 
     /// Compiles the script unless it was before; a syntax error is kept as Lua words it.

@@ -118,15 +118,8 @@ pub(crate) const INVALID_EXPIRE: &str = "ERR invalid expire time in 'set' comman
 /// What a server answers `EVALSHA` of a script it has not run since it started.
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
-/// The release script, run as `EVAL` by the simulated Redis and the real one alike:
-/// `KEYS[1]` is the lock, `ARGV[1]` the holder's value.
-pub const COMPARE_AND_DELETE_LUA: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-
-/// The renewal script as a real server runs it: `ARGV[2]` is the new TTL in
-/// milliseconds.
-pub const COMPARE_AND_EXTEND_LUA: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+/// The lease's scripts are the model's own; the simulated Redis runs them as `EVAL`.
+pub use fencesim_model::mechanism::{COMPARE_AND_DELETE_LUA, COMPARE_AND_EXTEND_LUA};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -382,9 +375,14 @@ impl RedisCore {
         self.scripts.iter().find(|script| sha1_hex(script).eq_ignore_ascii_case(sha)).map(String::as_str)
     }
 
-    /// Runs a script in Lua; each command it sends runs here, at the script's instant.
+    /// Runs a script in Lua; each command it sends runs here (`script_command`), at `now_ms`.
     fn run_script(&mut self, script: &str, keys: &[&str], args: &[&str], now_ms: u64) -> Reply {
-        lua::eval(script, keys, args, &mut |argv| match script_call::read(argv) {
+        lua::eval(self, script, keys, args, now_ms)
+    }
+
+    /// One command a script sent, run at the script's instant.
+    fn script_command(&mut self, argv: &[String], now_ms: u64) -> Reply {
+        match script_call::read(argv) {
             Err(message) => Reply::Error(message),
             Ok(Called::One(cmd)) => {
                 for key in cmd.written_keys() {
@@ -400,7 +398,7 @@ impl RedisCore {
                     })
                     .sum(),
             ),
-        })
+        }
     }
 
     /// `SET key value NX [PX ttl]` (`SETNX` without a TTL): set only if absent.

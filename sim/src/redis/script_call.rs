@@ -61,10 +61,18 @@ pub enum Called<'a> {
 
 /// Reads one `redis.call`'s arguments (the command's name first).
 pub fn read(argv: &[String]) -> Result<Called<'_>, String> {
-    let name = argv[0].to_ascii_lowercase();
+    let mut lower = [0u8; 16];
+    let name = match argv[0].as_bytes() {
+        bytes if bytes.len() <= lower.len() => {
+            lower[..bytes.len()].copy_from_slice(bytes);
+            lower[..bytes.len()].make_ascii_lowercase();
+            std::str::from_utf8(&lower[..bytes.len()]).unwrap_or("")
+        }
+        _ => "",
+    };
     let args = &argv[1..];
     let arity = |n: usize| if args.len() == n { Ok(()) } else { Err(WRONG_ARITY.to_owned()) };
-    let command = match name.as_str() {
+    let command = match name {
         "get" => arity(1).map(|()| Command::Get { key: &args[0] })?,
         "set" => set(args)?,
         "setnx" => arity(2).map(|()| Command::SetNx { key: &args[0], value: &args[1] })?,
@@ -80,7 +88,7 @@ pub fn read(argv: &[String]) -> Result<Called<'_>, String> {
             Command::PExpire { key: &args[0], ttl_ms: n.max(0).saturating_mul(scale) as u64 }
         }
         "eval" | "evalsha" | "script" | "multi" | "exec" | "watch" => return Err(NOT_ALLOWED.to_owned()),
-        _ if NOT_MODELLED.contains(&name.as_str()) => {
+        _ if NOT_MODELLED.contains(&name) => {
             return Err(format!(
                 "ERR the simulated Redis does not run '{name}' (a script may send {MODELLED})"
             ))
