@@ -22,13 +22,16 @@ CREATE TABLE fence_seq (
 );
 ";
 
-/// The two writes, fenced and unfenced, as SQL text. Fenced: `?1` is the token and `?2`
-/// the refund id; unfenced: `?1` is the refund id. Each statement returns the row it
+/// The statements a mechanism's workers run, as SQL text: the open rows and the sequence
+/// (`?1`: the merchant), and the two writes, fenced and unfenced. Fenced: `?1` is the token
+/// and `?2` the refund id; unfenced: `?1` is the refund id. Each statement returns the row it
 /// changed, so that a caller sees the new state and fence the database really stored. A
 /// backend with another dialect brings its own text (and so can a test harness that
 /// wants a predicate wrong).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Statements {
+    pub open_rows: &'static str,
+    pub next_sequence: &'static str,
     pub claim_fenced: &'static str,
     pub confirm_fenced: &'static str,
     pub claim_unfenced: &'static str,
@@ -38,6 +41,8 @@ pub struct Statements {
 impl Statements {
     /// The protocol's writes: a claim needs `fence < token`, a confirm `fence = token`.
     pub const SQLITE: Statements = Statements {
+        open_rows: OPEN_ROWS,
+        next_sequence: NEXT_SEQUENCE,
         claim_fenced: "UPDATE refund SET state = 'sending', fence = ?1
      WHERE id = ?2 AND state IN ('pending', 'sending') AND fence < ?1
      RETURNING state, fence",
@@ -153,7 +158,7 @@ impl SqliteRefunds {
     /// The merchant's rows that are not `sent`, in id order.
     pub fn open_refunds(&self, merchant: MerchantId) -> rusqlite::Result<Vec<RefundRow>> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(OPEN_ROWS)?;
+        let mut stmt = conn.prepare_cached(self.statements.open_rows)?;
         let rows = stmt.query_map([merchant.0], row_from_sql)?;
         rows.collect()
     }
@@ -161,7 +166,7 @@ impl SqliteRefunds {
     /// The next token of the merchant's sequence: the database issues the tokens it checks.
     pub fn next_sequence_token(&self, merchant: MerchantId) -> rusqlite::Result<Token> {
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(NEXT_SEQUENCE)?;
+        let mut stmt = conn.prepare_cached(self.statements.next_sequence)?;
         stmt.query_row([merchant.0], |r| r.get(0)).map(Token)
     }
 

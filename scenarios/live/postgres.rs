@@ -6,7 +6,7 @@
 use crate::live::clock::wall_us;
 use crate::live::server::free_port;
 use crate::live::store::Refunds;
-use fencesim_model::store::{ALL_ROWS, CLEAR, NEXT_SEQUENCE, OPEN_ROWS, ROW_IMAGE, SCHEMA};
+use fencesim_model::store::{ALL_ROWS, CLEAR, ROW_IMAGE, SCHEMA};
 use fencesim_model::{
     Cents, MerchantId, RefundId, RefundRow, RefundState, RowImage, Statements, Token, WriteGuard, WriteKind,
     WriteOutcome,
@@ -135,7 +135,7 @@ impl PgRefunds {
 
 impl Refunds for PgRefunds {
     fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, String> {
-        self.rows(OPEN_ROWS, vec![i64::from(merchant.0)])
+        self.rows(self.statements.open_rows, vec![i64::from(merchant.0)])
     }
 
     fn write(
@@ -172,7 +172,8 @@ impl Refunds for PgRefunds {
 
     fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String> {
         let merchant = i64::from(merchant.0);
-        let row = self.run(move |client| client.query_one(&dialect(NEXT_SEQUENCE), &[&merchant]))?;
+        let sequence = self.statements.next_sequence;
+        let row = self.run(move |client| client.query_one(&dialect(sequence), &[&merchant]))?;
         row.map(|row| Token(row.get(0))).map_err(|e| e.to_string())
     }
 

@@ -19,8 +19,7 @@ use crate::live::store::{LiveStore, Refunds, StoreAt};
 use crate::mutant::{Mutant, OwnPorts, Planted, PlantedPorts};
 use fencesim_model::{
     BackendError, LeaseClient, Mechanism, MerchantId, Ports, Posting, Probe, RefundId, SettlementOutcome,
-    SettlementStore, SqliteRefunds, Statements, Step, Token, TokenClient, Worker, WorkerConfig, WorkerId,
-    WriteGuard,
+    SettlementStore, SqliteRefunds, Step, Token, TokenClient, Worker, WorkerConfig, WorkerId, WriteGuard,
 };
 use fencesim_sim::port::step_recorded;
 use fencesim_sim::EventKind;
@@ -100,7 +99,8 @@ fn started(mut spec: WorkerSpec) -> Result<WorkerSpec, String> {
 /// Runs the worker until the queue closes.
 pub fn run_worker(spec: WorkerSpec) -> Result<(), String> {
     let mutant = spec.mutant.as_deref().map(|name| name.parse::<Mutant>()).transpose()?;
-    let statements = mutant.map_or(Statements::SQLITE, |mutant| Planted(mutant).statements());
+    let own = spec.mechanism.spec().statements;
+    let statements = mutant.map_or(own, |mutant| Planted(mutant).statements(own));
     // the database is opened before the process says it is ready: a connection to a
     // busy server can take longer than any fixed lead
     match &spec.database {

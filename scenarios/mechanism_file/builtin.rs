@@ -3,13 +3,13 @@
 //! the lease's own texts, so the files cannot drift from what the simulation runs: a test
 //! fails when `mechanisms/` is not what `fencesim mechanism export` writes.
 
+use super::parameters::{named_write, renamed};
 use super::schema::{
     LeaseKindName, LeaseTable, MechanismFile, OnRejected, SafetyName, ScriptsTable, StatementsTable,
     TokenSourceName, TokenTable, WritesTable, BUILT_IN_RENEWALS_PER_TTL,
 };
 use fencesim_model::mechanism::TokenPolicy;
-use fencesim_model::store::{NEXT_SEQUENCE, OPEN_ROWS};
-use fencesim_model::{Mechanism, Statements};
+use fencesim_model::Mechanism;
 
 /// Where the built-in files are kept.
 pub const DIRECTORY: &str = "mechanisms";
@@ -18,14 +18,12 @@ pub const DIRECTORY: &str = "mechanisms";
 pub fn file_of(mechanism: Mechanism) -> MechanismFile {
     let spec = mechanism.spec();
     let fenced = spec.tokens != TokenPolicy::None;
-    let statements = Statements::SQLITE;
+    let statements = spec.statements;
     let (claim, confirm) = match fenced {
-        true => (
-            named(statements.claim_fenced, &[":token", ":id"]),
-            named(statements.confirm_fenced, &[":token", ":id"]),
-        ),
-        false => (named(statements.claim_unfenced, &[":id"]), named(statements.confirm_unfenced, &[":id"])),
+        true => (statements.claim_fenced, statements.confirm_fenced),
+        false => (statements.claim_unfenced, statements.confirm_unfenced),
     };
+    let merchant = |sql: &str| renamed(sql, &["?1"], &[":merchant"]);
     MechanismFile {
         name: spec.name.to_owned(),
         promise: spec.promise.to_owned(),
@@ -49,26 +47,16 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
             fence_settlement: spec.fence_settlement,
         },
         statements: StatementsTable {
-            open_rows: named(OPEN_ROWS, &[":merchant"]),
-            claim,
-            confirm,
-            sequence: (spec.tokens == TokenPolicy::DbSequence).then(|| named(NEXT_SEQUENCE, &[":merchant"])),
+            open_rows: merchant(statements.open_rows),
+            claim: named_write(claim, fenced),
+            confirm: named_write(confirm, fenced),
+            sequence: (spec.tokens == TokenPolicy::DbSequence).then(|| merchant(statements.next_sequence)),
         },
         scripts: ScriptsTable {
             release: spec.scripts.release.to_owned(),
             renew: spec.scripts.renew.to_owned(),
         },
     }
-}
-
-/// A statement with its numbered parameters (`?1`, `?2`) given these names, and the
-/// indentation of its continuation lines taken off.
-fn named(sql: &str, names: &[&str]) -> String {
-    let mut text = sql.lines().map(str::trim).collect::<Vec<_>>().join("\n");
-    for (i, name) in names.iter().enumerate() {
-        text = text.replace(&format!("?{}", i + 1), name);
-    }
-    text
 }
 
 /// The file's text: a header that says where it comes from, then the tables.

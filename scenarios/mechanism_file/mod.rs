@@ -4,6 +4,7 @@
 
 pub mod builtin;
 pub mod check;
+pub mod parameters;
 pub mod schema;
 
 pub use check::{check, Problem};

@@ -2,10 +2,11 @@
 //! table and field is named in `docs/mechanism-files.md`; a field the schema does not know
 //! is an error, never ignored.
 
+use super::parameters::{positional_write, renamed};
 use fencesim_model::mechanism::{
     LeaseKind, OnRejectedWrite, ReleasePolicy, Scripts, Spec, TokenPolicy, PLAIN_DEL_LUA,
 };
-use fencesim_model::Safety;
+use fencesim_model::{Safety, Statements};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,6 +230,27 @@ impl MechanismFile {
             fence_settlement: self.writes.fence_settlement,
             wait_replica: self.lease.wait_for_replica,
             scripts: Scripts { release: leak(&self.scripts.release), renew: leak(&self.scripts.renew) },
+            statements: self.statements.positional(self.token.source != TokenSourceName::None, leak),
+        }
+    }
+}
+
+impl StatementsTable {
+    /// The statements as the stores run them, parameters by position. A mechanism without a
+    /// token runs its writes unfenced and never the fenced texts, which stay the built-ins'.
+    fn positional(&self, fenced: bool, leak: impl Fn(&str) -> &'static str) -> Statements {
+        let merchant = |sql: &str| leak(&renamed(sql, &[":merchant"], &["?1"]));
+        let (claim, confirm) =
+            (leak(&positional_write(&self.claim, fenced)), leak(&positional_write(&self.confirm, fenced)));
+        let base = Statements::SQLITE;
+        let writes = match fenced {
+            true => Statements { claim_fenced: claim, confirm_fenced: confirm, ..base },
+            false => Statements { claim_unfenced: claim, confirm_unfenced: confirm, ..base },
+        };
+        Statements {
+            open_rows: merchant(&self.open_rows),
+            next_sequence: self.sequence.as_deref().map_or(base.next_sequence, merchant),
+            ..writes
         }
     }
 }

@@ -62,8 +62,7 @@ impl Wiring for Planted {
         Wired { lease, tokens, store, gateway, queue, settlement: connections.settlement }
     }
 
-    fn statements(&self) -> Statements {
-        let right = Statements::SQLITE;
+    fn statements(&self, right: Statements) -> Statements {
         match self.0 {
             Mutant::ClaimFenceAtMost => Statements { claim_fenced: &CLAIM_FENCE_AT_MOST, ..right },
             Mutant::ClaimAcceptsSent => Statements { claim_fenced: &CLAIM_ACCEPTS_SENT, ..right },
@@ -226,7 +225,7 @@ mod tests {
         for (mutant, state, fence, write) in cases {
             let right = store_with(state, fence, Statements::SQLITE);
             assert_eq!(right.write(write, RefundId(815), stale).unwrap().rows_updated, 0, "{mutant}");
-            let wrong = store_with(state, fence, Planted(mutant).statements());
+            let wrong = store_with(state, fence, Planted(mutant).statements(Statements::SQLITE));
             assert_eq!(wrong.write(write, RefundId(815), stale).unwrap().rows_updated, 1, "{mutant}");
         }
     }
@@ -234,7 +233,7 @@ mod tests {
     #[test]
     fn only_the_sql_mutants_change_the_statements() {
         for mutant in Mutant::ALL {
-            let changed = Planted(mutant).statements() != Statements::SQLITE
+            let changed = Planted(mutant).statements(Statements::SQLITE) != Statements::SQLITE
                 || Planted(mutant).settlement_statements() != SettlementStatements::SQLITE;
             assert_eq!(changed, mutant.planted_in().contains("statement"), "{mutant}");
         }

@@ -30,7 +30,7 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
     settle_process_randomness();
     let store = SqliteRefunds::open_in_memory()
         .map_err(|e| format!("cannot open the refund store: {e}"))?
-        .with_statements(wiring.statements());
+        .with_statements(wiring.statements(config.mechanism.spec().statements));
     store.insert(&rows_at_start(config)).map_err(|e| format!("cannot load the refund rows: {e}"))?;
     let settlement = match config.settlement {
         Some(_) => Some(

@@ -67,9 +67,9 @@ pub trait Wiring: Send + Sync + 'static {
     /// The ports of one worker process (called again for each new process after a crash).
     fn wire(&self, connections: Connections) -> WiredOf<Self>;
 
-    /// The SQL text the refund store writes with.
-    fn statements(&self) -> Statements {
-        Statements::SQLITE
+    /// The SQL text the refund store runs, given the mechanism's own.
+    fn statements(&self, mechanism: Statements) -> Statements {
+        mechanism
     }
 
     /// The SQL text the settlement ledger writes with.

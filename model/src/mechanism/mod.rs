@@ -4,6 +4,7 @@
 
 use crate::ids::Token;
 use crate::refund::WriteGuard;
+use crate::store::Statements;
 
 /// Where a holder's token comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +117,8 @@ pub struct Spec {
     pub wait_replica: bool,
     /// The scripts the lease runs (a `PlainDel` release sends `DEL` instead of its script).
     pub scripts: Scripts,
+    /// The SQL its workers run.
+    pub statements: Statements,
 }
 
 impl Spec {
@@ -136,6 +139,7 @@ impl Spec {
         fence_settlement: true,
         wait_replica: false,
         scripts: Scripts { release: COMPARE_AND_DELETE_LUA, renew: COMPARE_AND_EXTEND_LUA },
+        statements: Statements::SQLITE,
     };
 }
 
