@@ -70,6 +70,7 @@ impl Chromium {
             .args(["--remote-debugging-pipe", "--window-size=1400,1800", "--hide-scrollbars"])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -275,10 +276,19 @@ impl Chromium {
     }
 }
 
+/// Stops the browser and every process it started (its own process group: a renderer or a
+/// helper left running writes into the profile after it was removed), then removes the
+/// profile.
 impl Drop for Chromium {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let group = self.child.id() as i32;
+        unsafe { libc::kill(-group, libc::SIGKILL) };
         let _ = self.child.wait();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // kill(-group, 0) fails once no process of the group is left
+        while unsafe { libc::kill(-group, 0) } == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
