@@ -11,10 +11,9 @@
 //! bytes whatever the thread ran before it. A script that runs past `INSTRUCTION_LIMIT`
 //! instructions is stopped with an error (a real server would block every client).
 
-use super::{RedisCore, Reply};
-use mlua::{ffi, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
+use super::{lua_calls, RedisCore, Reply};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, VmState};
 use std::cell::{Cell, RefCell};
-use std::ffi::{c_int, CStr};
 
 /// Where scripts are loaded from, as a Redis server names them in its errors.
 const SOURCE: &str = "@user_script";
@@ -24,33 +23,6 @@ pub const INSTRUCTION_LIMIT: u32 = 10_000_000;
 
 /// How often the instruction count is looked at.
 const HOOK_EVERY: u32 = 10_000;
-
-/// Where, in the Lua registry, the table is kept whose `call` runs a script's commands.
-const RAW: &CStr = c"fencesim.redis.raw";
-
-/// `redis.call`: a C function, as a server's is, so that the frame of a script ending in
-/// `return redis.call(...)` stays on the stack (Lua drops a frame that tail-calls a Lua
-/// function) and an error names the script's line. It hands its arguments to the runner
-/// and raises the error table the runner answers with when the command failed.
-unsafe extern "C-unwind" fn redis_call(state: *mut ffi::lua_State) -> c_int {
-    // SAFETY: `state` is the running Lua state calling this function. The stack holds the
-    // arguments, the runner put below them (the raw table fetched and dropped), and then
-    // its two results; nothing on this frame has a destructor for `lua_error`'s jump to skip.
-    unsafe {
-        let arguments = ffi::lua_gettop(state);
-        ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, RAW.as_ptr());
-        ffi::lua_getfield(state, -1, c"call".as_ptr());
-        ffi::lua_remove(state, -2);
-        ffi::lua_insert(state, 1);
-        ffi::lua_call(state, arguments, 2);
-        let failed = ffi::lua_toboolean(state, -1) != 0;
-        ffi::lua_settop(state, -2);
-        if failed {
-            ffi::lua_error(state);
-        }
-        1
-    }
-}
 
 /// Builds the world a script sees, once per state; returns the function that runs one.
 const PRELUDE: &str = r#"
@@ -64,8 +36,8 @@ local function readonly(t)
   })
 end
 local redis = {
-  call = raw.call_raising,
-  pcall = function(...) return (raw.call(...)) end,
+  call = raw.call,
+  pcall = raw.pcall,
   error_reply = function(message)
     message = tostring(message)
     if sub(message, 1, 1) == '-' then message = sub(message, 2) end
@@ -166,18 +138,12 @@ pub(super) fn eval(core: &mut RedisCore, script: &str, keys: &[&str], args: &[&s
     reply
 }
 
-/// `redis.call`'s work: the arguments read, the command run on the instance the script
-/// runs on; its reply as the script receives it, and whether it failed.
-fn run_command(lua: &Lua, argv: &[Value]) -> mlua::Result<(Value, bool)> {
-    let reply = match arguments(argv) {
-        Ok(argv) => RUNNING.with(|running| match running.borrow_mut().as_mut() {
-            Some((core, now_ms)) => core.script_command(&argv, *now_ms),
-            None => Reply::Error("ERR no script is running".to_owned()),
-        }),
-        Err(message) => Reply::Error(message.to_owned()),
-    };
-    let failed = matches!(reply, Reply::Error(_));
-    Ok((to_lua(lua, &reply)?, failed))
+/// Runs one command a script sent on the instance the script runs on.
+pub(super) fn run_command(argv: &[String]) -> Reply {
+    RUNNING.with(|running| match running.borrow_mut().as_mut() {
+        Some((core, now_ms)) => core.script_command(argv, *now_ms),
+        None => Reply::Error("ERR no script is running".to_owned()),
+    })
 }
 
 /// Compiles a script as `EVAL` would, without running it: Lua's message when it does not.
@@ -200,10 +166,9 @@ impl Engine {
             lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.to_string_lossy())))?,
         )?;
         raw.set("where", lua.create_function(|lua, ()| Ok(where_raised(lua)))?)?;
-        raw.set("call", lua.create_function(|lua, argv: Variadic<Value>| run_command(lua, &argv))?)?;
-        // SAFETY: `redis_call` keeps to the Lua stack discipline its comment gives.
-        raw.set("call_raising", unsafe { lua.create_c_function(redis_call)? })?;
-        lua.set_named_registry_value(RAW.to_str().expect("ascii"), &raw)?;
+        // SAFETY: both keep to the discipline `lua_calls` describes.
+        raw.set("call", unsafe { lua.create_c_function(lua_calls::redis_call)? })?;
+        raw.set("pcall", unsafe { lua.create_c_function(lua_calls::redis_pcall)? })?;
         let globals = lua.globals();
         let builtins = ["setfenv", "setmetatable", "xpcall", "type", "tostring", "rawset", "select"]
             .map(|name| globals.get::<Function>(name));
@@ -282,23 +247,8 @@ fn where_raised(lua: &Lua) -> (Option<String>, Option<usize>) {
     (None, None)
 }
 
-/// A command's arguments as a script passed them: strings, and numbers as Redis prints them.
-fn arguments(argv: &[Value]) -> Result<Vec<String>, &'static str> {
-    if argv.is_empty() {
-        return Err("ERR Please specify at least one argument for this redis lib call");
-    }
-    argv.iter()
-        .map(|value| match value {
-            Value::String(s) => Ok(s.to_string_lossy()),
-            Value::Integer(n) => Ok(n.to_string()),
-            Value::Number(n) => Ok(number_text(*n)),
-            _ => Err("ERR Lua redis lib command arguments must be strings or integers"),
-        })
-        .collect()
-}
-
 /// A number as a server prints one it is given (`%.17g`): whole numbers without a point.
-fn number_text(n: f64) -> String {
+pub(super) fn number_text(n: f64) -> String {
     if n.is_nan() {
         return "nan".into();
     }
@@ -317,30 +267,6 @@ fn number_text(n: f64) -> String {
         return format!("{}e{sign}{:02}", trim(mantissa), exponent.abs());
     }
     trim(&format!("{n:.*}", (16 - exponent) as usize))
-}
-
-/// A reply as a script receives it from `redis.call`.
-fn to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
-    let field = |name: &str, text: &str| -> mlua::Result<Value> {
-        let table = lua.create_table()?;
-        table.raw_set(name, text)?;
-        Ok(Value::Table(table))
-    };
-    Ok(match reply {
-        Reply::Int(n) => Value::Number(*n as f64),
-        Reply::Bulk(text) => Value::String(lua.create_string(text)?),
-        Reply::Nil => Value::Boolean(false),
-        Reply::Ok => field("ok", "OK")?,
-        Reply::Status(text) => field("ok", text)?,
-        Reply::Error(text) => field("err", text)?,
-        Reply::Array(items) => {
-            let table = lua.create_table()?;
-            for (i, item) in items.iter().enumerate() {
-                table.raw_set(i + 1, to_lua(lua, item)?)?;
-            }
-            Value::Table(table)
-        }
-    })
 }
 
 /// What a script returned, as the reply a server sends for it.

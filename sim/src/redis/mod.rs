@@ -8,6 +8,7 @@
 //! gone already.
 
 mod lua;
+mod lua_calls;
 mod script_call;
 
 pub use lua::{compile_script, sha1_hex, INSTRUCTION_LIMIT};
