@@ -105,6 +105,12 @@ fn a_file_with_a_mistake_is_refused_naming_the_file_the_field_and_the_cause() {
             "token.key: redis-incr needs the counter's key",
         ),
         (
+            "command.toml",
+            "return redis.call('del', KEYS[1]) else",
+            "return redis.call('unlink', KEYS[1]) else",
+            "scripts.release: sends UNLINK, which the simulated Redis does not run",
+        ),
+        (
             "kind.toml",
             "source = \"redis-incr\"",
             "source = \"zookeeper\"",

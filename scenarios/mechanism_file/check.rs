@@ -39,6 +39,14 @@ pub fn check(text: &str) -> Result<MechanismFile, Vec<Problem>> {
     {
         if let Err(message) = fencesim_sim::redis::compile_script(script) {
             problems.push(Problem::new(field, format!("Lua says: {message}")));
+        } else if let Some(name) = unmodelled_command(script) {
+            let modelled = fencesim_sim::redis::SCRIPT_COMMANDS;
+            problems.push(Problem::new(
+                field,
+                format!(
+                    "sends {name}, which the simulated Redis does not run (a script may send {modelled})"
+                ),
+            ));
         }
     }
     if problems.is_empty() {
@@ -46,6 +54,26 @@ pub fn check(text: &str) -> Result<MechanismFile, Vec<Problem>> {
     } else {
         Err(problems)
     }
+}
+
+/// The first command a script sends by a literal name that the simulated Redis does not
+/// run, in capitals (a name held in a variable is found only when the script runs).
+fn unmodelled_command(script: &str) -> Option<String> {
+    let mut rest = script;
+    while let Some(at) = rest.find("redis.") {
+        rest = &rest[at + "redis.".len()..];
+        let Some(after) = rest.strip_prefix("pcall(").or_else(|| rest.strip_prefix("call(")) else {
+            continue;
+        };
+        let after = after.trim_start();
+        let Some(quote) = after.chars().next().filter(|c| *c == '\'' || *c == '"') else { continue };
+        let Some(end) = after[1..].find(quote) else { continue };
+        let name = after[1..1 + end].to_ascii_lowercase();
+        if !fencesim_sim::redis::SCRIPT_COMMAND_NAMES.contains(&name.as_str()) {
+            return Some(name.to_ascii_uppercase());
+        }
+    }
+    None
 }
 
 /// A TOML or schema error, named by the line it is on.

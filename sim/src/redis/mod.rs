@@ -12,7 +12,7 @@ mod lua_calls;
 mod script_call;
 
 pub use lua::{compile_script, sha1_hex, INSTRUCTION_LIMIT};
-pub use script_call::MODELLED as SCRIPT_COMMANDS;
+pub use script_call::{MODELLED as SCRIPT_COMMANDS, NAMES as SCRIPT_COMMAND_NAMES};
 
 use script_call::Called;
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,6 +4,9 @@
 
 use super::{Command, INVALID_EXPIRE};
 
+/// The commands a script may send, by name.
+pub const NAMES: [&str; 9] = ["get", "set", "setnx", "del", "exists", "incr", "pexpire", "expire", "pttl"];
+
 /// The commands a script may send, in words.
 pub const MODELLED: &str = "GET, SET (with NX, PX, EX), SETNX, DEL, EXISTS, INCR, PEXPIRE, EXPIRE, PTTL";
 
