@@ -193,9 +193,7 @@ impl Engine {
     }
 
     fn eval(&self, script: &str, keys: &[&str], args: &[&str]) -> Reply {
-        if !self.compiled.borrow().contains_key(script) {
-            self.compile(script);
-        }
+        self.compile(script);
         let compiled = self.compiled.borrow();
         let Compiled { sha, function } = compiled.get(script).expect("just compiled");
         let function = match function {

@@ -357,11 +357,11 @@ impl RedisCore {
                 if !self.scripts.contains(script) {
                     self.scripts.insert(script.to_owned());
                 }
-                self.run_script(script, keys, args, now_ms)
+                lua::eval(self, script, keys, args, now_ms)
             }
             Command::EvalSha { sha, keys, args } => {
                 let script = self.script_named(sha).expect("apply looked for it").to_owned();
-                self.run_script(&script, keys, args, now_ms)
+                lua::eval(self, &script, keys, args, now_ms)
             }
         }
     }
@@ -374,11 +374,6 @@ impl RedisCore {
     /// The script run since the start whose digest is `sha`.
     fn script_named(&self, sha: &str) -> Option<&str> {
         self.scripts.iter().find(|script| sha1_hex(script).eq_ignore_ascii_case(sha)).map(String::as_str)
-    }
-
-    /// Runs a script in Lua; each command it sends runs here (`script_command`), at `now_ms`.
-    fn run_script(&mut self, script: &str, keys: &[&str], args: &[&str], now_ms: u64) -> Reply {
-        lua::eval(self, script, keys, args, now_ms)
     }
 
     /// One command a script sent, run at the script's instant.
