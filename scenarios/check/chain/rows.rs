@@ -71,11 +71,16 @@ pub fn row_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     Chain::of(summary, steps)
 }
 
-/// The epoch `worker` was last granted at or before event `index`.
+/// The epoch `worker` was last granted before event `index`, by the events' order: a grant
+/// in the same millisecond as the act but after it (the next job's lease, taken at once)
+/// is not the lease the act was sent under.
 fn epoch_before(cx: &Cx<'_>, worker: WorkerId, index: usize) -> Option<u32> {
     let at = cx.events[index].at_ms;
-    let mut epochs =
-        cx.facts.record.epochs.iter().filter(|epoch| epoch.worker == worker && epoch.granted_at_ms <= at);
+    let mut epochs = cx.facts.record.epochs.iter().filter(|epoch| {
+        epoch.worker == worker
+            && epoch.granted_at_ms <= at
+            && (epoch.granted_at_ms < at || grant_of(cx, epoch.number).is_some_and(|grant| grant < index))
+    });
     epochs.next_back().map(|epoch| epoch.number)
 }
 

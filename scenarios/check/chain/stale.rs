@@ -71,10 +71,15 @@ fn stall_span(cx: &Cx<'_>, fired: usize, worker: WorkerId) -> Option<(u64, u64)>
 
 /// The fault behind the lease's end: a stall of the holder that covers the moment, else a
 /// fault on the lease at that moment (an early expiry, a clock jump, a restart), else the
-/// holder's last stall before it acted.
+/// holder's last stall before it acted. A fault that fired before the grant counts when
+/// the stall it set up was still on after it (a delay armed for the holder's next request).
 fn cause(cx: &Cx<'_>, worker: WorkerId, (grant, act): (usize, usize), end_ms: u64) -> Option<usize> {
+    let granted_ms = cx.events[grant].at_ms;
     let fired = |index: &usize| matches!(cx.events[*index].kind, EventKind::FaultFired { .. });
-    let faults: Vec<usize> = (grant..act).filter(fired).collect();
+    let relevant = |index: &usize| {
+        *index > grant || stall_span(cx, *index, worker).is_some_and(|(_, to)| to > granted_ms)
+    };
+    let faults: Vec<usize> = (0..act).filter(fired).filter(relevant).collect();
     let covering = faults.iter().rev().find(|&&index| {
         stall_span(cx, index, worker).is_some_and(|(from, to)| from <= end_ms && end_ms <= to)
     });

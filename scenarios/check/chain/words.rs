@@ -77,8 +77,8 @@ fn redis_words(kind: &EventKind) -> Option<String> {
             format!("{worker}'s GET of {key} reads {}", holder.as_deref().unwrap_or("nothing"))
         }
         EventKind::LeaseReleased { worker, key, deleted, .. } => match deleted {
-            true => format!("{worker}'s compare-and-delete removes {key}"),
-            false => format!("{worker}'s compare-and-delete of {key} removes nothing"),
+            true => format!("{worker}'s release removes {key}"),
+            false => format!("{worker}'s release of {key} removes nothing"),
         },
         EventKind::LeaseRearmed { worker, key, holder, ttl_ms, .. } => format!(
             "{worker}'s PEXPIRE re-arms {key} ({}) for {} ms",

@@ -37,10 +37,14 @@ impl Narrator<'_> {
                 vec![format!("Note over R: {key} expires")],
             ),
             EventKind::LeaseReleased { worker, instance, key, deleted, .. } => {
-                let text = if *deleted {
-                    format!("{worker} releases {key}")
-                } else {
-                    format!("{worker}'s compare-and-delete of {key} deletes nothing: the key is no longer {worker}'s")
+                let own_script = self.outcome.scenario.world.mechanism.spec().scripts.release
+                    == fencesim_model::mechanism::COMPARE_AND_DELETE_LUA;
+                let text = match (*deleted, own_script) {
+                    (true, _) => format!("{worker} releases {key}"),
+                    (false, true) => format!(
+                        "{worker}'s compare-and-delete of {key} deletes nothing: the key is no longer {worker}'s"
+                    ),
+                    (false, false) => format!("{worker}'s release script deletes nothing from {key}"),
                 };
                 (instance, text, vec![format!("{worker}->>R: release {key}")])
             }
