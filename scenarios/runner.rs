@@ -251,9 +251,9 @@ impl Outcome {
     pub fn replay_command(&self) -> String {
         let planted = self.mutant.map(|mutant| format!(" --mutant {mutant}")).unwrap_or_default();
         format!(
-            "fencesim run --scenario {} --mechanism {} --gateway {} --seed {}{planted}",
+            "fencesim run --scenario {} {} --gateway {} --seed {}{planted}",
             self.scenario.name,
-            self.scenario.world.mechanism.name(),
+            crate::mechanism_file::option_for(self.scenario.world.mechanism),
             self.scenario.world.gateway_mode.name(),
             self.record.seed
         )

@@ -4,10 +4,11 @@
 //! says the old one.
 //!
 //! A quoted synopsis is read as the command it stands for: `[--seeds N]` as `--seeds N`,
-//! `worked-example|random` as its first choice, `FILE...` as `FILE`, each bracketed group in
-//! turn (optional arguments may exclude each other), and placeholders get a value of their
-//! kind (`COMMAND` a subcommand, `M` a mechanism, `N` a count, `K/N` a shard, `NAME` a
-//! mutant; a path such as `FILE` stays as it is). Inline code in prose, a bare `fencesim
+//! `worked-example|random` and a choice of options (`--a A|--b B`) as their first choice,
+//! `FILE...` as `FILE`, each bracketed group in turn (optional arguments may exclude each
+//! other), and placeholders get a value of their kind (`COMMAND` a subcommand, `M` a
+//! mechanism, `N` a count, `K/N` a shard, `NAME` a mutant; a path such as `FILE` stays as
+//! it is). Inline code in prose, a bare `fencesim
 //! NAME`, or a command with `...` left out of it, only has to name real subcommands and
 //! flags: the arguments it leaves out may be required ones.
 
@@ -218,9 +219,26 @@ fn refused_words(words: Vec<String>, inline: bool) -> Option<String> {
     }
 }
 
+/// A choice between options, `--a A|--b B` or the command line's own `<--a <A>|--b <B>>`,
+/// read as its first: the second option and its value go, the brackets that close the
+/// group stay.
+fn first_choice(text: &str) -> String {
+    let mut out = text.to_owned();
+    while let Some(bar) = out.find("|--") {
+        let rest = &out[bar + 1..];
+        let flag_end = rest.find(' ').unwrap_or(rest.len());
+        let value_end =
+            rest.get(flag_end + 1..).and_then(|r| r.find(' ')).map_or(rest.len(), |i| flag_end + 1 + i);
+        let value = rest.get(flag_end + 1..value_end).unwrap_or_default();
+        let closers: String = value.chars().rev().take_while(|c| *c == ']' || *c == '>').collect();
+        out = format!("{}{closers}{}", &out[..bar], &rest[value_end..]);
+    }
+    out
+}
+
 /// Why the command line refuses a quoted command, or `None` when it accepts it.
 fn refusal(text: &str, inline: bool) -> Option<String> {
-    alternatives(words(text)).into_iter().find_map(|words| refused_words(words, inline))
+    alternatives(words(&first_choice(text))).into_iter().find_map(|words| refused_words(words, inline))
 }
 
 /// README.md and every page of docs/.

@@ -554,3 +554,31 @@ fn a_held_up_database_answer_stalls_the_worker_past_its_lease_and_the_fence_turn
     );
     assert!(live.passed(), "{}{story}", live.breach_lines("", false));
 }
+
+/// A mechanism from a file, live: the worker processes read it from their spec (the file's
+/// text, not its path) and the run gets the simulation's verdicts for it.
+#[test]
+fn a_mechanism_from_a_file_runs_live_with_the_simulations_verdict() {
+    let test = "live-mechanism-file";
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !available(test, &StoreChoice::Sqlite(None)) {
+        return;
+    }
+    let path = "tests/data/mechanism_bugs/release-without-compare.toml";
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["live", "--time-scale", "0.25", "--json", "--mechanism-file", path])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let names = |list: &serde_json::Value| -> BTreeSet<String> {
+        list.as_array().unwrap().iter().map(|v| v["invariant"].as_str().unwrap().to_owned()).collect()
+    };
+    let text = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    let ours = fencesim::mechanism_file::define(&text, path).unwrap();
+    let world = scenario::build("worked-example", 1, ours, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+    assert_eq!(names(&json["violations"]), broken_names(&run(&world, 1).unwrap()), "{json}");
+    assert!(names(&json["violations"]).contains("lease-integrity"), "A's release freed B's lease: {json}");
+    assert_eq!(json["mechanism"], "team-release-without-compare", "{json}");
+}

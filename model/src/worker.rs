@@ -134,7 +134,7 @@ where
         let held = Held { key: &lock_key, value: &lock_value, lost: &lost };
         let outcome = match self.take_token(delivery.job, &held).await {
             Err(abandon) => Err(abandon),
-            Ok(token) if self.config.mechanism.spec().renewal => {
+            Ok(token) if self.config.mechanism.spec().renewals_per_ttl > 0 => {
                 let batch = std::pin::pin!(self.settle_rows(merchant, token, &held));
                 let renewal = std::pin::pin!(self.renew(&held));
                 match futures_util::future::select(batch, renewal).await {
@@ -166,12 +166,14 @@ where
         BatchOutcome::Abandoned(reason)
     }
 
-    /// Re-arms the lease every third of the TTL until a renewal fails. Runs beside the
-    /// batch in the same process, so a pause freezes it too.
+    /// Re-arms the lease as many times per TTL as the mechanism says (the built-ins: every
+    /// third of it) until a renewal fails. Runs beside the batch in the same process, so a
+    /// pause freezes it too.
     async fn renew(&self, held: &Held<'_>) {
         let ttl = self.config.ttl_ms;
+        let every = (ttl / u64::from(self.config.mechanism.spec().renewals_per_ttl.max(1))).max(1);
         loop {
-            self.ports.clock.sleep_ms((ttl / 3).max(1)).await;
+            self.ports.clock.sleep_ms(every).await;
             let renewed = self.ports.lease.extend(held.key, held.value, ttl).await.unwrap_or(false);
             self.ports.probe.reached(Step::LeaseRenewed { renewed }).await;
             if !renewed {

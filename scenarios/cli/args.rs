@@ -13,6 +13,33 @@ pub fn parse_mechanism(text: &str) -> Result<Mechanism, String> {
     scenario::mechanism_named(text)
 }
 
+/// The mechanism a command runs: a built-in one by name, or one a file describes.
+#[derive(clap::Args, Clone, Debug)]
+#[group(required = true, multiple = false)]
+pub struct MechanismChoice {
+    /// The mechanism (`fencesim mechanisms` lists them), e.g. ttl-only or fenced
+    #[arg(long, alias = "strategy", value_parser = parse_mechanism)]
+    mechanism: Option<Mechanism>,
+    /// Or a mechanism described in a file (docs/mechanism-files.md), checked before it runs
+    #[arg(long, value_name = "FILE")]
+    mechanism_file: Option<std::path::PathBuf>,
+}
+
+impl MechanismChoice {
+    /// The one chosen (the group requires one): a file is read, checked and defined here.
+    pub fn chosen(&self) -> Result<Mechanism, String> {
+        chosen(self.mechanism, self.mechanism_file.as_deref())
+    }
+}
+
+/// The mechanism a file names, when there is one, else the one named.
+pub fn chosen(named: Option<Mechanism>, file: Option<&std::path::Path>) -> Result<Mechanism, String> {
+    match file {
+        Some(path) => crate::mechanism_file::load(path),
+        None => Ok(named.unwrap_or(Mechanism::Fenced)),
+    }
+}
+
 pub fn parse_gateway(text: &str) -> Result<GatewayMode, String> {
     text.parse()
 }

@@ -2,7 +2,7 @@
 //! replay file; Ctrl-C stops it and it still reports what it ran.
 
 use crate::cli::args::{
-    default_jobs, parse_count, parse_gateway, parse_jobs, parse_mechanism, parse_scenario, parse_seed,
+    default_jobs, parse_count, parse_gateway, parse_jobs, parse_scenario, parse_seed, MechanismChoice,
 };
 use crate::cli::shrink::print_shrunk;
 use crate::cli::{bad_input, INTERRUPTED};
@@ -23,9 +23,8 @@ use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct ExploreArgs {
-    /// The mechanism (`fencesim mechanisms` lists them), e.g. fenced
-    #[arg(long, alias = "strategy", value_parser = parse_mechanism)]
-    mechanism: Mechanism,
+    #[command(flatten)]
+    mechanism: MechanismChoice,
     /// The scenario each seed's world is drawn from
     #[arg(long, default_value = "random", value_parser = parse_scenario)]
     scenario: String,
@@ -71,10 +70,10 @@ pub struct ExploreArgs {
 
 /// What a `--json` report says about the run it comes from: enough for `fencesim merge`
 /// to check that shards belong together.
-fn run_identity(args: &ExploreArgs) -> serde_json::Value {
+fn run_identity(args: &ExploreArgs, mechanism: Mechanism) -> serde_json::Value {
     serde_json::json!({
         "scenario": args.scenario,
-        "mechanism": args.mechanism.name(),
+        "mechanism": mechanism.name(),
         "gateway": args.gateway.name(),
         "from": args.from,
         "seeds": args.seeds,
@@ -146,6 +145,10 @@ fn print_report(config: &ExploreConfig, report: &ExploreReport) {
 }
 
 pub fn run(args: ExploreArgs) -> ExitCode {
+    let mechanism = match args.mechanism.chosen() {
+        Ok(mechanism) => mechanism,
+        Err(error) => return bad_input(error),
+    };
     let allowed = match FaultMask::ALL.without_names(&args.without) {
         Ok(mask) => mask,
         Err(error) => return bad_input(error),
@@ -157,10 +160,10 @@ pub fn run(args: ExploreArgs) -> ExitCode {
     let interrupted = Arc::new(AtomicBool::new(false));
     let flag = interrupted.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
-    let identity = run_identity(&args);
+    let identity = run_identity(&args, mechanism);
     let config = ExploreConfig {
         scenario: args.scenario,
-        mechanism: args.mechanism,
+        mechanism,
         gateway: args.gateway,
         from: seeds.from,
         seeds: seeds.count,

@@ -3,7 +3,7 @@
 //! a gateway service on loopback, judged by the same checkers and told by the same
 //! narrator as a simulated run; `--runs N` plays it N times beside the simulation.
 
-use crate::cli::args::{parse_gateway, parse_mechanism};
+use crate::cli::args::{chosen, parse_gateway, parse_mechanism};
 use crate::cli::{bad_input, verdict, INTERRUPTED};
 use crate::live::coordinator::{live_scenario, refusal};
 use crate::live::interrupt;
@@ -27,12 +27,15 @@ pub struct LiveArgs {
     /// The mechanism (`fencesim mechanisms` lists them; one Redis instance), e.g. fenced
     #[arg(long, alias = "strategy", default_value = "fenced", value_parser = parse_mechanism)]
     mechanism: Mechanism,
+    /// Or a mechanism described in a file (docs/mechanism-files.md), checked before it runs
+    #[arg(long, value_name = "FILE", conflicts_with = "mechanism")]
+    mechanism_file: Option<PathBuf>,
     /// idempotent or non-idempotent
     #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
     gateway: GatewayMode,
     /// Run this replay file's world and faults instead of the worked example (its
     /// mechanism and gateway are the file's)
-    #[arg(long, conflicts_with_all = ["mechanism", "gateway"])]
+    #[arg(long, conflicts_with_all = ["mechanism", "mechanism_file", "gateway"])]
     replay: Option<PathBuf>,
     /// Play it this many times and count, per invariant, the runs that broke it, beside
     /// the simulation's verdict
@@ -95,18 +98,29 @@ fn tell(outcome: &Outcome, worked_example: bool) {
     print!("{}", outcome.breach_lines("VIOLATION ", false));
 }
 
+/// The mechanism the worked example runs under live: one the live arm's single store can
+/// judge.
+fn live_mechanism(args: &LiveArgs) -> Result<Mechanism, String> {
+    let mechanism = chosen(Some(args.mechanism), args.mechanism_file.as_deref())?;
+    if !mechanism.spec().fence_settlement && args.replay.is_none() {
+        let option = crate::mechanism_file::option_for(mechanism);
+        return Err(format!(
+            "{option}: the live arm has one store only, and this mechanism is about a second one; run it in the simulation (fencesim run {option})"
+        ));
+    }
+    Ok(mechanism)
+}
+
 pub fn live_command(args: LiveArgs) -> ExitCode {
     interrupt::watch();
     let program = match std::env::current_exe() {
         Ok(program) => program,
         Err(e) => return bad_input(format!("cannot find the fencesim program for the workers: {e}")),
     };
-    if !args.mechanism.spec().fence_settlement && args.replay.is_none() {
-        return bad_input(format!(
-            "--mechanism {}: the live arm has one store only, and this mechanism is about a second one; run it in the simulation (fencesim run --mechanism {})",
-            args.mechanism, args.mechanism
-        ));
-    }
+    let mechanism = match live_mechanism(&args) {
+        Ok(mechanism) => mechanism,
+        Err(error) => return bad_input(error),
+    };
     let replay = match args.replay.as_deref().map(replayed).transpose() {
         Ok(replay) => replay,
         Err(error) => return bad_input(error),
@@ -136,7 +150,7 @@ pub fn live_command(args: LiveArgs) -> ExitCode {
     let config = LiveConfig {
         program,
         store,
-        mechanism: args.mechanism,
+        mechanism,
         gateway: args.gateway,
         time_scale,
         redis_url: args.redis,
@@ -234,14 +248,25 @@ fn runs(config: &LiveConfig, count: u32, json: bool) -> ExitCode {
 
 /// A worker process of a live run (started by `fencesim live`, not by hand).
 pub fn live_worker_command(spec: String) -> ExitCode {
-    let spec: WorkerSpec = match serde_json::from_str(&spec) {
+    let spec = match worker_spec(&spec) {
         Ok(spec) => spec,
-        Err(e) => return bad_input(format!("a worker spec that is not one: {e}")),
+        Err(error) => return bad_input(error),
     };
     match run_worker(spec) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => bad_input(error),
     }
+}
+
+/// A worker's spec, its mechanism's file (if it has one) defined first, so that the
+/// mechanism's name is known when the rest is read.
+fn worker_spec(text: &str) -> Result<WorkerSpec, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("a worker spec that is not one: {e}"))?;
+    if let Some(file) = value.get("mechanism_file").and_then(|text| text.as_str()) {
+        crate::mechanism_file::define(file, "the worker spec's mechanism_file")?;
+    }
+    serde_json::from_value(value).map_err(|e| format!("a worker spec that is not one: {e}"))
 }
 
 /// The time scale chosen from the simulated run and this machine's lag per request on

@@ -3,24 +3,27 @@
 //! lagging copy and the failover; writes `reports/guarantees.md` and the
 //! sweep's chart, `reports/sweep.svg`.
 
+use crate::check::coverage::Coverage;
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::bad_input;
+use crate::model::Mechanism;
 use crate::search::debate::DEBATE_SEEDS;
 use crate::search::failover::{failover_file, failover_rows, shrink_failover_failures};
 use crate::search::lagging::{lag_file, shrink_lag_failures, LAG_SEEDS};
 use crate::search::matrix::{
-    run_matrix, shrink_first_failures, shrunk_file, MatrixFound, MatrixSizes, REPORT_SEEDS, SHRUNK_DIR,
-    SWEEP_SEEDS,
+    matrix_of, run_matrix, shrink_first_failures, shrunk_file, Cell, MatrixFound, MatrixSizes, REPORT_SEEDS,
+    SHRUNK_DIR, SWEEP_SEEDS,
 };
 use crate::search::matrix_shards::matrix_shard;
 use crate::search::second_store::{shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR};
-use crate::search::seeds::Shard;
+use crate::search::seeds::{SeedRange, Shard};
 use crate::tell::junit::matrix::matrix_suites;
 use crate::tell::junit::write_junit;
 use crate::tell::replay_file::ReplayFile;
 use crate::tell::reports::failover::failover_section;
 use crate::tell::reports::guarantees::{guarantees_report, sweep_chart, GUARANTEES_REPORT, SWEEP_CHART};
 use crate::tell::write::write_report;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -56,6 +59,14 @@ pub struct MatrixArgs {
     /// violation, its plan and its replay command
     #[arg(long, value_name = "FILE", conflicts_with = "shard")]
     junit: Option<PathBuf>,
+    /// Only this mechanism, described in a file (docs/mechanism-files.md): its cells over
+    /// --seeds, each gateway's first failure shrunk and its replay file kept in --out;
+    /// nothing under reports/ is written
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["shard", "junit"])]
+    mechanism_file: Option<PathBuf>,
+    /// With --mechanism-file: where the shrunk failures' replay files go
+    #[arg(long, default_value = "fencesim-failures")]
+    out: PathBuf,
 }
 
 /// Runs the matrix, the sweep and the debate, shrinks each mechanism's first failure, and
@@ -116,6 +127,51 @@ pub fn write_report_of(
     Ok(text)
 }
 
+/// One mechanism's cells over `seeds`, each gateway's first failure shrunk and written into
+/// `out`: what the matrix says of a mechanism from a file.
+fn one_mechanism(mechanism: Mechanism, seeds: u64, jobs: usize, out: &Path) -> Result<String, String> {
+    let cells = matrix_of(&[mechanism], SeedRange::first(seeds)?, jobs, &mut Coverage::new())?;
+    let shrunk = shrink_first_failures(&cells, jobs)?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut text = format!(
+        "{mechanism} ({}), over seeds 1 to {seeds} of the random scenario with every fault kind:\n",
+        mechanism.spec().promise
+    );
+    for cell in &cells {
+        let _ = writeln!(text, "  {} gateway: {}", cell.gateway, broken_line(cell));
+    }
+    for failure in &shrunk {
+        let path = out.join(format!("{}-{}.json", failure.mechanism, failure.gateway));
+        ReplayFile::from_outcome(&failure.outcome).write_as(&path)?;
+        let world = &failure.outcome.scenario.world;
+        let _ = writeln!(
+            text,
+            "  {} gateway, {} first broken at seed {}, shrunk to {} fault(s), {} worker(s), {} row(s): fencesim replay {}",
+            failure.gateway,
+            failure.invariant,
+            failure.seed,
+            world.faults.faults.len(),
+            world.workers,
+            world.rows.len(),
+            path.display()
+        );
+    }
+    Ok(text)
+}
+
+/// A cell's broken invariants with their share of seeds and first seed, or that none broke.
+fn broken_line(cell: &Cell) -> String {
+    let broken: Vec<String> = cell
+        .broken
+        .iter()
+        .map(|(name, (count, first, _))| format!("{name} in {count} seed(s), first {first}"))
+        .collect();
+    match broken.is_empty() {
+        true => "every invariant held".to_owned(),
+        false => broken.join("; "),
+    }
+}
+
 pub fn run(args: MatrixArgs) -> ExitCode {
     let sizes = MatrixSizes {
         seeds: args.seeds,
@@ -124,6 +180,17 @@ pub fn run(args: MatrixArgs) -> ExitCode {
         store_seeds: args.store_seeds,
         lag_seeds: args.lag_seeds,
     };
+    if let Some(path) = &args.mechanism_file {
+        let measured = crate::mechanism_file::load(path)
+            .and_then(|mechanism| one_mechanism(mechanism, args.seeds, args.jobs, &args.out));
+        return match measured {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => bad_input(error),
+        };
+    }
     if let Some(shard) = args.shard {
         return match matrix_shard(sizes, shard, args.jobs) {
             Ok(found) => {

@@ -4,7 +4,7 @@
 
 use crate::cli::bad_input;
 use crate::mechanism_file::builtin::{file_name, text_of, DIRECTORY};
-use crate::mechanism_file::{check, MechanismFile};
+use crate::mechanism_file::{read, MechanismFile};
 use crate::model::Mechanism;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -34,7 +34,7 @@ pub enum MechanismAction {
 pub fn run(args: MechanismArgs) -> ExitCode {
     match args.action {
         MechanismAction::Check { file } => match read(&file) {
-            Ok(mechanism) => {
+            Ok((mechanism, _)) => {
                 println!("{}: a valid mechanism file: {}", file.display(), summary(&mechanism));
                 ExitCode::SUCCESS
             }
@@ -48,20 +48,6 @@ pub fn run(args: MechanismArgs) -> ExitCode {
             Err(message) => bad_input(message),
         },
     }
-}
-
-/// Reads and checks a mechanism file; every problem, each on a line naming the file and
-/// the field, when it is not valid.
-pub fn read(path: &Path) -> Result<MechanismFile, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
-    check(&text).map_err(|problems| {
-        let lines: Vec<String> = problems
-            .iter()
-            .map(|p| format!("{}: {}: {}", path.display(), p.field, p.message.replace('\n', "\n    ")))
-            .collect();
-        format!("{} is not a valid mechanism file:\n{}", path.display(), lines.join("\n"))
-    })
 }
 
 /// What a valid file describes, in one line.

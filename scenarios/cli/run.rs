@@ -1,7 +1,9 @@
 //! `fencesim run`: one scenario under one mechanism, every invariant checked, told as a
 //! story or printed as one JSON object.
 
-use crate::cli::args::{parse_gateway, parse_mechanism, parse_scenario, parse_seed, parse_ttl};
+use crate::cli::args::{
+    parse_gateway, parse_mechanism, parse_scenario, parse_seed, parse_ttl, MechanismChoice,
+};
 use crate::cli::{bad_input, verdict};
 use crate::model::Mechanism;
 use crate::mutant::Mutant;
@@ -21,9 +23,8 @@ pub struct RunArgs {
     /// The scenario: worked-example, random or another (a name it does not know lists them)
     #[arg(long, default_value = "worked-example", value_parser = parse_scenario)]
     scenario: String,
-    /// The mechanism (`fencesim mechanisms` lists them), e.g. ttl-only or fenced
-    #[arg(long, alias = "strategy", value_parser = parse_mechanism)]
-    mechanism: Mechanism,
+    #[command(flatten)]
+    mechanism: MechanismChoice,
     /// idempotent or non-idempotent
     #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
     gateway: GatewayMode,
@@ -78,11 +79,13 @@ fn keep(outcome: &Outcome, trace: Option<PathBuf>, save_replay: Option<PathBuf>)
 }
 
 pub fn run_command(args: RunArgs) -> ExitCode {
-    let mut chosen =
-        match scenario::build(&args.scenario, args.seed, args.mechanism, args.gateway, FaultMask::ALL) {
-            Ok(chosen) => chosen,
-            Err(error) => return bad_input(error),
-        };
+    let built = args.mechanism.chosen().and_then(|mechanism| {
+        scenario::build(&args.scenario, args.seed, mechanism, args.gateway, FaultMask::ALL)
+    });
+    let mut chosen = match built {
+        Ok(chosen) => chosen,
+        Err(error) => return bad_input(error),
+    };
     if let Some(ttl) = args.ttl_ms {
         chosen.world.ttl_ms = ttl;
     }

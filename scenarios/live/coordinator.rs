@@ -185,6 +185,7 @@ fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>) -> Vec<WorkerSp
         .map(|worker| WorkerSpec {
             worker,
             mechanism: world.mechanism,
+            mechanism_file: world.mechanism.file_text().map(str::to_owned),
             ttl_ms: world.ttl_ms,
             redis_url: stage.redis.lock_url.clone(),
             queue_url: stage.redis.queue_url.clone(),

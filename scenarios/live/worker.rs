@@ -35,6 +35,10 @@ use strum::EnumCount;
 pub struct WorkerSpec {
     pub worker: WorkerId,
     pub mechanism: Mechanism,
+    /// The text of the file the mechanism was read from, when it was: the process defines
+    /// it before it reads the rest of its spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism_file: Option<String>,
     pub ttl_ms: u64,
     /// The lock server (leases, counters), its process id when the run started it, and
     /// the queue's server.

@@ -3,10 +3,11 @@
 //! the lease's own texts, so the files cannot drift from what the simulation runs: a test
 //! fails when `mechanisms/` is not what `fencesim mechanism export` writes.
 
+use super::check::{COUNTER_KEY, LEASE_KEY};
 use super::parameters::{named_write, renamed};
 use super::schema::{
     LeaseKindName, LeaseTable, MechanismFile, OnRejected, SafetyName, ScriptsTable, StatementsTable,
-    TokenSourceName, TokenTable, WritesTable, BUILT_IN_RENEWALS_PER_TTL,
+    TokenSourceName, TokenTable, WritesTable,
 };
 use fencesim_model::mechanism::TokenPolicy;
 use fencesim_model::Mechanism;
@@ -31,13 +32,13 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
         safety: SafetyName::of(spec.safety),
         token: TokenTable {
             source: TokenSourceName::of(spec.tokens),
-            key: (spec.tokens == TokenPolicy::RedisIncr).then(|| "fence:settle:{merchant}".to_owned()),
+            key: (spec.tokens == TokenPolicy::RedisIncr).then(|| COUNTER_KEY.to_owned()),
             seed_on_restart: spec.seed_counter_on_restart,
         },
         lease: LeaseTable {
             kind: LeaseKindName::of(spec.lease),
-            key: "lock:settle:{merchant}".to_owned(),
-            renewals_per_ttl: if spec.renewal { BUILT_IN_RENEWALS_PER_TTL } else { 0 },
+            key: LEASE_KEY.to_owned(),
+            renewals_per_ttl: spec.renewals_per_ttl,
             check_before_write: spec.check_before_write,
             wait_for_replica: spec.wait_replica,
         },

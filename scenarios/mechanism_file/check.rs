@@ -86,6 +86,15 @@ fn schema_problem(text: &str, error: &toml::de::Error) -> Problem {
     Problem::new(&format!("line {line}"), error.message().trim_end().to_owned())
 }
 
+/// The lease's key and the token counter's, as the simulation keeps them: its faults, its
+/// story and its checkers name these keys, so a file says them as they are.
+pub const LEASE_KEY: &str = "lock:settle:{merchant}";
+pub const COUNTER_KEY: &str = "fence:settle:{merchant}";
+
+fn fixed_key(key: &str) -> String {
+    format!("must be \"{key}\": the simulation's faults, story and checkers name the key so (another name is not run yet)")
+}
+
 /// The fields that must agree with each other.
 fn fields(file: &MechanismFile, problems: &mut Vec<Problem>) {
     let kebab = |s: &str| {
@@ -98,16 +107,16 @@ fn fields(file: &MechanismFile, problems: &mut Vec<Problem>) {
     if file.promise.trim().is_empty() {
         problems.push(Problem::new("promise", "say in one sentence what the mechanism promises"));
     }
-    if !file.lease.key.contains("{merchant}") {
-        problems.push(Problem::new("lease.key", "must hold {merchant}, where the merchant's id goes"));
+    if file.lease.key != LEASE_KEY {
+        problems.push(Problem::new("lease.key", fixed_key(LEASE_KEY)));
     }
     match (file.token.source, &file.token.key) {
         (TokenSourceName::RedisIncr, None) => problems.push(Problem::new(
             "token.key",
             "redis-incr needs the counter's key, e.g. \"fence:settle:{merchant}\"",
         )),
-        (TokenSourceName::RedisIncr, Some(key)) if !key.contains("{merchant}") => {
-            problems.push(Problem::new("token.key", "must hold {merchant}, where the merchant's id goes"))
+        (TokenSourceName::RedisIncr, Some(key)) if key != COUNTER_KEY => {
+            problems.push(Problem::new("token.key", fixed_key(COUNTER_KEY)))
         }
         (TokenSourceName::None | TokenSourceName::DbSequence, Some(_)) => {
             problems.push(Problem::new("token.key", "only a redis-incr token has a key"))

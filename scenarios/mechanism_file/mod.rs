@@ -1,6 +1,7 @@
 //! Mechanisms from files: a team's own lock described in TOML (its token source, its lease,
 //! its SQL, its Lua scripts), read and checked here (`check`), with the schema in `schema`
-//! and the built-in mechanisms written out as files in `builtin`.
+//! and the built-in mechanisms written out as files in `builtin`. A checked file is defined
+//! as a mechanism of this process (`load`, `define`), run like a built-in one.
 
 pub mod builtin;
 pub mod check;
@@ -9,3 +10,63 @@ pub mod schema;
 
 pub use check::{check, Problem};
 pub use schema::MechanismFile;
+
+use fencesim_model::Mechanism;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Reads and checks a mechanism file; every problem, each on a line naming the file and
+/// the field, when it is not valid.
+pub fn read(path: &Path) -> Result<(MechanismFile, String), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+    let file = checked(&text, &path.display().to_string())?;
+    Ok((file, text))
+}
+
+/// `text` checked, its problems told as coming from `origin` (a path, or a replay file's
+/// field).
+fn checked(text: &str, origin: &str) -> Result<MechanismFile, String> {
+    check(text).map_err(|problems| {
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|p| format!("{origin}: {}: {}", p.field, p.message.replace('\n', "\n    ")))
+            .collect();
+        format!("{origin} is not a valid mechanism file:\n{}", lines.join("\n"))
+    })
+}
+
+/// Where each mechanism read from a file by path was read from, by name: what a command
+/// that reproduces a run names.
+static PATHS: Mutex<BTreeMap<&'static str, String>> = Mutex::new(BTreeMap::new());
+
+/// The mechanism a file describes, checked and defined for this process.
+pub fn load(path: &Path) -> Result<Mechanism, String> {
+    let (file, text) = read(path)?;
+    let mechanism = Mechanism::define(file.spec(), &text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut paths = PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    paths.entry(mechanism.name()).or_insert_with(|| path.display().to_string());
+    Ok(mechanism)
+}
+
+/// The option that chooses `mechanism` on a command line: `--mechanism NAME` for a
+/// built-in one, `--mechanism-file PATH` for one read from a file (a placeholder naming it
+/// when it came from a replay file, not a path).
+pub fn option_for(mechanism: Mechanism) -> String {
+    if mechanism.file_text().is_none() {
+        return format!("--mechanism {mechanism}");
+    }
+    let paths = PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match paths.get(mechanism.name()) {
+        Some(path) => format!("--mechanism-file {path}"),
+        None => format!("--mechanism-file <{mechanism}.toml>"),
+    }
+}
+
+/// The mechanism a file's text describes (carried by a replay file or a worker's spec),
+/// checked and defined for this process.
+pub fn define(text: &str, origin: &str) -> Result<Mechanism, String> {
+    let file = checked(text, origin)?;
+    Mechanism::define(file.spec(), text).map_err(|e| format!("{origin}: {e}"))
+}

@@ -201,9 +201,6 @@ impl LeaseKindName {
     }
 }
 
-/// How often the built-in renewal renews: three times per TTL (every third of it).
-pub const BUILT_IN_RENEWALS_PER_TTL: u32 = 3;
-
 impl MechanismFile {
     /// The mechanism as the model's data (its texts leaked: a mechanism lives as long as
     /// the process). The release policy is read from the release script: the plain `DEL`
@@ -224,7 +221,7 @@ impl MechanismFile {
             on_row_already_sent: self.writes.on_row_already_sent.policy(),
             lease: self.lease.kind.kind(),
             release,
-            renewal: self.lease.renewals_per_ttl > 0,
+            renewals_per_ttl: self.lease.renewals_per_ttl,
             check_before_write: self.lease.check_before_write,
             seed_counter_on_restart: self.token.seed_on_restart,
             fence_settlement: self.writes.fence_settlement,

@@ -81,10 +81,20 @@ pub struct Cell {
 
 /// Every mechanism with both gateway modes over `seeds` (the whole range, or a shard's share).
 pub fn matrix(seeds: SeedRange, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Cell>, String> {
+    matrix_of(&Mechanism::ALL, seeds, jobs, coverage)
+}
+
+/// The given mechanisms with both gateway modes over `seeds`.
+pub fn matrix_of(
+    mechanisms: &[Mechanism],
+    seeds: SeedRange,
+    jobs: usize,
+    coverage: &mut Coverage,
+) -> Result<Vec<Cell>, String> {
     let never = AtomicBool::new(false);
     let pool = Pool { jobs, interrupted: &never };
     let mut cells = Vec::new();
-    for mechanism in Mechanism::ALL {
+    for &mechanism in mechanisms {
         for gateway in GatewayMode::ALL {
             let mut broken: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
             let mut costs = Costs::default();

@@ -29,6 +29,10 @@ pub struct ReplayFile {
     /// Files written before the concept had one name say `strategy`; they still load.
     #[serde(alias = "strategy", deserialize_with = "mechanism_by_name")]
     pub mechanism: Mechanism,
+    /// The text of the mechanism file the run's mechanism was read from, when it was one:
+    /// the replay file runs without the original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism_file: Option<String>,
     pub gateway: GatewayMode,
     pub seed: u64,
     pub fault_plan: FaultPlan,
@@ -68,6 +72,7 @@ impl ReplayFile {
             scenario: outcome.scenario.name.to_owned(),
             base_ms: outcome.scenario.base.0,
             mechanism: outcome.scenario.world.mechanism,
+            mechanism_file: outcome.scenario.world.mechanism.file_text().map(str::to_owned),
             gateway: outcome.scenario.world.gateway_mode,
             seed: outcome.record.seed,
             fault_plan: outcome.scenario.world.faults.clone(),
@@ -96,6 +101,9 @@ impl ReplayFile {
             serde_json::json!([self.seed, self.mechanism, self.gateway, self.fault_plan, self.parameters]);
         if let (Some(mutant), Some(parts)) = (self.mutant, what.as_array_mut()) {
             parts.push(serde_json::json!(mutant));
+        }
+        if let (Some(text), Some(parts)) = (&self.mechanism_file, what.as_array_mut()) {
+            parts.push(serde_json::json!(text));
         }
         format!("{:016x}", twox_hash::XxHash64::oneshot(0, what.to_string().as_bytes()))
     }
@@ -147,6 +155,13 @@ impl ReplayFile {
                 ))
             }
             None => return Err("no \"format_version\"".to_owned()),
+        }
+        match value.get("mechanism_file") {
+            Some(serde_json::Value::String(text)) => {
+                crate::mechanism_file::define(text, "mechanism_file")?;
+            }
+            Some(serde_json::Value::Null) | None => {}
+            Some(_) => return Err("bad field: mechanism_file: expected the mechanism file's text".to_owned()),
         }
         let file: ReplayFile = serde_json::from_value(value).map_err(|e| format!("bad field: {e}"))?;
         u64::from_str_radix(&file.expected_trace_hash, 16).map_err(|_| {

@@ -3,7 +3,7 @@
 //! lease instead of handing the job over for nothing, and the fence for what renewal
 //! cannot see (a stall that outlasts the lease, a lease cut short).
 
-use super::{OnRejectedWrite, Spec, Safety, TokenPolicy};
+use super::{OnRejectedWrite, Spec, Safety, TokenPolicy, RENEWALS_PER_TTL};
 
 pub const SPEC: Spec = Spec {
     name: "fenced-renewal",
@@ -12,6 +12,6 @@ pub const SPEC: Spec = Spec {
     tokens: TokenPolicy::RedisIncr,
     on_rejected_write: OnRejectedWrite::Abandon,
     on_row_already_sent: OnRejectedWrite::Abandon,
-    renewal: true,
+    renewals_per_ttl: RENEWALS_PER_TTL,
     ..Spec::BASE
 };

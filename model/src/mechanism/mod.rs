@@ -2,6 +2,10 @@
 //! one type. A mechanism is data: where the worker's token comes from (if anywhere), how
 //! it holds and releases its lease, and what it does when a write matches no row.
 
+pub mod from_file;
+
+pub use from_file::FromFile;
+
 use crate::ids::Token;
 use crate::refund::WriteGuard;
 use crate::store::Statements;
@@ -58,6 +62,9 @@ pub const COMPARE_AND_EXTEND_LUA: &str =
 /// as a `DEL`).
 pub const PLAIN_DEL_LUA: &str = "return redis.call('del', KEYS[1])";
 
+/// How often the built-in renewing mechanisms renew: three times per TTL.
+pub const RENEWALS_PER_TTL: u32 = 3;
+
 /// The Lua a mechanism's lease runs on Redis: each returns 1 when it did its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scripts {
@@ -102,8 +109,9 @@ pub struct Spec {
     pub on_row_already_sent: OnRejectedWrite,
     pub lease: LeaseKind,
     pub release: ReleasePolicy,
-    /// Renew the lease from a background task every third of the TTL.
-    pub renewal: bool,
+    /// How many times per TTL a background task renews the lease (every `TTL / n`); 0:
+    /// never.
+    pub renewals_per_ttl: u32,
     /// `GET` the lock key before every write and abandon if it is not ours.
     pub check_before_write: bool,
     /// When Redis starts, seed the token counter from `MAX(fence)` of the merchant's rows.
@@ -133,7 +141,7 @@ impl Spec {
         on_row_already_sent: OnRejectedWrite::Skip,
         lease: LeaseKind::Single,
         release: ReleasePolicy::CompareAndDelete,
-        renewal: false,
+        renewals_per_ttl: 0,
         check_before_write: false,
         seed_counter_on_restart: false,
         fence_settlement: true,
@@ -153,14 +161,18 @@ macro_rules! mechanisms {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Mechanism {
             $($variant,)+
+            /// A mechanism a team described in a file, read once and kept for the process.
+            File(FromFile),
         }
 
         impl Mechanism {
+            /// The built-in mechanisms (a file's is not among them).
             pub const ALL: [Mechanism; [$(Mechanism::$variant,)+].len()] = [$(Mechanism::$variant,)+];
 
             pub fn spec(self) -> &'static Spec {
                 match self {
                     $(Mechanism::$variant => &$module::SPEC,)+
+                    Mechanism::File(file) => &file.0.spec,
                 }
             }
         }
@@ -225,7 +237,15 @@ impl Mechanism {
     }
 }
 
-crate::named_enum!(Mechanism, "mechanism");
+impl Mechanism {
+    /// The text of the file the mechanism was read from; `None` for a built-in.
+    pub fn file_text(self) -> Option<&'static str> {
+        match self {
+            Mechanism::File(file) => Some(file.0.text),
+            _ => None,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,14 +5,14 @@
 //! check, or a clock jump on the instances, still lets two workers hold majorities at
 //! once, and nothing downstream can tell them apart.
 
-use super::{LeaseKind, Spec, Safety};
+use super::{LeaseKind, Spec, Safety, RENEWALS_PER_TTL};
 
 pub const SPEC: Spec = Spec {
     name: "redlock",
     promise: "tolerates a lost Redis instance; still no defence against a pause or a clock jump",
     safety: Safety::Unsafe,
     lease: LeaseKind::Redlock,
-    renewal: true,
+    renewals_per_ttl: RENEWALS_PER_TTL,
     check_before_write: true,
     ..Spec::BASE
 };

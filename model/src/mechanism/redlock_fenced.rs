@@ -4,7 +4,7 @@
 //! pause after the validity check or a clock jump on the instances can still give two
 //! workers a majority at once; the store then turns the older token away.
 
-use super::{LeaseKind, OnRejectedWrite, Spec, Safety, TokenPolicy};
+use super::{LeaseKind, OnRejectedWrite, Spec, Safety, TokenPolicy, RENEWALS_PER_TTL};
 
 pub const SPEC: Spec = Spec {
     name: "redlock-fenced",
@@ -14,7 +14,7 @@ pub const SPEC: Spec = Spec {
     on_rejected_write: OnRejectedWrite::Abandon,
     on_row_already_sent: OnRejectedWrite::Abandon,
     lease: LeaseKind::Redlock,
-    renewal: true,
+    renewals_per_ttl: RENEWALS_PER_TTL,
     check_before_write: true,
     ..Spec::BASE
 };

@@ -1,0 +1,287 @@
+//! Mechanisms from files, run: each built-in mechanism read from its file gives the Rust
+//! one's verdicts and traces over seeds 1 to 2,000 with every fault kind; five files with
+//! bugs a team could write are caught within 2,000 seeds by a breach the built-in they were
+//! copied from does not have on the same seed, and shrink to at most 3 faults; a replay
+//! file of such a run replays in a process that never saw the mechanism file.
+
+use fencesim::mechanism_file::builtin::text_of;
+use fencesim::mechanism_file::define;
+use fencesim::model::Mechanism;
+use fencesim::runner::{run, Outcome};
+use fencesim::scenario::{self, FaultMask, Scenario};
+use fencesim::search::shrink::shrink_scenario;
+use fencesim::sim::GatewayMode;
+use fencesim::tell::replay_file::ReplayFile;
+use std::path::Path;
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The seeds the equivalence and the search run over.
+const SEEDS: u64 = 2_000;
+
+/// A built-in mechanism's file, under a name of its own, as a mechanism of this process.
+fn from_its_file(mechanism: Mechanism) -> Mechanism {
+    let text = text_of(mechanism);
+    let named = format!("name = \"{}\"", mechanism.name());
+    assert!(text.contains(&named), "{mechanism}");
+    let renamed = text.replacen(&named, &format!("name = \"file-{}\"", mechanism.name()), 1);
+    define(&renamed, &format!("{mechanism}'s file")).unwrap()
+}
+
+/// A seed of the random scenario, every fault kind allowed: its broken invariants and its
+/// trace hash.
+fn verdict(mechanism: Mechanism, gateway: GatewayMode, seed: u64) -> (Vec<&'static str>, u64) {
+    let scenario = scenario::build("random", seed, mechanism, gateway, FaultMask::ALL).unwrap();
+    let outcome = run(&scenario, seed).unwrap();
+    let broken =
+        outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
+    (broken, outcome.trace_hash)
+}
+
+/// Seeds 1 to 2,000 of each built-in, from its file and from the registry, on two threads.
+/// Every script the lease runs is Lua on both sides, so the traces must match byte for
+/// byte, not just the verdicts.
+#[test]
+fn each_built_in_from_its_file_gives_the_rust_mechanism_s_verdicts_and_traces() {
+    for mechanism in Mechanism::ALL {
+        let file = from_its_file(mechanism);
+        let half = |seeds: std::ops::RangeInclusive<u64>| {
+            let mut differ = Vec::new();
+            for seed in seeds {
+                let gateway = GatewayMode::ALL[(seed % 2) as usize];
+                let (ours, theirs) = (verdict(mechanism, gateway, seed), verdict(file, gateway, seed));
+                if ours != theirs {
+                    differ.push((seed, ours, theirs));
+                }
+            }
+            differ
+        };
+        let differ: Vec<_> = std::thread::scope(|scope| {
+            let low = scope.spawn(|| half(1..=SEEDS / 2));
+            let high = half(SEEDS / 2 + 1..=SEEDS);
+            low.join().unwrap().into_iter().chain(high).collect()
+        });
+        assert!(
+            differ.is_empty(),
+            "{mechanism}: seeds where its file differs (seed, built-in, file): {differ:?}"
+        );
+    }
+}
+
+/// A team's file with one bug, the built-in it was copied from, the gateway it is searched
+/// with and the invariant its bug breaks.
+struct Bug {
+    file: &'static str,
+    copied_from: Mechanism,
+    breaks: &'static str,
+}
+
+const BUGS: [Bug; 5] = [
+    Bug { file: "claim-fence-at-most", copied_from: Mechanism::Fenced, breaks: "token-order" },
+    Bug {
+        file: "release-without-compare",
+        copied_from: Mechanism::FencedDbSequence,
+        breaks: "lease-integrity",
+    },
+    Bug { file: "renewal-recreates", copied_from: Mechanism::TtlRenewal, breaks: "lease-integrity" },
+    Bug {
+        file: "confirm-fence-at-least",
+        copied_from: Mechanism::FencedDbSequence,
+        breaks: "no-stale-confirm",
+    },
+    Bug { file: "claim-accepts-sent", copied_from: Mechanism::FencedDbSequence, breaks: "state-machine" },
+];
+
+fn bug_path(bug: &Bug) -> String {
+    format!("tests/data/mechanism_bugs/{}.toml", bug.file)
+}
+
+/// Whether `scenario` breaks the bug's invariant under the file's mechanism and keeps it
+/// under the built-in it was copied from: a breach that follows from the bug.
+fn the_bug_breaks(bug: &Bug, buggy: Mechanism, scenario: &Scenario, seed: u64) -> Result<bool, String> {
+    let gateway = scenario.world.gateway_mode;
+    let with = |mechanism| scenario.clone().with_mechanism(mechanism, gateway);
+    let broken = |outcome: Outcome| outcome.check(bug.breaks).is_violation();
+    Ok(broken(run(&with(buggy), seed)?) && !broken(run(&with(bug.copied_from), seed)?))
+}
+
+#[test]
+fn five_bugs_a_team_could_write_are_caught_within_2000_seeds_and_shrink_to_3_faults() {
+    for bug in &BUGS {
+        let text = std::fs::read_to_string(root().join(bug_path(bug))).unwrap();
+        let buggy = define(&text, bug.file).unwrap();
+        let gateway = GatewayMode::Idempotent;
+        let caught = (1..=SEEDS).find_map(|seed| {
+            let scenario = scenario::build("random", seed, buggy, gateway, FaultMask::ALL).unwrap();
+            the_bug_breaks(bug, buggy, &scenario, seed).unwrap().then_some((seed, scenario))
+        });
+        let (seed, found) = caught.unwrap_or_else(|| panic!("{}: not caught in {SEEDS} seeds", bug.file));
+        let shrunk =
+            shrink_scenario(&found, seed, |trial: &Scenario| the_bug_breaks(bug, buggy, trial, seed), run)
+                .unwrap();
+        let faults = shrunk.world.faults.faults.len();
+        assert!(faults <= 3, "{}: caught at seed {seed}, shrunk to {faults} faults", bug.file);
+        assert!(the_bug_breaks(bug, buggy, &shrunk, seed).unwrap(), "{}", bug.file);
+        eprintln!("{}: caught at seed {seed} ({}), shrunk to {faults} fault(s)", bug.file, bug.breaks);
+    }
+}
+
+fn fencesim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).current_dir(root()).output().unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (out.status.code().expect("an exit code, not a signal"), text(&out.stdout), text(&out.stderr))
+}
+
+/// `explore --mechanism-file` finds and shrinks the bug; the shrunk replay file carries the
+/// mechanism file's text and replays, in a new process, without the original.
+#[test]
+fn a_run_from_a_file_replays_from_its_replay_file_alone() {
+    let dir = std::env::temp_dir().join(format!("fencesim-mechanism-runs-{}", std::process::id()));
+    let bug = bug_path(&BUGS[1]);
+    let out = dir.to_str().unwrap();
+    let (code, stdout, err) =
+        fencesim(&["explore", "--mechanism-file", &bug, "--seeds", "2000", "--out", out, "--jobs", "2"]);
+    assert_eq!(code, 1, "{stdout}{err}");
+    let shrunk = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.to_string_lossy().contains("shrunk"))
+        .unwrap_or_else(|| panic!("a shrunk replay file in {out}: {stdout}"));
+    let file = ReplayFile::load(&shrunk).unwrap();
+    assert_eq!(file.mechanism.name(), "team-release-without-compare");
+    let text = std::fs::read_to_string(root().join(&bug)).unwrap();
+    assert_eq!(file.mechanism_file.as_deref(), Some(text.as_str()), "the file's text, whole");
+    let moved = dir.join("moved.json");
+    std::fs::copy(&shrunk, &moved).unwrap();
+    let (code, stdout, err) = fencesim(&["replay", moved.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}{err}");
+    assert!(stdout.contains("mechanism team-release-without-compare"), "{stdout}");
+    assert!(stdout.contains("lease-integrity"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The data a page carries (gzip, then base64), as JSON text.
+fn page_data(page: &Path) -> String {
+    use base64::Engine as _;
+    use std::io::Read as _;
+    let html = std::fs::read_to_string(page).unwrap();
+    let start = html.find("type=\"application/gzip\">").expect("the page's data") + 24;
+    let encoded = &html[start..start + html[start..].find("</script>").unwrap()];
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+    text
+}
+
+/// Every command that takes a mechanism takes a file, and refuses a bad one with exit 2.
+#[test]
+fn each_command_takes_a_mechanism_file_and_refuses_a_bad_one_with_exit_2() {
+    let bug = bug_path(&BUGS[0]);
+    let (code, stdout, err) = fencesim(&["run", "--mechanism-file", &bug, "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    assert!(stdout.contains("\"mechanism\":\"team-claim-fence-at-most\""), "{stdout}");
+    let page = std::env::temp_dir().join(format!("fencesim-file-page-{}.html", std::process::id()));
+    let (code, _, err) = fencesim(&[
+        "run",
+        "--mechanism-file",
+        &bug,
+        "--scenario",
+        "random",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    assert!(page_data(&page).contains("\"mechanism\":\"team-claim-fence-at-most\""));
+    std::fs::remove_file(&page).unwrap();
+    let (code, stdout, err) =
+        fencesim(&["matrix", "--mechanism-file", &bug, "--seeds", "20", "--out", "target"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("team-claim-fence-at-most ("), "{stdout}");
+    for args in [
+        vec!["run", "--mechanism-file", "no-such.toml"],
+        vec!["explore", "--mechanism-file", "mechanisms/fenced.toml"],
+        vec!["run", "--mechanism", "fenced", "--mechanism-file", &bug],
+        vec!["live", "--mechanism-file", "README.md"],
+        vec!["matrix", "--mechanism-file", "Cargo.toml"],
+    ] {
+        let (code, _, err) = fencesim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let (_, _, err) = fencesim(&["explore", "--mechanism-file", "mechanisms/fenced.toml"]);
+    assert!(err.contains("the name 'fenced' is a built-in mechanism's"), "{err}");
+}
+
+/// The guide to checking one's own lock, done as a reader does it: the copy, the edit its
+/// TOML block shows (each line replaces the line of the same key), then its commands, in a
+/// directory of their own; every output line it quotes must be in what they print.
+#[test]
+fn the_own_lock_guide_s_steps_give_the_output_it_quotes() {
+    let guide = std::fs::read_to_string(root().join("docs/own-lock.md")).unwrap();
+    let dir = std::env::temp_dir().join(format!("fencesim-own-lock-guide-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("mechanisms")).unwrap();
+    for entry in std::fs::read_dir(root().join("mechanisms")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join("mechanisms").join(path.file_name().unwrap())).unwrap();
+    }
+    let (mut printed, mut ran, mut quoted) = (String::new(), 0, 0);
+    for block in guide.split("```").skip(1).step_by(2) {
+        let (kind, body) = block.split_once('\n').unwrap();
+        for line in body.lines().filter(|line| !line.trim().is_empty()) {
+            match kind {
+                "" => {
+                    printed.push_str(&guide_step(&dir, line));
+                    ran += 1;
+                }
+                "toml" => edit(&dir.join("our-lock.toml"), line),
+                "text" => {
+                    assert!(
+                        printed.contains(line),
+                        "the guide quotes a line no command printed: {line}\n{printed}"
+                    );
+                    quoted += 1;
+                }
+                _ => panic!("a block of a kind the test does not know: {kind}"),
+            }
+        }
+    }
+    assert_eq!(ran, 4, "the copy and three commands");
+    assert!(quoted >= 4, "the guide quotes what the commands print");
+    assert!(dir.join("our-lock.html").exists(), "the page");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// One line of the guide's commands, run in `dir`: what it printed.
+fn guide_step(dir: &Path, line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words[..] {
+        ["cp", from, to] => {
+            std::fs::copy(dir.join(from), dir.join(to)).unwrap();
+            String::new()
+        }
+        ["fencesim", ref args @ ..] => {
+            let out =
+                Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).current_dir(dir).output().unwrap();
+            let code = out.status.code().expect("an exit code");
+            let expected = if args[0] == "mechanism" { 0 } else { 1 };
+            let said =
+                String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+            assert_eq!(code, expected, "{line}: {said}");
+            said
+        }
+        _ => panic!("a command the test does not know how to run: {line}"),
+    }
+}
+
+/// Replaces the line of `line`'s key in the file with `line`.
+fn edit(file: &Path, line: &str) {
+    let key = line.split_once(" = ").expect("a `key = value` line").0;
+    let text = std::fs::read_to_string(file).unwrap();
+    let prefix = format!("{key} = ");
+    assert_eq!(text.lines().filter(|l| l.starts_with(&prefix)).count(), 1, "one line of {key}");
+    let edited: Vec<&str> = text.lines().map(|l| if l.starts_with(&prefix) { line } else { l }).collect();
+    std::fs::write(file, edited.join("\n") + "\n").unwrap();
+}
