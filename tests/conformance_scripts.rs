@@ -119,21 +119,23 @@ fn what_a_script_returns_and_the_errors_it_raises_read_as_the_real_server_s() {
     }
 }
 
-/// The release and renewal of every mechanism file under `mechanisms/` (each run as the
-/// file holds it, the way a team's own file is run), by the holder, by another value and
-/// once the lease is gone.
+/// The release and renewal of every mechanism file under `mechanisms/` and of the team
+/// files the suite catches (`tests/data/mechanism_bugs/`), each run as the file holds it,
+/// the way a team's own file is run: by the holder, by another value and once the lease
+/// is gone.
 #[test]
 fn every_mechanism_file_s_scripts_answer_as_a_real_server_does() {
     let Some(server) = redis_server::start("conformance-mechanism-files") else { return };
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mechanisms");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut scripts = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
+    let dirs = [root.join("mechanisms"), root.join("tests/data/mechanism_bugs")];
+    for entry in dirs.iter().flat_map(|dir| std::fs::read_dir(dir).unwrap()) {
         let path = entry.unwrap().path();
         let file = fencesim::mechanism_file::check(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|problems| panic!("{}: {problems:?}", path.display()));
         scripts.insert((file.scripts.release, file.scripts.renew));
     }
-    assert!(scripts.len() >= 2, "the files hold more than one release: {scripts:?}");
+    assert!(scripts.len() >= 4, "the built-ins' two and the team files' two: {scripts:?}");
     let lock = "lock:settle:m_1";
     for (release, renew) in &scripts {
         agree(
