@@ -285,3 +285,23 @@ fn edit(file: &Path, line: &str) {
     let edited: Vec<&str> = text.lines().map(|l| if l.starts_with(&prefix) { line } else { l }).collect();
     std::fs::write(file, edited.join("\n") + "\n").unwrap();
 }
+
+/// A script that errors when it runs is told as the error reply Redis gives, in Redis's
+/// words, and the worker takes it as a failed command: the run goes on and is judged.
+#[test]
+fn a_script_that_errors_at_run_time_is_told_as_redis_s_error_reply() {
+    let text =
+        text_of(Mechanism::TtlRenewal).replacen("name = \"ttl-renewal\"", "name = \"renew-errors\"", 1);
+    let renew = text.lines().find(|line| line.starts_with("renew = ")).unwrap();
+    let text = text.replacen(renew, "renew = \"return redis.call('pexpire', KEYS[1], ARGV[3])\"", 1);
+    let path = std::env::temp_dir().join(format!("fencesim-renew-errors-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let (code, stdout, err) = fencesim(&["run", "--mechanism-file", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(code == 0 || code == 1, "{err}");
+    let said =
+        "A's renew script on lock:settle:m_4471 fails: Redis replies ERR Lua redis lib command arguments \
+                must be strings or integers script: ";
+    assert!(stdout.contains(said), "{stdout}");
+    assert!(stdout.contains("of 1200 refunds sent"), "the run went on to its end: {stdout}");
+}

@@ -17,6 +17,7 @@ pub fn hop_of(kind: &EventKind) -> Option<(WorkerId, Hop)> {
         | LeaseRead { worker, .. }
         | LeaseRearmed { worker, .. }
         | RedisRefused { worker, .. }
+        | ScriptFailed { worker, .. }
         | ReplicaWaited { worker, .. } => Some((*worker, Hop::Redis)),
         TokenIssued { worker, key, .. } if key.starts_with("fence_seq:") => Some((*worker, Hop::Database)),
         TokenIssued { worker, .. } => Some((*worker, Hop::Redis)),

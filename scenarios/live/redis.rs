@@ -36,6 +36,9 @@ pub struct LiveRedis {
     faults: Arc<LiveFaults>,
 }
 
+/// How a server's error reply begins, as a worker's port is given it.
+const REPLIED: &str = "redis#0 replied: ";
+
 fn backend(e: redis::RedisError) -> BackendError {
     BackendError(format!("redis: {e}"))
 }
@@ -85,8 +88,26 @@ impl LiveRedis {
                 self.log.record(EventKind::RedisRefused { worker: self.worker, instance: 0 });
                 Err(BackendError(format!("redis#0: connection refused (restarting): {e}")))
             }
+            Err(e) if e.code().is_some() => {
+                let words = format!("{} {}", e.code().unwrap_or_default(), e.detail().unwrap_or_default());
+                Err(BackendError(format!("{REPLIED}{}", words.trim_end())))
+            }
             other => other.map_err(backend),
         }
+    }
+
+    /// A script's answer; an error reply is recorded, in the server's words, and given to
+    /// the worker as the failed command it is, as the simulated Redis does.
+    async fn script(&self, cmd: &redis::Cmd, key: &str, script: &str) -> Result<redis::Value, BackendError> {
+        let answer = self.query(cmd).await;
+        if let Err(BackendError(text)) = &answer {
+            if let Some(reply) = text.strip_prefix(REPLIED) {
+                let (worker, key, script, reply) =
+                    (self.worker, key.to_owned(), script.to_owned(), reply.to_owned());
+                self.log.record(EventKind::ScriptFailed { worker, instance: 0, key, script, reply });
+            }
+        }
+        answer
     }
 
     /// Sends `cmd` on `con`, connecting first if there is none.
@@ -152,7 +173,7 @@ impl RedisInstance for LiveRedis {
     }
 
     async fn release_script(&self, script: &str, key: &str, value: &str) -> Result<bool, BackendError> {
-        let answer: redis::Value = self.query(&Self::eval(script, key, &[value])).await?;
+        let answer = self.script(&Self::eval(script, key, &[value]), key, "release").await?;
         let deleted = answer == redis::Value::Int(1);
         let (worker, key, value) = (self.worker, key.to_owned(), value.to_owned());
         self.log.record(EventKind::LeaseReleased { worker, instance: 0, key, value, deleted });
@@ -167,7 +188,7 @@ impl RedisInstance for LiveRedis {
         ttl_ms: u64,
     ) -> Result<bool, BackendError> {
         let ttl = self.real_ms(ttl_ms).to_string();
-        let answer: redis::Value = self.query(&Self::eval(script, key, &[value, &ttl])).await?;
+        let answer = self.script(&Self::eval(script, key, &[value, &ttl]), key, "renew").await?;
         let extended = answer == redis::Value::Int(1);
         let (worker, key) = (self.worker, key.to_owned());
         self.log.record(EventKind::LeaseExtended { worker, instance: 0, key, extended });

@@ -248,6 +248,16 @@ pub enum EventKind {
         paid_at_ms: u64,
         behind_ms: u64,
     },
+    /// A lease script (`script`: `release` or `renew`) that Redis answered with an error
+    /// reply: `reply` is the error as Redis words it. The worker gets it as a failed
+    /// command, as it would from a real server.
+    ScriptFailed {
+        worker: WorkerId,
+        instance: u8,
+        key: String,
+        script: String,
+        reply: String,
+    },
     // New events go last: a trace's hash includes each event's variant position.
 }
 
@@ -294,6 +304,7 @@ impl EventKind {
             | LeaseRearmed { .. }
             | LeaseSet { .. }
             | LeaseRead { .. }
+            | ScriptFailed { .. }
             | TokenIssued { .. }
             | CounterSeeded { .. }
             | RedisRestarted { .. }

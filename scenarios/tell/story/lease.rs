@@ -113,6 +113,12 @@ impl Narrator<'_> {
     pub(super) fn redis_event(&mut self, at: u64, kind: &EventKind) {
         match kind {
             EventKind::LeaseGranted { .. } => self.lease_granted(at, kind),
+            EventKind::ScriptFailed { worker, instance, key, script, reply } => self.push(
+                at,
+                self.redis(*instance),
+                format!("{worker}'s {script} script on {key} fails: Redis replies {reply}"),
+                vec![format!("{worker}->>R: {script} {key}"), format!("R-->>{worker}: error")],
+            ),
             EventKind::CounterSeeded { instance, key, value } => self.push(
                 at,
                 self.redis(*instance),

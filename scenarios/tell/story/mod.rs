@@ -45,6 +45,7 @@ impl Narrator<'_> {
             | EventKind::RedisFailedOver { .. }
             | EventKind::ReplicaWaited { .. }
             | EventKind::RedisRefused { .. }
+            | EventKind::ScriptFailed { .. }
             | EventKind::TokenIssued { .. } => self.redis_event(at, kind),
             EventKind::Write { .. } | EventKind::RefundsArrived { .. } => self.store_event(at, kind),
             EventKind::Lookup { .. }

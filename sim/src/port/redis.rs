@@ -171,7 +171,9 @@ impl RedisInstance for RedisClient {
         let (worker, instance) = (self.worker(), self.instance);
         self.call(|_, state, now| {
             let command = Command::Eval { script, keys: &[key], args: &[value] };
-            let deleted = state.redis(instance, command, now) == Reply::Int(1);
+            let reply = state.redis(instance, command, now);
+            failed(state, now, (worker, instance, key), "release", &reply)?;
+            let deleted = reply == Reply::Int(1);
             if deleted {
                 state.ledger.lost(instance, key, value, now, true);
             }
@@ -228,11 +230,27 @@ impl RedisInstance for RedisClient {
         let ttl = ttl_ms.to_string();
         self.call(|world, state, now| {
             let command = Command::Eval { script, keys: &[key], args: &[value, &ttl] };
-            let extended = state.redis(instance, command, now) == Reply::Int(1);
+            let reply = state.redis(instance, command, now);
+            failed(state, now, (worker, instance, key), "renew", &reply)?;
+            let extended = reply == Reply::Int(1);
             state.record(now, EventKind::LeaseExtended { worker, instance, key: key.to_owned(), extended });
             world.changed.notify_one();
             Ok(extended)
         })
         .await
     }
+}
+
+/// A script's error reply, recorded and given to the worker as the failed command it is.
+fn failed(
+    state: &mut State,
+    now: u64,
+    (worker, instance, key): (WorkerId, u8, &str),
+    script: &str,
+    reply: &Reply,
+) -> Result<(), BackendError> {
+    let Reply::Error(text) = reply else { return Ok(()) };
+    let (key, script, reply) = (key.to_owned(), script.to_owned(), text.clone());
+    state.record(now, EventKind::ScriptFailed { worker, instance, key, script, reply });
+    Err(BackendError(format!("redis#{instance} replied: {text}")))
 }
