@@ -263,9 +263,7 @@ pub fn live_worker_command(spec: String) -> ExitCode {
 fn worker_spec(text: &str) -> Result<WorkerSpec, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("a worker spec that is not one: {e}"))?;
-    if let Some(file) = value.get("mechanism_file").and_then(|text| text.as_str()) {
-        crate::mechanism_file::define(file, "the worker spec's mechanism_file")?;
-    }
+    crate::mechanism_file::define_carried(&value, "the worker spec's mechanism_file")?;
     serde_json::from_value(value).map_err(|e| format!("a worker spec that is not one: {e}"))
 }
 

@@ -70,3 +70,14 @@ pub fn define(text: &str, origin: &str) -> Result<Mechanism, String> {
     let file = checked(text, origin)?;
     Mechanism::define(file.spec(), text).map_err(|e| format!("{origin}: {e}"))
 }
+
+/// Defines the mechanism whose file text a JSON document carries in `mechanism_file` (a
+/// replay file, a worker's spec), before the rest of it is read: its mechanism's name is
+/// then known. Nothing to do when it carries none.
+pub fn define_carried(value: &serde_json::Value, origin: &str) -> Result<(), String> {
+    match value.get("mechanism_file") {
+        Some(serde_json::Value::String(text)) => define(text, origin).map(drop),
+        Some(serde_json::Value::Null) | None => Ok(()),
+        Some(_) => Err(format!("{origin}: expected the mechanism file's text")),
+    }
+}

@@ -156,13 +156,7 @@ impl ReplayFile {
             }
             None => return Err("no \"format_version\"".to_owned()),
         }
-        match value.get("mechanism_file") {
-            Some(serde_json::Value::String(text)) => {
-                crate::mechanism_file::define(text, "mechanism_file")?;
-            }
-            Some(serde_json::Value::Null) | None => {}
-            Some(_) => return Err("bad field: mechanism_file: expected the mechanism file's text".to_owned()),
-        }
+        crate::mechanism_file::define_carried(&value, "mechanism_file")?;
         let file: ReplayFile = serde_json::from_value(value).map_err(|e| format!("bad field: {e}"))?;
         u64::from_str_radix(&file.expected_trace_hash, 16).map_err(|_| {
             format!("expected_trace_hash '{}' is not a hexadecimal hash", file.expected_trace_hash)
