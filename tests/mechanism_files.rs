@@ -82,9 +82,9 @@ fn a_file_with_a_mistake_is_refused_naming_the_file_the_field_and_the_cause() {
         ("missing.toml", "AND fence = :token", "", "statements.confirm: the statement must use :token"),
         (
             "columns.toml",
-            "\n     RETURNING state, fence\"\"\"\nconfirm",
-            "\"\"\"\nconfirm",
-            "statements.claim: must return state, fence, in that order; it returns nothing",
+            "AND fence < :token\"\"\"",
+            "AND fence < :token\n     RETURNING fence, state\"\"\"",
+            "statements.claim: must return state, fence, in that order (or nothing); it returns fence, state",
         ),
         (
             "lua.toml",

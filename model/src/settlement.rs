@@ -37,8 +37,8 @@ CREATE TABLE merchant_balance (
 pub struct SettlementStatements {
     /// `?1` token, `?2` merchant: takes the merchant's ledger fence if it is older.
     pub enroll: &'static str,
-    /// `?1` token, `?2` merchant, `?3` amount: the balance moves only under the fence; each
-    /// balance statement returns the balance it left (no row: it moved nothing).
+    /// `?1` token, `?2` merchant, `?3` amount: the balance moves only under the fence; the
+    /// row count tells whether it moved.
     pub balance_fenced: &'static str,
     /// `?1` merchant, `?2` amount.
     pub balance_unfenced: &'static str,
@@ -52,11 +52,9 @@ impl SettlementStatements {
      ON CONFLICT (merchant) DO UPDATE SET fence = excluded.fence
      WHERE merchant_balance.fence < excluded.fence",
         balance_fenced: "UPDATE merchant_balance SET balance_cents = balance_cents + ?3, fence = ?1
-     WHERE merchant = ?2 AND fence <= ?1
-     RETURNING balance_cents",
+     WHERE merchant = ?2 AND fence <= ?1",
         balance_unfenced: "INSERT INTO merchant_balance (merchant, balance_cents) VALUES (?1, ?2)
-     ON CONFLICT (merchant) DO UPDATE SET balance_cents = balance_cents + excluded.balance_cents
-     RETURNING balance_cents",
+     ON CONFLICT (merchant) DO UPDATE SET balance_cents = balance_cents + excluded.balance_cents",
         entry: "INSERT INTO settlement_entry (refund, merchant, amount_cents, fence) VALUES (?1, ?2, ?3, ?4)",
     };
 }
@@ -147,6 +145,11 @@ impl SqliteSettlement {
         Ok(SqliteSettlement { conn: Arc::new(Mutex::new(conn)), statements: SettlementStatements::SQLITE })
     }
 
+    /// Removes every entry and every balance: an empty ledger, as one freshly opened.
+    pub fn clear(&self) -> rusqlite::Result<()> {
+        self.lock().execute_batch("DELETE FROM settlement_entry; DELETE FROM merchant_balance;")
+    }
+
     /// The same ledger writing with `statements`.
     pub fn with_statements(mut self, statements: SettlementStatements) -> SqliteSettlement {
         self.statements = statements;
@@ -175,31 +178,24 @@ impl SqliteSettlement {
     /// Posts one entry and moves the balance, in one transaction; fenced, only if the
     /// ledger's fence is not newer than the token.
     pub fn post(&self, posting: Posting, guard: WriteGuard) -> rusqlite::Result<SettlementOutcome> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        let Posting { refund, merchant, amount } = posting;
-        let balance = |row: &rusqlite::Row<'_>| row.get::<_, i64>(0);
-        let moved = match guard {
-            WriteGuard::Fence(token) => tx
-                .prepare_cached(self.statements.balance_fenced)?
-                .query_row(params![token.0, merchant.0, amount.0], balance),
-            WriteGuard::Unfenced => tx
-                .prepare_cached(self.statements.balance_unfenced)?
-                .query_row(params![merchant.0, amount.0], balance),
-        }
-        .optional()?;
-        let rows = u64::from(moved.is_some());
-        if rows > 0 {
-            let fence = guard.token().map(|t| t.0);
-            tx.prepare_cached(self.statements.entry)?
-                .execute(params![refund.0, merchant.0, amount.0, fence])?;
-        }
-        let balance = match moved {
-            Some(cents) => Some(Cents(cents)),
-            None => balance_of(&tx, merchant)?,
-        };
-        tx.commit()?;
-        Ok(SettlementOutcome { rows_updated: rows, balance })
+        let conn = self.lock();
+        in_transaction(&conn, |conn| {
+            let Posting { refund, merchant, amount } = posting;
+            let rows = match guard {
+                WriteGuard::Fence(token) => conn
+                    .prepare_cached(self.statements.balance_fenced)?
+                    .execute(params![token.0, merchant.0, amount.0])?,
+                WriteGuard::Unfenced => conn
+                    .prepare_cached(self.statements.balance_unfenced)?
+                    .execute(params![merchant.0, amount.0])?,
+            } as u64;
+            if rows > 0 {
+                let fence = guard.token().map(|t| t.0);
+                conn.prepare_cached(self.statements.entry)?
+                    .execute(params![refund.0, merchant.0, amount.0, fence])?;
+            }
+            Ok(SettlementOutcome { rows_updated: rows, balance: balance_of(conn, merchant)? })
+        })
     }
 
     /// Every entry, in journal order.
@@ -227,6 +223,28 @@ impl SqliteSettlement {
             conn.prepare_cached("SELECT merchant, balance_cents FROM merchant_balance ORDER BY merchant")?;
         let rows = stmt.query_map([], |r| Ok((MerchantId(r.get(0)?), Cents(r.get(1)?))))?;
         rows.collect()
+    }
+}
+
+/// Runs `body` in a transaction of its own: committed when it succeeds, rolled back when it
+/// fails. The statements that open and end it are prepared once per connection, not parsed
+/// again for every posting.
+fn in_transaction<T>(
+    conn: &Connection,
+    body: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    match body(conn) {
+        Ok(value) => {
+            conn.prepare_cached("COMMIT")?.execute([])?;
+            Ok(value)
+        }
+        Err(error) => {
+            // the error the body met is the one to report; a failed rollback leaves the
+            // connection as SQLite left it
+            let _ = conn.prepare_cached("ROLLBACK").and_then(|mut rollback| rollback.execute([]));
+            Err(error)
+        }
     }
 }
 

@@ -25,10 +25,16 @@ fn schema() -> String {
 /// the database's clock read after the update and before its commit, in the same
 /// statement (one round trip). Under READ COMMITTED a write to a row another transaction
 /// holds waits for that one's commit, so the times come in the order the writes applied.
+/// A write that does not return its row (the model's own are decided by their row count)
+/// returns it here, as the statement inside the `WITH` must.
 fn stamped(write: &str) -> String {
+    let returning = match write.to_ascii_uppercase().contains("RETURNING") {
+        true => write.to_owned(),
+        false => format!("{write}\n     RETURNING state, fence"),
+    };
     format!(
         "WITH w AS ({}) SELECT state, fence, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM w",
-        dialect(write)
+        dialect(&returning)
     )
 }
 
@@ -205,7 +211,7 @@ impl Refunds for PgRefunds {
 fn load(client: &mut postgres::Client, rows: &[RefundRow], clear: bool) -> Result<(), postgres::Error> {
     let mut tx = client.transaction()?;
     if clear {
-        tx.batch_execute(CLEAR)?;
+        tx.batch_execute(&CLEAR.join(";"))?;
     }
     let insert = tx.prepare(
         "INSERT INTO refund (id, merchant, amount_cents, state, fence) VALUES ($1, $2, $3, $4, $5)",

@@ -152,6 +152,7 @@ fn statements(file: &MechanismFile, problems: &mut Vec<Problem>) {
             needs: &[":merchant"],
             columns: &ROW_COLUMNS,
             reads: true,
+            or_nothing: false,
         },
         Wanted {
             field: "statements.claim",
@@ -159,6 +160,7 @@ fn statements(file: &MechanismFile, problems: &mut Vec<Problem>) {
             needs: write_needs,
             columns: &IMAGE_COLUMNS,
             reads: false,
+            or_nothing: true,
         },
         Wanted {
             field: "statements.confirm",
@@ -166,6 +168,7 @@ fn statements(file: &MechanismFile, problems: &mut Vec<Problem>) {
             needs: write_needs,
             columns: &IMAGE_COLUMNS,
             reads: false,
+            or_nothing: true,
         },
     ];
     match (&s.sequence, file.token.source) {
@@ -175,6 +178,7 @@ fn statements(file: &MechanismFile, problems: &mut Vec<Problem>) {
             needs: &[":merchant"],
             columns: &["value"],
             reads: false,
+            or_nothing: false,
         }),
         (None, TokenSourceName::DbSequence) => problems.push(Problem::new(
             "statements.sequence",
@@ -193,19 +197,21 @@ fn statements(file: &MechanismFile, problems: &mut Vec<Problem>) {
 }
 
 /// A statement the protocol needs: its field, its text, the parameters it must take, the
-/// columns it must return, and whether it only reads.
+/// columns it must return (or may return none of: a write is decided by its row count, and
+/// may return the row it changed), and whether it only reads.
 struct Wanted<'a> {
     field: &'a str,
     sql: &'a str,
     needs: &'a [&'a str],
     columns: &'a [&'a str],
     reads: bool,
+    or_nothing: bool,
 }
 
 /// One statement: it prepares, takes exactly the parameters it needs, returns its
 /// columns, and reads or writes as it must.
 fn statement(db: &Connection, wanted: &Wanted<'_>) -> Result<(), String> {
-    let Wanted { sql, needs, columns, reads: read_only, .. } = *wanted;
+    let Wanted { sql, needs, columns, reads: read_only, or_nothing, .. } = *wanted;
     let prepared = db.prepare(sql).map_err(|e| format!("SQLite says: {}", sqlite_message(&e)))?;
     let given: Vec<String> = (1..=prepared.parameter_count())
         .map(|i| prepared.parameter_name(i).unwrap_or("?").to_owned())
@@ -221,9 +227,10 @@ fn statement(db: &Connection, wanted: &Wanted<'_>) -> Result<(), String> {
         return Err(format!("{extra} is not given to this statement (it is given {})", needs.join(", ")));
     }
     let returned: Vec<&str> = prepared.column_names();
-    if returned != columns {
+    if returned != columns && !(or_nothing && returned.is_empty()) {
+        let nothing = if or_nothing { " (or nothing)" } else { "" };
         return Err(format!(
-            "must return {}, in that order; it returns {}",
+            "must return {}, in that order{nothing}; it returns {}",
             columns.join(", "),
             describe(&returned)
         ));
