@@ -21,6 +21,7 @@ compile_error!(
 
 pub mod clock;
 pub mod config;
+mod databases;
 pub mod fault;
 pub mod gateway;
 pub mod history;

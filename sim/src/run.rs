@@ -4,6 +4,7 @@
 
 use crate::clock::SimClock;
 use crate::config::WorldConfig;
+use crate::databases;
 use crate::fault::{CallCounter, FaultState};
 use crate::history::EventKind;
 use crate::port::{
@@ -13,7 +14,7 @@ use crate::record::RunRecord;
 use crate::redis::RedisCore;
 use crate::wiring::{Connections, Plain, Wired, Wiring};
 use crate::world::{State, World};
-use fencesim_model::{Ports, RefundRow, SqliteRefunds, SqliteSettlement, Worker, WorkerConfig, WorkerId};
+use fencesim_model::{Ports, RefundRow, Worker, WorkerConfig, WorkerId};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::JoinHandle;
 use std::sync::{Arc, Mutex};
@@ -28,18 +29,20 @@ pub fn run_world(config: &WorldConfig, seed: u64) -> Result<RunRecord, String> {
 pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Result<RunRecord, String> {
     config.validate()?;
     settle_process_randomness();
-    let store = SqliteRefunds::open_in_memory()
+    let fresh = wiring.fresh_schema();
+    let store = databases::refund_store(fresh)
         .map_err(|e| format!("cannot open the refund store: {e}"))?
         .with_statements(wiring.statements(config.mechanism.spec().statements));
     store.insert(&rows_at_start(config)).map_err(|e| format!("cannot load the refund rows: {e}"))?;
     let settlement = match config.settlement {
         Some(_) => Some(
-            SqliteSettlement::open_in_memory()
+            databases::settlement_ledger(fresh.is_some())
                 .map_err(|e| format!("cannot open the settlement ledger: {e}"))?
                 .with_statements(wiring.settlement_statements()),
         ),
         None => None,
     };
+    let kept = (store.clone(), settlement.clone());
     let mut redis = vec![RedisCore::new(); config.redis_instances()];
     config
         .mechanism
@@ -65,6 +68,10 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
         };
         drive(world, Arc::new(wiring), seed).await
     });
+    drop(rt);
+    if fresh.is_none() {
+        databases::hand_back(kept.0, kept.1);
+    }
     if record.events.len() >= budget {
         return Err(format!(
             "the run was stopped at {budget} events ({} ms simulated): the world churns without end (a visibility timeout far below the TTL?)",

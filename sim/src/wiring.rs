@@ -77,6 +77,13 @@ pub trait Wiring: Send + Sync + 'static {
         SettlementStatements::SQLITE
     }
 
+    /// `Some`: every run opens its databases anew, the refund store with this schema,
+    /// instead of taking the ones the thread's last run emptied (the same tables, their
+    /// statements already prepared).
+    fn fresh_schema(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether a restarted Redis runs the deployment's start-up routine.
     fn start_routine(&self) -> bool {
         true
