@@ -10,7 +10,7 @@
 //!   finish their own, take the frozen workers' jobs when they come back and settle the
 //!   rest, and every frozen worker's next write is turned away by its row's fence.
 
-use crate::bench::{peak_rss_mb, resident_mb, sql_floor, sql_floor_holding, statements};
+use crate::bench::{peak_rss_mb, resident_mb, statements, Floor};
 use crate::check::{check_all, Facts, INVARIANTS};
 use crate::runner::{run, DEFAULT_SEED};
 use crate::scenario::{Scenario, A, M_4471};
@@ -140,7 +140,7 @@ pub struct ScalePoint {
     pub sql_floor_ms: f64,
     pub floor_ratio: f64,
     /// The median of each run over the floor that also holds as many bytes as the run's
-    /// history, taken right after it (`sql_floor_holding`).
+    /// history, taken right after it (`Floor::run_holding`).
     pub held_floor_ratio: f64,
     /// The process's peak resident memory while this size ran, per refund: measured in a
     /// process of its own, it includes the process's fixed few MiB.
@@ -227,6 +227,7 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
     let (mut run_ms, mut world_ms, mut checks_ms, mut floor_ms, mut held_ms) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let runs = runs_at(refunds, runs);
+    let floor = Floor::new()?;
     for _ in 0..runs {
         run_ms.push(timed(|| run(scenario, DEFAULT_SEED))?.1);
         let (record, ms) = timed(|| run_world(&scenario.world, DEFAULT_SEED))?;
@@ -234,8 +235,8 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
         let facts = Facts { record: &record, world: &scenario.world, base: scenario.base };
         checks_ms
             .push(timed(|| Ok(std::hint::black_box((check_all(&facts), trace_hash(&record.events)))))?.1);
-        floor_ms.push(timed(|| sql_floor(scenario, &ops))?.1);
-        held_ms.push(timed(|| sql_floor_holding(scenario, &ops, history_bytes))?.1);
+        floor_ms.push(timed(|| floor.run(scenario, &ops))?.1);
+        held_ms.push(timed(|| floor.run_holding(scenario, &ops, history_bytes))?.1);
     }
     // Each run against the floor taken right after it: a paired ratio moves less with the
     // machine's load than a ratio of two medians.

@@ -41,21 +41,28 @@ pub fn run_seed(
 ) -> Result<SeedResult, String> {
     let scenario = scenario::build(name, seed, mechanism, gateway, allowed)?;
     let outcome = run_with(&scenario, seed, mutant)?;
-    let violations: Vec<&'static str> =
-        outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
-    let touched = Touched::of(&outcome.record);
-    let jobs = scenario.world.all_jobs().count() as u64;
-    // every job needs one lease; each one more is a handoff (the job changed hands)
-    let handoffs = u64::from(touched.leases).saturating_sub(jobs);
-    let costs = Costs {
-        jobs,
-        handoffs,
-        fence_rejections: touched.fence_rejections.into(),
-        found_sent: touched.found_sent.into(),
-    };
-    let trace_hash = outcome.trace_hash;
-    let failure = if violations.is_empty() { None } else { Some(Box::new(outcome)) };
-    Ok(SeedResult { seed, violations, trace_hash, touched, costs, failure })
+    Ok(SeedResult::of(seed, &scenario, outcome))
+}
+
+impl SeedResult {
+    /// What an exploration keeps of a seed's outcome.
+    pub fn of(seed: u64, scenario: &scenario::Scenario, outcome: Outcome) -> SeedResult {
+        let violations: Vec<&'static str> =
+            outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
+        let touched = Touched::of(&outcome.record);
+        let jobs = scenario.world.all_jobs().count() as u64;
+        // every job needs one lease; each one more is a handoff (the job changed hands)
+        let handoffs = u64::from(touched.leases).saturating_sub(jobs);
+        let costs = Costs {
+            jobs,
+            handoffs,
+            fence_rejections: touched.fence_rejections.into(),
+            found_sent: touched.found_sent.into(),
+        };
+        let trace_hash = outcome.trace_hash;
+        let failure = if violations.is_empty() { None } else { Some(Box::new(outcome)) };
+        SeedResult { seed, violations, trace_hash, touched, costs, failure }
+    }
 }
 
 /// Runs `seeds` on the pool. `on_arrival` sees each result as it arrives (it may take a
