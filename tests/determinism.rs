@@ -47,3 +47,31 @@ fn where_the_scheduler_may_choose_the_seed_decides_and_decides_the_same_way_twic
     let distinct: std::collections::BTreeSet<_> = hashes.iter().collect();
     assert!(distinct.len() > 1, "the seed reaches the scheduler: {hashes:x?}");
 }
+
+/// A run takes the databases the thread's last run emptied: a seed run on a thread whose
+/// last run was another world (more rows, a settlement ledger, another mechanism) gives
+/// the bytes it gives on a thread that never ran anything.
+#[test]
+fn a_run_on_databases_another_run_emptied_gives_the_bytes_of_a_run_on_fresh_ones() {
+    use fencesim::scenario::{self, FaultMask};
+    let random = |seed: u64, mechanism: Mechanism| {
+        let chosen =
+            scenario::build("random", seed, mechanism, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+        let outcome = run(&chosen, seed).unwrap();
+        (outcome.trace_hash, outcome.trace_bytes(), chosen.world.settlement.is_some())
+    };
+    let seeds: Vec<(u64, Mechanism)> =
+        (1..=6).flat_map(|seed| [(seed, Mechanism::TtlOnly), (seed, Mechanism::Fenced)]).collect();
+    let on_fresh_threads: Vec<_> = seeds
+        .iter()
+        .map(|&(seed, mechanism)| std::thread::spawn(move || random(seed, mechanism)).join().unwrap())
+        .collect();
+    let one_thread = std::thread::spawn(move || seeds.iter().map(|&(s, m)| random(s, m)).collect::<Vec<_>>())
+        .join()
+        .unwrap();
+    assert!(on_fresh_threads.iter().any(|run| run.2), "a world with a settlement ledger was among them");
+    for (fresh, kept) in on_fresh_threads.iter().zip(&one_thread) {
+        assert_eq!(fresh.0, kept.0, "hash");
+        assert!(fresh.1 == kept.1, "trace bytes differ");
+    }
+}

@@ -29,12 +29,14 @@ pub(crate) fn refund_store(fresh: Option<&str>) -> rusqlite::Result<SqliteRefund
     }
 }
 
-/// An empty settlement ledger: the thread's spare one, or (none, or `fresh`) a new one.
+/// An empty settlement ledger: the thread's spare one, or (none, or `fresh`, which leaves
+/// the spare where it is) a new one.
 pub(crate) fn settlement_ledger(fresh: bool) -> rusqlite::Result<SqliteSettlement> {
-    match SPARE.with(|spare| spare.borrow_mut().settlement.take()) {
-        Some(ledger) if !fresh => Ok(ledger),
-        _ => SqliteSettlement::open_in_memory(),
-    }
+    let spare = match fresh {
+        true => None,
+        false => SPARE.with(|spare| spare.borrow_mut().settlement.take()),
+    };
+    spare.map_or_else(SqliteSettlement::open_in_memory, Ok)
 }
 
 /// Keeps a finished run's databases for the next run on this thread, emptied; one that
