@@ -39,6 +39,7 @@ pub struct BenchResult {
     pub checks_ms_median: f64,
 }
 
+/// The middle of `values` (the upper one of an even count).
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]

@@ -10,14 +10,13 @@
 //!   finish their own, take the frozen workers' jobs when they come back and settle the
 //!   rest, and every frozen worker's next write is turned away by its row's fence.
 
-use crate::bench::{peak_rss_mb, resident_mb, statements, Floor};
+use crate::bench::{median, peak_rss_mb, resident_mb, statements, timed_ms, Floor};
 use crate::check::{check_all, Facts, INVARIANTS};
 use crate::runner::{run, DEFAULT_SEED};
 use crate::scenario::{Scenario, A, M_4471};
 use fencesim_model::{Cents, Mechanism, MerchantId, StepKind, WorkerId};
 use fencesim_sim::{run_world, trace_hash, Event, GatewayMode, Latency, WallMs};
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
 /// The sizes measured, in refunds: the worked example's and ten and a hundred times it.
 pub const SCALE_SIZES: [usize; 3] = [1_200, 12_000, 120_000];
@@ -156,10 +155,10 @@ pub struct ScalePoint {
 
 /// The trace hash's time, and the slowest invariant's, over one record.
 fn where_checks_go(facts: &Facts<'_>) -> Result<(f64, (String, f64)), String> {
-    let (_, hash_ms) = timed(|| Ok(std::hint::black_box(trace_hash(&facts.record.events))))?;
+    let (_, hash_ms) = timed_ms(|| Ok(std::hint::black_box(trace_hash(&facts.record.events))))?;
     let mut slowest = (String::new(), 0.0);
     for invariant in &INVARIANTS {
-        let (_, ms) = timed(|| Ok(std::hint::black_box((invariant.check)(facts))))?;
+        let (_, ms) = timed_ms(|| Ok(std::hint::black_box((invariant.check)(facts))))?;
         if ms > slowest.1 {
             slowest = (invariant.name.to_owned(), ms);
         }
@@ -167,21 +166,10 @@ fn where_checks_go(facts: &Facts<'_>) -> Result<(f64, (String, f64)), String> {
     Ok((hash_ms, slowest))
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// Forgets the process's peak resident memory so far (Linux), so that the next size's
 /// peak is its own.
 fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn timed<T>(f: impl FnOnce() -> Result<T, String>) -> Result<(T, f64), String> {
-    let clock = Instant::now();
-    let value = f()?;
-    Ok((value, clock.elapsed().as_secs_f64() * 1e3))
 }
 
 /// Measures the batch shape at `refunds` refunds over `runs` runs.
@@ -229,14 +217,14 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
     let runs = runs_at(refunds, runs);
     let floor = Floor::new()?;
     for _ in 0..runs {
-        run_ms.push(timed(|| run(scenario, DEFAULT_SEED))?.1);
-        let (record, ms) = timed(|| run_world(&scenario.world, DEFAULT_SEED))?;
+        run_ms.push(timed_ms(|| run(scenario, DEFAULT_SEED))?.1);
+        let (record, ms) = timed_ms(|| run_world(&scenario.world, DEFAULT_SEED))?;
         world_ms.push(ms);
         let facts = Facts { record: &record, world: &scenario.world, base: scenario.base };
         checks_ms
-            .push(timed(|| Ok(std::hint::black_box((check_all(&facts), trace_hash(&record.events)))))?.1);
-        floor_ms.push(timed(|| floor.run(scenario, &ops))?.1);
-        held_ms.push(timed(|| floor.run_holding(scenario, &ops, history_bytes))?.1);
+            .push(timed_ms(|| Ok(std::hint::black_box((check_all(&facts), trace_hash(&record.events)))))?.1);
+        floor_ms.push(timed_ms(|| floor.run(scenario, &ops))?.1);
+        held_ms.push(timed_ms(|| floor.run_holding(scenario, &ops, history_bytes))?.1);
     }
     // Each run against the floor taken right after it: a paired ratio moves less with the
     // machine's load than a ratio of two medians.
