@@ -5,7 +5,7 @@ use fencesim::model::{Mechanism, Safety};
 use fencesim::runner::run;
 use fencesim::scenario::{self, FaultMask};
 use fencesim::search::debate::{Setting, DEBATE_SEEDS};
-use fencesim::search::explore::{explore, ExploreConfig, ExploreReport};
+use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, SearchKind};
 use fencesim::search::false_alarms::promised;
 use fencesim::search::matrix::{sweep_scenario, SWEEP_TTLS_MS};
 use fencesim::sim::GatewayMode;
@@ -82,6 +82,7 @@ fn tokens_from_the_database_keep_every_invariant_over_the_default_suite_and_ever
         allowed: FaultMask::ALL,
         mutant: None,
         progress: false,
+        search: SearchKind::Uniform,
     };
     let report = explore(&config, &AtomicBool::new(false)).unwrap();
     assert_eq!(report.seeds_run, 1000);
@@ -145,6 +146,7 @@ fn every_mechanism_safe_unless_its_counter_is_lost_keeps_every_invariant_when_re
             allowed: FaultMask::ALL.without_names(without).unwrap(),
             mutant: None,
             progress: false,
+            search: SearchKind::Uniform,
         };
         let report = explore(&config, &AtomicBool::new(false)).unwrap();
         assert!(report.violations.is_empty(), "{mechanism}: {:?}", report.violations);
@@ -170,6 +172,7 @@ fn a_failover_breaks_fenced_and_not_fenced_when_it_waits_for_the_replica() {
         allowed: FaultMask::ALL,
         mutant: None,
         progress: false,
+        search: SearchKind::Uniform,
     };
     let fenced = explore(&config(Mechanism::Fenced), &AtomicBool::new(false)).unwrap();
     assert!(fenced.violations.contains_key("monotonic-fences"), "{:?}", fenced.violations);

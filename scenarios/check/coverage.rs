@@ -120,16 +120,36 @@ impl Touched {
         self.sometimes.insert(situation as usize);
     }
 
+    /// Tells `on_mark` each situation reached now that was not reached `before`.
+    fn tell_reached(&self, before: Bits, at_ms: u64, on_mark: &mut impl FnMut(Mark)) {
+        if self.sometimes == before {
+            return;
+        }
+        for situation in Sometimes::ALL {
+            if self.sometimes.contains(situation as usize) && !before.contains(situation as usize) {
+                on_mark(Mark::Reached { situation, at_ms });
+            }
+        }
+    }
+
     pub fn of(record: &RunRecord) -> Touched {
+        Touched::scan(record, |_| {})
+    }
+
+    /// `of`, telling `on_mark` each fault as it fires and each situation the first time
+    /// it is reached, in the run's order: what a guided search reads a run's path from.
+    pub fn scan(record: &RunRecord, mut on_mark: impl FnMut(Mark)) -> Touched {
         let mut touched = Touched::default();
         let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
         // the lease keys held now, from a grant to the first instance that lets go
         let mut held: BTreeSet<&str> = BTreeSet::new();
         for event in &record.events {
+            let before = touched.sometimes;
             match &event.kind {
                 EventKind::FaultFired { fault, trigger } => {
                     touched.fault_kinds.insert(fault.kind() as usize);
                     touched.triggered(trigger);
+                    on_mark(Mark::Fired { kind: fault.kind(), trigger: *trigger, at_ms: event.at_ms });
                 }
                 EventKind::LeaseExpired { key, epoch: Some(_), .. } => {
                     held.remove(key.as_str());
@@ -185,9 +205,19 @@ impl Touched {
                 }
                 _ => {}
             }
+            touched.tell_reached(before, event.at_ms, &mut on_mark);
         }
         touched
     }
+}
+
+/// A moment of a run's path, as `Touched::scan` tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// A fault of this kind fired, by this trigger.
+    Fired { kind: FaultName, trigger: Trigger, at_ms: u64 },
+    /// The run reached this situation for the first time.
+    Reached { situation: Sometimes, at_ms: u64 },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

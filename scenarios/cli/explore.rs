@@ -9,7 +9,7 @@ use crate::cli::{bad_input, INTERRUPTED};
 use crate::model::Mechanism;
 use crate::mutant::Mutant;
 use crate::scenario::FaultMask;
-use crate::search::explore::{explore, ExploreConfig, ExploreReport, FIRST_SEEDS};
+use crate::search::explore::{explore, ExploreConfig, ExploreReport, SearchKind, FIRST_SEEDS};
 use crate::search::seeds::{SeedRange, Shard};
 use crate::search::shrink::{shrink_file, Shrunk};
 use crate::sim::GatewayMode;
@@ -66,6 +66,11 @@ pub struct ExploreArgs {
     /// broken one failed with its violation, its plan and its replay command
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// How runs are chosen: uniform (each seed's world and plan drawn afresh) or guided
+    /// (plans grown from the runs that reached something new; with --shard, each shard
+    /// grows its own)
+    #[arg(long, value_enum, default_value_t = SearchKind::Uniform)]
+    search: SearchKind,
 }
 
 /// What a `--json` report says about the run it comes from: enough for `fencesim merge`
@@ -80,6 +85,7 @@ fn run_identity(args: &ExploreArgs, mechanism: Mechanism) -> serde_json::Value {
         "without": args.without,
         "mutant": args.mutant.map(|mutant| mutant.to_string()),
         "shard": args.shard,
+        "search": args.search,
     })
 }
 
@@ -173,6 +179,7 @@ pub fn run(args: ExploreArgs) -> ExitCode {
         allowed,
         mutant: args.mutant,
         progress: !args.json,
+        search: args.search,
     };
     let report = match explore(&config, &interrupted) {
         Ok(report) => report,

@@ -4,7 +4,7 @@
 
 use super::random::stream;
 use fencesim_model::Mechanism;
-use fencesim_sim::{FaultKind, Replication, Settlement, WorldConfig};
+use fencesim_sim::{FaultKind, FaultPlan, Replication, Settlement, WorldConfig};
 use rand::Rng;
 
 const SETTLEMENT: u64 = 8;
@@ -65,6 +65,16 @@ pub(super) fn widen_settle_bound(world: &mut WorldConfig) {
     let copies = world.faults.faults.iter().filter(|fault| adds_a_delivery(&fault.kind)).count() as u64;
     let turns = busiest.saturating_sub(1) + copies;
     world.settle_ms += turns * (world.visibility_timeout_ms + world.ttl_ms);
+}
+
+/// The world with another fault plan, its settle bound widened for that plan's deliveries
+/// instead of the old one's (what a guided search runs a mutated plan in).
+pub fn replan(world: &mut WorldConfig, plan: FaultPlan) {
+    let copies =
+        |plan: &FaultPlan| plan.faults.iter().filter(|fault| adds_a_delivery(&fault.kind)).count() as u64;
+    let turn = world.visibility_timeout_ms + world.ttl_ms;
+    world.settle_ms = world.settle_ms.saturating_sub(copies(&world.faults) * turn) + copies(&plan) * turn;
+    world.faults = plan;
 }
 
 fn adds_a_delivery(kind: &FaultKind) -> bool {

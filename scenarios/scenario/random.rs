@@ -211,7 +211,7 @@ pub(super) fn add_arrivals(seed: u64, world: &mut WorldConfig) {
 }
 
 /// How long the run is busy without faults, roughly: when timed faults may land.
-fn horizon_ms(world: &WorldConfig) -> u64 {
+pub fn horizon_ms(world: &WorldConfig) -> u64 {
     let most = world
         .jobs
         .iter()
@@ -377,6 +377,30 @@ impl Swarm<'_> {
     }
 }
 
+/// Whether the world can have a fault of `kind`: a failover needs a replica, a held-up
+/// settlement statement the second store.
+fn fits(world: &WorldConfig, kind: FaultName) -> bool {
+    (!kind.needs_replica() || world.replica.is_some())
+        && (kind.hop() != Some(Hop::Settlement) || world.settlement.is_some())
+}
+
+/// One fault for this world, drawn as a swarm draws its faults but from every allowed kind
+/// the world can have and every trigger family: what a guided search adds to a plan.
+pub fn any_fault(rng: &mut ChaCha8Rng, world: &WorldConfig, allowed: FaultMask) -> Option<Fault> {
+    let kinds: Vec<FaultName> =
+        FaultName::all().filter(|&kind| allowed.allows(kind as usize) && fits(world, kind)).collect();
+    if kinds.is_empty() || world.jobs.is_empty() {
+        return None;
+    }
+    let swarm = Swarm { world, kinds, families: TRIGGER_FAMILIES.to_vec(), horizon: horizon_ms(world) };
+    Some(swarm.draw(rng))
+}
+
+/// A size for a fault of `kind` in a world whose lease lives `ttl_ms`, as the swarm draws it.
+pub fn any_size(kind: FaultName, ttl_ms: u64, rng: &mut ChaCha8Rng) -> u64 {
+    draw_size(kind, ttl_ms, rng)
+}
+
 /// A swarm fault plan: the seed switches each allowed kind and each trigger family on or
 /// off, then draws from 1 to 6 faults, or to as many as there are kinds on, of the kinds
 /// and families that are on (so that each kind on has a fair chance to appear however
@@ -389,10 +413,7 @@ pub fn swarm_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPl
     // a kind the world cannot have (a failover without a replica, a held-up settlement
     // statement without the second store) draws no coin, so that the plans of the worlds
     // without one are what they were before the kind existed
-    let fits = |kind: FaultName| {
-        (!kind.needs_replica() || world.replica.is_some())
-            && (kind.hop() != Some(Hop::Settlement) || world.settlement.is_some())
-    };
+    let fits = |kind: FaultName| fits(world, kind);
     let first = FaultName::all().take(FIRST_KINDS);
     let kinds: Vec<FaultName> =
         first.filter(|&kind| allowed.allows(kind as usize) && rng.gen_bool(0.5)).collect();

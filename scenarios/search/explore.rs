@@ -6,6 +6,7 @@ use crate::check::INVARIANTS;
 use crate::mutant::Mutant;
 use crate::runner::{run_with, Costs, Outcome};
 use crate::scenario::{self, FaultMask};
+use crate::search::guided::{self, features::Features, Bounds, Judged};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use crate::tell::replay_file::ReplayFile;
@@ -13,7 +14,7 @@ use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -47,9 +48,19 @@ pub fn run_seed(
 impl SeedResult {
     /// What an exploration keeps of a seed's outcome.
     pub fn of(seed: u64, scenario: &scenario::Scenario, outcome: Outcome) -> SeedResult {
+        let touched = Touched::of(&outcome.record);
+        SeedResult::touched(seed, scenario, outcome, touched)
+    }
+
+    /// `of`, with what the run touched already counted.
+    pub fn touched(
+        seed: u64,
+        scenario: &scenario::Scenario,
+        outcome: Outcome,
+        touched: Touched,
+    ) -> SeedResult {
         let violations: Vec<&'static str> =
             outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
-        let touched = Touched::of(&outcome.record);
         let jobs = scenario.world.all_jobs().count() as u64;
         // every job needs one lease; each one more is a handoff (the job changed hands)
         let handoffs = u64::from(touched.leases).saturating_sub(jobs);
@@ -103,6 +114,19 @@ pub struct ExploreConfig {
     pub mutant: Option<Mutant>,
     /// Draw a progress bar on standard error.
     pub progress: bool,
+    /// Each seed drawn afresh, or plans grown from the runs that reached something new.
+    pub search: SearchKind,
+}
+
+/// How an exploration chooses its runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SearchKind {
+    /// Seed after seed, each world and plan drawn afresh.
+    #[default]
+    Uniform,
+    /// Plans grown from the runs that reached something new (`search::guided`).
+    Guided,
 }
 
 impl ExploreConfig {
@@ -121,6 +145,7 @@ impl ExploreConfig {
             allowed: FaultMask::ALL,
             mutant: None,
             progress: false,
+            search: SearchKind::Uniform,
         }
     }
 }
@@ -158,7 +183,9 @@ fn progress_bar(config: &ExploreConfig) -> indicatif::ProgressBar {
     bar
 }
 
-/// What the exploration gathers while seeds arrive, and then in seed order.
+/// What the exploration gathers while runs arrive, and then in run order. A run is known
+/// by its key: its seed in a uniform search, its place in a guided one (where a seed's
+/// world runs under many plans).
 struct Gathered {
     failures: u64,
     written: BTreeMap<u64, PathBuf>,
@@ -166,26 +193,46 @@ struct Gathered {
     violations: BTreeMap<&'static str, u64>,
     first_seeds: BTreeMap<&'static str, Vec<u64>>,
     coverage: Coverage,
-    failing: Vec<u64>,
+    /// The failing runs' keys and seeds, in run order.
+    failing: Vec<(u64, u64)>,
 }
 
 impl Gathered {
-    /// A failing seed's replay file is written whole before anything reports it; a file
-    /// that cannot be written stops the exploration (`halt`) with what it found so far.
+    fn new() -> Gathered {
+        Gathered {
+            failures: 0,
+            written: BTreeMap::new(),
+            write_error: None,
+            violations: INVARIANTS.iter().map(|invariant| (invariant.name, 0)).collect(),
+            first_seeds: BTreeMap::new(),
+            coverage: Coverage::new(),
+            failing: Vec::new(),
+        }
+    }
+
+    /// A failing run's replay file is written whole before anything reports it, named by
+    /// its seed (and, in a guided search, its run); a file that cannot be written stops the
+    /// exploration (`halt`) with what it found so far.
     fn arrived(
         &mut self,
+        key: u64,
         result: &mut SeedResult,
-        out: &std::path::Path,
+        run: Option<u64>,
+        (out, halt): (&Path, &AtomicBool),
         bar: &indicatif::ProgressBar,
-        halt: &AtomicBool,
     ) {
         bar.inc(1);
         let Some(outcome) = result.failure.take() else { return };
         self.failures += 1;
-        bar.set_message(format!("{} violating seed(s)", self.failures));
-        match ReplayFile::from_outcome(&outcome).write_into(out) {
+        bar.set_message(format!("{} violating run(s)", self.failures));
+        let file = ReplayFile::from_outcome(&outcome);
+        let written = match run {
+            None => file.write_into(out),
+            Some(run) => file.write_into_as(out, &format!("run-{run}")),
+        };
+        match written {
             Ok(path) => {
-                self.written.insert(result.seed, path);
+                self.written.insert(key, path);
             }
             Err(error) => {
                 self.write_error.get_or_insert(error);
@@ -194,7 +241,7 @@ impl Gathered {
         }
     }
 
-    fn in_order(&mut self, result: SeedResult) {
+    fn in_order(&mut self, key: u64, result: SeedResult) {
         self.coverage.add(&result.touched);
         for invariant in &result.violations {
             *self.violations.entry(invariant).or_default() += 1;
@@ -204,9 +251,65 @@ impl Gathered {
             }
         }
         if !result.violations.is_empty() {
-            self.failing.push(result.seed);
+            self.failing.push((key, result.seed));
         }
     }
+
+    fn report(mut self, runs: u64, elapsed: f64, interrupted: bool) -> ExploreReport {
+        self.violations.retain(|_, seeds| *seeds > 0);
+        // Files are written as failures arrive; one that arrived past the run an
+        // exploration stopped at was never counted: drop it, so that the files do not
+        // depend on timing.
+        for (key, path) in &self.written {
+            if !self.failing.iter().any(|(failing, _)| failing == key) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        let first = self.failing.first().copied();
+        let written = &self.written;
+        ExploreReport {
+            seeds_run: runs,
+            violations: self.violations,
+            first_failing_seed: first.map(|(_, seed)| seed),
+            replay_file: first.and_then(|(key, _)| written.get(&key).cloned()),
+            seeds_per_second: runs as f64 / elapsed.max(1e-9),
+            interrupted,
+            coverage: self.coverage,
+            replay_files: self.failing.iter().filter_map(|(key, _)| written.get(key).cloned()).collect(),
+            first_seeds: self.first_seeds,
+            write_error: self.write_error,
+        }
+    }
+}
+
+/// The guided search over the scenario's worlds: fresh seeds from `from`, every run judged
+/// by the invariants and read for its features.
+fn explore_guided(
+    config: &ExploreConfig,
+    pool: &Pool<'_>,
+    seeds: SeedRange,
+    arrivals: &std::cell::RefCell<Gathered>,
+    bar: &indicatif::ProgressBar,
+) -> Result<u64, String> {
+    let (name, mechanism, gateway, allowed, mutant) =
+        (config.scenario.as_str(), config.mechanism, config.gateway, config.allowed, config.mutant);
+    let bounds = Bounds { from: seeds.from, runs: seeds.count, allowed, stop_at_first: !config.keep_going };
+    guided::search(
+        &bounds,
+        pool,
+        |seed| scenario::build(name, seed, mechanism, gateway, allowed),
+        |candidate| {
+            let outcome = run_with(&candidate.scenario, candidate.seed, mutant)?;
+            let (features, touched) = Features::of(&outcome.record);
+            let result = SeedResult::touched(candidate.seed, &candidate.scenario, outcome, touched);
+            Ok(Judged { features, found: !result.violations.is_empty(), result })
+        },
+        |candidate, result| {
+            let to = (config.out.as_path(), pool.interrupted);
+            arrivals.borrow_mut().arrived(candidate.run, result, Some(candidate.run), to, bar);
+        },
+        |candidate, result| arrivals.borrow_mut().in_order(candidate.run, result),
+    )
 }
 
 pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<ExploreReport, String> {
@@ -214,49 +317,23 @@ pub fn explore(config: &ExploreConfig, interrupted: &AtomicBool) -> Result<Explo
     let seeds = SeedRange::new(config.from, config.seeds)?;
     let bar = progress_bar(config);
     let start = Instant::now();
-    let gathered = Gathered {
-        failures: 0,
-        written: BTreeMap::new(),
-        write_error: None,
-        violations: INVARIANTS.iter().map(|invariant| (invariant.name, 0)).collect(),
-        first_seeds: BTreeMap::new(),
-        coverage: Coverage::new(),
-        failing: Vec::new(),
-    };
     let (name, mechanism, gateway, allowed, mutant) =
         (config.scenario.as_str(), config.mechanism, config.gateway, config.allowed, config.mutant);
-    let arrivals = std::cell::RefCell::new(gathered);
-    let seeds_run = run_seeds(
-        &Pool { jobs: config.jobs, interrupted },
-        seeds,
-        !config.keep_going,
-        |seed| run_seed(name, seed, mechanism, gateway, allowed, mutant),
-        |result| arrivals.borrow_mut().arrived(result, &config.out, &bar, interrupted),
-        |result| arrivals.borrow_mut().in_order(result),
-    )?;
+    let arrivals = std::cell::RefCell::new(Gathered::new());
+    let pool = Pool { jobs: config.jobs, interrupted };
+    let runs = match config.search {
+        SearchKind::Uniform => run_seeds(
+            &pool,
+            seeds,
+            !config.keep_going,
+            |seed| run_seed(name, seed, mechanism, gateway, allowed, mutant),
+            |result| {
+                arrivals.borrow_mut().arrived(result.seed, result, None, (&config.out, interrupted), &bar)
+            },
+            |result| arrivals.borrow_mut().in_order(result.seed, result),
+        )?,
+        SearchKind::Guided => explore_guided(config, &pool, seeds, &arrivals, &bar)?,
+    };
     bar.finish_and_clear();
-    let mut gathered = arrivals.into_inner();
-    let elapsed = start.elapsed().as_secs_f64();
-    gathered.violations.retain(|_, seeds| *seeds > 0);
-    let first_failing_seed = gathered.failing.first().copied();
-    // Files are written as failures arrive; one that arrived past the seed an exploration
-    // stopped at was never counted: drop it, so that the files do not depend on timing.
-    for (seed, path) in &gathered.written {
-        if !gathered.failing.contains(seed) {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-    let written = &gathered.written;
-    Ok(ExploreReport {
-        seeds_run,
-        violations: gathered.violations,
-        first_failing_seed,
-        replay_file: first_failing_seed.and_then(|seed| written.get(&seed).cloned()),
-        seeds_per_second: seeds_run as f64 / elapsed.max(1e-9),
-        interrupted: interrupted.load(Ordering::Relaxed),
-        coverage: gathered.coverage,
-        replay_files: gathered.failing.iter().filter_map(|seed| written.get(seed).cloned()).collect(),
-        first_seeds: gathered.first_seeds,
-        write_error: gathered.write_error,
-    })
+    Ok(arrivals.into_inner().report(runs, start.elapsed().as_secs_f64(), interrupted.load(Ordering::Relaxed)))
 }

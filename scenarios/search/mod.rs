@@ -8,6 +8,7 @@ pub mod exhaustive;
 pub mod explore;
 pub mod failover;
 pub mod false_alarms;
+pub mod guided;
 pub mod lagging;
 pub mod matrix;
 pub mod matrix_shards;

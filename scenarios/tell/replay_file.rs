@@ -170,8 +170,16 @@ impl ReplayFile {
 
     /// Writes the file whole into `dir`, named by its scenario, mechanism, gateway and seed.
     pub fn write_into(&self, dir: &Path) -> Result<PathBuf, String> {
+        self.write_into_as(dir, "")
+    }
+
+    /// `write_into`, the name ending in `-TAG` before `.json` when `tag` is not empty (a
+    /// guided search's run: one seed's world runs there under many plans).
+    pub fn write_into_as(&self, dir: &Path, tag: &str) -> Result<PathBuf, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let name = format!("{}-{}-{}-seed-{}.json", self.scenario, self.mechanism, self.gateway, self.seed);
+        let tag = if tag.is_empty() { String::new() } else { format!("-{tag}") };
+        let name =
+            format!("{}-{}-{}-seed-{}{tag}.json", self.scenario, self.mechanism, self.gateway, self.seed);
         self.write_as(&dir.join(&name))
     }
 

@@ -1,0 +1,108 @@
+//! The corpus: the (world, plan) pairs a guided search keeps, each because its run reached
+//! a feature no plan kept before it had, and how many runs reached each feature. A plan is
+//! chosen to grow from by the rarity of what it reached: the rarer its features among all
+//! the runs so far, the more often.
+
+use crate::scenario::Scenario;
+use crate::search::guided::features::Features;
+use fencesim_sim::FaultPlan;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+
+/// One kept plan, in its world, with the seed its runs take.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub seed: u64,
+    pub scenario: Scenario,
+    pub features: Features,
+    /// When its run first reached a feature no earlier plan had: a fault added after it
+    /// leaves the path up to there as it was.
+    pub moment_ms: u64,
+}
+
+impl Entry {
+    pub fn plan(&self) -> &FaultPlan {
+        &self.scenario.world.faults
+    }
+}
+
+/// The most plans a corpus keeps: past it, a run that reaches something new is counted
+/// but not kept (a search of thousands of runs keeps a few hundred).
+pub const MOST_ENTRIES: usize = 1_024;
+
+/// What a plan's rarest feature weighs: a feature reached by `n` runs weighs `WEIGHT / n`.
+const WEIGHT: u64 = 1 << 20;
+
+#[derive(Debug, Default)]
+pub struct Corpus {
+    entries: Vec<Entry>,
+    /// Runs that reached each feature, over every run so far.
+    hits: BTreeMap<u32, u64>,
+    /// Kept plans that hold each feature.
+    held: BTreeMap<u32, u32>,
+}
+
+impl Corpus {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Counts a run and keeps its plan when it reached a feature no kept plan holds;
+    /// whether it was kept.
+    pub fn consider(&mut self, seed: u64, scenario: &Scenario, features: Features) -> bool {
+        for id in &features.ids {
+            *self.hits.entry(*id).or_default() += 1;
+        }
+        let new: Vec<usize> =
+            (0..features.len()).filter(|&at| !self.held.contains_key(&features.ids[at])).collect();
+        if new.is_empty() || self.entries.len() >= MOST_ENTRIES {
+            return false;
+        }
+        let moment_ms = new.iter().map(|&at| features.at_ms[at]).min().unwrap_or(0);
+        for id in &features.ids {
+            *self.held.entry(*id).or_default() += 1;
+        }
+        self.entries.push(Entry { seed, scenario: scenario.clone(), features, moment_ms });
+        true
+    }
+
+    /// How much a plan weighs when one is chosen: the rarity of its rarest feature (not
+    /// the sum over its features, which would favour the biggest worlds, whose runs have
+    /// the most features and cost the most).
+    fn weight(&self, entry: &Entry) -> u64 {
+        let rarity = |id: &u32| WEIGHT / self.hits.get(id).copied().unwrap_or(1).max(1);
+        entry.features.ids.iter().map(rarity).max().unwrap_or(0).max(1)
+    }
+
+    /// Every kept plan's weight, in the order kept: what `choose` takes, worked out once
+    /// for a generation (the corpus does not change while one is made).
+    pub fn weights(&self) -> Vec<u64> {
+        self.entries.iter().map(|entry| self.weight(entry)).collect()
+    }
+
+    /// A kept plan, chosen with chances in proportion to its weight in `weights`.
+    pub fn choose(&self, weights: &[u64], rng: &mut ChaCha8Rng) -> Option<&Entry> {
+        let total: u64 = weights.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let mut point = rng.gen_range(0..total);
+        for (entry, weight) in self.entries.iter().zip(weights) {
+            if point < *weight {
+                return Some(entry);
+            }
+            point -= weight;
+        }
+        self.entries.last()
+    }
+
+    /// Any kept plan, each as likely (what a splice takes a fault from).
+    pub fn any(&self, rng: &mut ChaCha8Rng) -> Option<&Entry> {
+        (!self.entries.is_empty()).then(|| &self.entries[rng.gen_range(0..self.entries.len())])
+    }
+}

@@ -1,0 +1,166 @@
+//! New plans from kept ones. Each change keeps the world and the seed, so a run of the
+//! new plan follows its parent's path up to the first fault the change touched: a fault
+//! added after the moment the parent first reached something new branches from there.
+
+use crate::scenario::deployment::replan;
+use crate::scenario::random::{any_fault, any_size, horizon_ms};
+use crate::scenario::{FaultMask, Scenario};
+use crate::search::guided::corpus::Entry;
+use fencesim_model::WorkerId;
+use fencesim_sim::{Aim, Fault, FaultPlan, Trigger, WorldConfig};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// One change to a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A fault at a time after the moment the parent first reached something new.
+    AddAfter,
+    /// A fault drawn as the swarm draws one, anywhere.
+    Add,
+    /// A fault's trigger a little earlier or later.
+    Nudge,
+    /// A fault's size drawn again.
+    Resize,
+    /// A fault aimed at another worker, merchant or instance.
+    Retarget,
+    /// A fault left out.
+    Remove,
+    /// A fault of another kept plan, aimed into this world.
+    Splice,
+}
+
+/// The changes to draw from: a removal as likely as the three that add a fault together,
+/// so that plans do not grow run after run (a longer plan is a longer, dearer run).
+const CHANGES: [Change; 9] = [
+    Change::AddAfter,
+    Change::Add,
+    Change::Splice,
+    Change::Nudge,
+    Change::Resize,
+    Change::Retarget,
+    Change::Remove,
+    Change::Remove,
+    Change::Remove,
+];
+
+/// At most this many changes are made at once.
+const MOST_CHANGES: u32 = 3;
+/// A plan grows to at most this many faults.
+const MOST_FAULTS: usize = 12;
+
+/// Targets drawn anew within the world.
+fn any_aim(rng: &mut ChaCha8Rng, world: &WorldConfig) -> Aim {
+    let worker = WorkerId(rng.gen_range(0..world.workers));
+    let merchant = world.jobs[rng.gen_range(0..world.jobs.len())].merchant;
+    let instance = rng.gen_range(0..world.redis_instances()) as u8;
+    Aim { worker, merchant, instance }
+}
+
+fn nudged(trigger: Trigger, rng: &mut ChaCha8Rng, ttl_ms: u64) -> Trigger {
+    let step = |nth: u32, rng: &mut ChaCha8Rng| {
+        let by = rng.gen_range(1..=2);
+        if rng.gen_bool(0.5) {
+            nth.saturating_add(by)
+        } else {
+            nth.saturating_sub(by).max(1)
+        }
+    };
+    match trigger {
+        Trigger::At { at_ms } => {
+            let by = rng.gen_range(1..=ttl_ms.max(2) / 2);
+            let at_ms = if rng.gen_bool(0.5) { at_ms.saturating_add(by) } else { at_ms.saturating_sub(by) };
+            Trigger::At { at_ms }
+        }
+        Trigger::Step { worker, step: kind, nth } => {
+            Trigger::Step { worker, step: kind, nth: step(nth, rng) }
+        }
+        Trigger::Call { worker, hop, nth } => Trigger::Call { worker, hop, nth: step(nth, rng) },
+        Trigger::Within { worker, hop, nth } => Trigger::Within { worker, hop, nth: step(nth, rng) },
+    }
+}
+
+/// A fault of another world aimed into this one: its worker, merchant and instance drawn
+/// within this world when they are out of it.
+fn fitted(fault: &Fault, world: &WorldConfig, rng: &mut ChaCha8Rng) -> Fault {
+    let aim = fault.kind.aim();
+    let fresh = any_aim(rng, world);
+    let worker = if aim.worker.0 < world.workers { aim.worker } else { fresh.worker };
+    let merchant =
+        if world.jobs.iter().any(|job| job.merchant == aim.merchant) { aim.merchant } else { fresh.merchant };
+    let instance =
+        if usize::from(aim.instance) < world.redis_instances() { aim.instance } else { fresh.instance };
+    let kind = fault.kind.kind().make(Aim { worker, merchant, instance }, fault.kind.size());
+    let trigger = match fault.trigger.worker() {
+        Some(_) if fault.trigger.worker() != Some(worker) => fault.trigger.for_worker(worker),
+        _ => fault.trigger,
+    };
+    Fault { kind, trigger }
+}
+
+/// One change to `faults` in `world`; `other` is another kept plan to splice from.
+fn change(
+    faults: &mut Vec<Fault>,
+    how: Change,
+    world: &WorldConfig,
+    (parent, other): (&Entry, &Entry),
+    rng: &mut ChaCha8Rng,
+    allowed: FaultMask,
+) {
+    let ttl = world.ttl_ms;
+    let pick = |rng: &mut ChaCha8Rng, faults: &Vec<Fault>| rng.gen_range(0..faults.len());
+    match how {
+        Change::AddAfter | Change::Add if faults.len() < MOST_FAULTS => {
+            let Some(mut fault) = any_fault(rng, world, allowed) else { return };
+            if how == Change::AddAfter {
+                let at_ms = parent.moment_ms + rng.gen_range(0..=ttl.max(horizon_ms(world) / 4));
+                fault.trigger = Trigger::At { at_ms };
+            }
+            faults.push(fault);
+        }
+        Change::Splice if faults.len() < MOST_FAULTS && !other.plan().faults.is_empty() => {
+            let faults_there = &other.plan().faults;
+            let fault = faults_there[rng.gen_range(0..faults_there.len())].clone();
+            faults.push(fitted(&fault, world, rng));
+        }
+        Change::Nudge if !faults.is_empty() => {
+            let at = pick(rng, faults);
+            faults[at].trigger = nudged(faults[at].trigger, rng, ttl);
+        }
+        Change::Resize if !faults.is_empty() => {
+            let at = pick(rng, faults);
+            let size = any_size(faults[at].kind.kind(), ttl, rng);
+            faults[at].kind = faults[at].kind.resized(size);
+        }
+        Change::Retarget if !faults.is_empty() => {
+            let at = pick(rng, faults);
+            let aim = any_aim(rng, world);
+            let moved = Fault {
+                kind: faults[at].kind.kind().make(aim, faults[at].kind.size()),
+                trigger: faults[at].trigger,
+            };
+            faults[at] = fitted(&moved, world, rng);
+            if faults[at].trigger.worker().is_some() && rng.gen_bool(0.5) {
+                faults[at].trigger = faults[at].trigger.for_worker(aim.worker);
+            }
+        }
+        Change::Remove if faults.len() > 1 => {
+            let at = pick(rng, faults);
+            faults.remove(at);
+        }
+        _ => {}
+    }
+}
+
+/// A new scenario from `parent`: one to three changes to its plan, in its world. None when
+/// the changes left a plan the world refuses (the caller draws a fresh world instead).
+pub fn mutate(parent: &Entry, other: &Entry, rng: &mut ChaCha8Rng, allowed: FaultMask) -> Option<Scenario> {
+    let mut scenario: Scenario = parent.scenario.clone();
+    let mut faults = parent.plan().faults.clone();
+    for _ in 0..rng.gen_range(1..=MOST_CHANGES) {
+        let how = CHANGES[rng.gen_range(0..CHANGES.len())];
+        change(&mut faults, how, &scenario.world, (parent, other), rng, allowed);
+    }
+    replan(&mut scenario.world, FaultPlan { faults });
+    scenario.world.validate().is_ok().then_some(scenario)
+}

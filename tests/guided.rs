@@ -1,0 +1,123 @@
+//! The guided search: the same runs and the same answer on two runs and on one thread and
+//! two, a failure it finds kept as an ordinary replay file, and plans that really grow
+//! from the ones it kept.
+
+use fencesim::model::Mechanism;
+use fencesim::runner::run;
+use fencesim::scenario::{self, FaultMask};
+use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, SearchKind};
+use fencesim::search::guided::{self, features::Features, Bounds, Judged};
+use fencesim::search::Pool;
+use fencesim::sim::GatewayMode;
+use fencesim::tell::replay_file::ReplayFile;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fencesim-guided-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn guided(mechanism: Mechanism, runs: u64, jobs: usize, keep_going: bool, out: &Path) -> ExploreReport {
+    let config = ExploreConfig {
+        keep_going,
+        search: SearchKind::Guided,
+        ..ExploreConfig::random(mechanism, 1, runs, jobs, out.to_path_buf())
+    };
+    explore(&config, &AtomicBool::new(false)).unwrap()
+}
+
+/// What a report says, without its rate and with each file as its name and its text.
+fn said(report: &ExploreReport) -> String {
+    let files: Vec<(String, String)> = report
+        .replay_files
+        .iter()
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(path).unwrap())
+        })
+        .collect();
+    format!(
+        "{} {:?} {:?} {:?} {:?} {:?}",
+        report.seeds_run,
+        report.violations,
+        report.first_seeds,
+        report.first_failing_seed,
+        report.coverage,
+        files
+    )
+}
+
+#[test]
+fn a_guided_exploration_says_the_same_on_two_runs_and_on_one_thread_and_two() {
+    let dirs = [out_dir("a"), out_dir("b"), out_dir("c")];
+    let one = guided(Mechanism::TtlRenewal, 160, 1, true, &dirs[0]);
+    let two = guided(Mechanism::TtlRenewal, 160, 2, true, &dirs[1]);
+    let again = guided(Mechanism::TtlRenewal, 160, 2, true, &dirs[2]);
+    assert_eq!(one.seeds_run, 160);
+    assert!(!one.replay_files.is_empty(), "ttl-renewal breaks under the guided search too");
+    assert_eq!(said(&one), said(&two));
+    assert_eq!(said(&two), said(&again));
+    for dir in dirs {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn a_failure_the_guided_search_finds_is_an_ordinary_replay_file() {
+    let out = out_dir("file");
+    let report = guided(Mechanism::TtlOnly, 400, 2, false, &out);
+    let path = report.replay_file.clone().expect("ttl-only breaks within 400 runs");
+    assert!(path.to_string_lossy().contains("-run-"), "{}", path.display());
+    let file = ReplayFile::load(&path).unwrap();
+    let again = run(&file.scenario().unwrap(), file.seed).unwrap();
+    assert_eq!(format!("{:016x}", again.trace_hash), file.expected_trace_hash);
+    assert!(file.violations.iter().all(|invariant| again.check(invariant).is_violation()));
+    let replayed =
+        Command::new(env!("CARGO_BIN_EXE_fencesim")).args(["replay", path.to_str().unwrap()]).output();
+    let replayed = replayed.unwrap();
+    assert_eq!(replayed.status.code(), Some(1), "{}", String::from_utf8_lossy(&replayed.stderr));
+    assert!(String::from_utf8_lossy(&replayed.stdout).contains(": matches the file"));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn most_runs_after_the_first_generation_grow_from_kept_plans_and_fresh_seeds_come_in_order() {
+    let never = AtomicBool::new(false);
+    let bounds = Bounds { from: 40, runs: 96, allowed: FaultMask::ALL, stop_at_first: false };
+    let build =
+        |seed| scenario::build("random", seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+    let mut seen = Vec::new();
+    let ran = guided::search(
+        &bounds,
+        &Pool { jobs: 2, interrupted: &never },
+        build,
+        |candidate| {
+            let outcome = run(&candidate.scenario, candidate.seed)?;
+            let (features, _) = Features::of(&outcome.record);
+            Ok(Judged { features, found: !outcome.passed(), result: () })
+        },
+        |_, _| {},
+        |candidate, ()| seen.push(candidate.clone()),
+    )
+    .unwrap();
+    assert_eq!(ran, 96);
+    let runs: Vec<u64> = seen.iter().map(|candidate| candidate.run).collect();
+    assert_eq!(runs, (0..96).collect::<Vec<u64>>());
+    let first = guided::GENERATION as usize;
+    assert!(seen[..first].iter().all(|candidate| candidate.fresh), "the first generation is all fresh");
+    let fresh: Vec<u64> = seen.iter().filter(|c| c.fresh).map(|c| c.seed).collect();
+    assert_eq!(fresh, (40..40 + fresh.len() as u64).collect::<Vec<u64>>());
+    let grown: Vec<_> = seen.iter().filter(|candidate| !candidate.fresh).collect();
+    assert!(grown.len() * 2 > seen.len() - first, "{} of {} grown", grown.len(), seen.len() - first);
+    for candidate in grown {
+        // a grown plan runs in its seed's own world, with a plan of its own
+        let own = build(candidate.seed).unwrap();
+        assert_eq!(candidate.scenario.world.rows, own.world.rows);
+        assert_eq!(candidate.scenario.world.workers, own.world.workers);
+        candidate.scenario.world.validate().unwrap();
+    }
+    assert!(seen.iter().any(|c| !c.fresh && c.scenario.world.faults != build(c.seed).unwrap().world.faults));
+}
