@@ -3,10 +3,12 @@
 //! from the ones it kept.
 
 use fencesim::model::Mechanism;
+use fencesim::mutant::Mutant;
 use fencesim::runner::run;
 use fencesim::scenario::{self, FaultMask};
 use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, SearchKind};
 use fencesim::search::guided::{self, features::Features, Bounds, Judged};
+use fencesim::search::mutants::{median, search_guided, START_STRIDE};
 use fencesim::search::Pool;
 use fencesim::sim::GatewayMode;
 use fencesim::tell::replay_file::ReplayFile;
@@ -120,4 +122,40 @@ fn most_runs_after_the_first_generation_grow_from_kept_plans_and_fresh_seeds_com
         candidate.scenario.world.validate().unwrap();
     }
     assert!(seen.iter().any(|c| !c.fresh && c.scenario.world.faults != build(c.seed).unwrap().world.faults));
+}
+
+fn fencesim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().unwrap()
+}
+
+#[test]
+fn mutants_measures_the_guided_search_from_the_same_starts_beside_the_uniform_one() {
+    let args = ["mutants", "--only", "retry-mints-new-key", "--starts", "3", "--budget", "60"];
+    let json = fencesim(&[&args[..], &["--search", "uniform,guided", "--json"]].concat());
+    assert_eq!(json.status.code(), Some(0), "{}", String::from_utf8_lossy(&json.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let report = &value["mutants"][0];
+    let guided: Vec<u64> = report["guided_runs_to_detect"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|runs| runs.as_u64().unwrap())
+        .collect();
+    let mutant = Mutant::ALL.into_iter().find(|mutant| mutant.name() == "retry-mints-new-key").unwrap();
+    for (search, runs) in guided.iter().enumerate() {
+        let start = 1 + search as u64 * START_STRIDE;
+        assert_eq!(search_guided(mutant, start, 60).unwrap().unwrap_or(60), *runs, "search {search}");
+    }
+    assert_eq!(report["guided_median"].as_u64(), Some(median(&guided)));
+    let text = fencesim(&[&args[..], &["--search", "uniform,guided"]].concat());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("| mutant | uniform, median | guided, median | guided / uniform |"), "{text}");
+    assert!(text.contains("geometric mean of the median ratios over 1 mutant(s)"), "{text}");
+    // measured without the guided search, the report says nothing of it
+    let uniform = fencesim(&[&args[..], &["--json"]].concat());
+    let value: serde_json::Value = serde_json::from_slice(&uniform.stdout).unwrap();
+    assert!(value["mutants"][0].get("guided_runs_to_detect").is_none());
+    // the guided search is measured for chosen mutants only, for now
+    let whole = fencesim(&["mutants", "--search", "uniform,guided"]);
+    assert_eq!(whole.status.code(), Some(2));
 }

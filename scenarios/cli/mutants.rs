@@ -5,6 +5,7 @@ use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
 use crate::mutant::Mutant;
 use crate::search::exhaustive::small_scope;
+use crate::search::explore::SearchKind;
 use crate::search::false_alarms::false_alarm_runs;
 use crate::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
 use crate::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
@@ -13,7 +14,7 @@ use crate::tell::junit::mutants::{false_alarm_suite, mutants_suite};
 use crate::tell::junit::write_junit;
 use crate::tell::reports::detection::{
     detection_chart, detection_report, exhaustive_section, false_alarm_section, mutant_table,
-    DETECTION_CHART, DETECTION_REPORT,
+    search_comparison, DETECTION_CHART, DETECTION_REPORT,
 };
 use crate::tell::write::write_report;
 use std::path::{Path, PathBuf};
@@ -60,11 +61,17 @@ pub struct MutantsArgs {
     /// and one per safe mechanism's false-alarm run
     #[arg(long, value_name = "FILE", conflicts_with = "shard")]
     junit: Option<PathBuf>,
+    /// With --only: the searches to measure, comma-separated. The uniform search is always
+    /// measured; `uniform,guided` measures the guided search from the same starts with the
+    /// same budget as well, and prints both, mutant by mutant, with their ratio
+    #[arg(long, value_enum, value_delimiter = ',', requires = "only")]
+    search: Vec<SearchKind>,
 }
 
 /// `--only`: the chosen mutants' rows, nothing written.
 fn run_only(args: &MutantsArgs) -> ExitCode {
-    let reports = match evaluate_all(&args.only, args.starts, args.budget, args.jobs) {
+    let guided = args.search.contains(&SearchKind::Guided);
+    let reports = match evaluate_all(&args.only, args.starts, args.budget, args.jobs, guided) {
         Ok(reports) => reports,
         Err(error) => return bad_input(error),
     };
@@ -91,6 +98,7 @@ fn run_only(args: &MutantsArgs) -> ExitCode {
     }
     match args.json {
         true => println!("{}", serde_json::json!({ "mutants": reports })),
+        false if guided => print!("{}\n{}", mutant_table(&reports), search_comparison(&reports)),
         false => print!("{}", mutant_table(&reports)),
     }
     verdict(reports.iter().all(|report| report.caught))
@@ -156,7 +164,7 @@ fn measure(args: &MutantsArgs) -> Result<MutantsMerged, String> {
         false_alarm_seeds: args.false_alarm_seeds,
         exhaustive: !args.no_exhaustive,
     };
-    let reports = evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs)?;
+    let reports = evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs, false)?;
     let scope = if run.exhaustive { Some(small_scope(args.jobs)?) } else { None };
     let false_alarms = false_alarm_runs(args.false_alarm_seeds, args.jobs)?;
     Ok(MutantsMerged { run, reports, scope, false_alarms })

@@ -55,7 +55,7 @@ const BOUNDARIES: [i64; 8] = [9, 99, 999, 9_999, 32_767, 65_535, 2_147_483_647, 
 
 /// Where a merchant's token counter starts: a quarter of the time just below a boundary
 /// (0 to 2 short of it), else anywhere from 0 to 50.
-fn counter_start(rng: &mut ChaCha8Rng) -> i64 {
+pub fn counter_start(rng: &mut ChaCha8Rng) -> i64 {
     if rng.gen_bool(0.25) {
         BOUNDARIES[rng.gen_range(0..BOUNDARIES.len())] - rng.gen_range(0..=2)
     } else {

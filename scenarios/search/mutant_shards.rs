@@ -48,7 +48,7 @@ fn block(count: usize, shard: Shard) -> Result<std::ops::Range<usize>, String> {
 /// Runs shard `shard` of a mutant run: its JSON, for `fencesim merge`.
 pub fn mutants_shard(run: MutantsRun, shard: Shard, jobs: usize) -> Result<Value, String> {
     let mutants = &Mutant::ALL[block(Mutant::ALL.len(), shard)?];
-    let reports = evaluate_all(mutants, run.starts, run.budget, jobs)?;
+    let reports = evaluate_all(mutants, run.starts, run.budget, jobs, false)?;
     let reports: Vec<Value> = reports
         .iter()
         .map(|report| {
@@ -109,6 +109,9 @@ impl MutantShare {
             trace_hash: self.trace_hash,
             wall_ms: self.wall_ms,
             old_rule_only: self.old_rule_only,
+            // a sharded run measures the uniform search alone
+            guided_runs_to_detect: None,
+            guided_median: None,
         })
     }
 }

@@ -8,6 +8,7 @@
 use crate::mutant::Mutant;
 use crate::runner::{run, run_planted, Outcome};
 use crate::scenario::{self, FaultMask, Scenario};
+use crate::search::guided::{self, features::Features, Bounds, Judged};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use crate::search::shrink::{shrink_scenario, size};
@@ -31,14 +32,14 @@ type NewBreaches = Vec<(&'static str, bool)>;
 
 /// The invariants the bug breaks on this scenario that the correct code does not, in the
 /// table's order, each with whether its first breach's chain passes through the bug's
-/// act; and the trace hash of the run with the bug.
-fn newly_broken(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<(NewBreaches, u64), String> {
+/// act; and the run with the bug.
+fn newly_broken(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<(NewBreaches, Outcome), String> {
     let right = run(scenario, seed)?;
     let wrong = run_planted(scenario, seed, mutant)?;
     let before = broken(&right);
     let new = wrong.checks.iter().filter(|check| check.is_violation() && !before.contains(&check.invariant));
     let new = new.map(|check| (check.invariant, wrong.through_the_bug(check))).collect();
-    Ok((new, wrong.trace_hash))
+    Ok((new, wrong))
 }
 
 /// What one seed says of a mutant: caught (by this invariant, through the bug's chain),
@@ -53,12 +54,18 @@ pub enum Verdict {
 /// Whether the bug breaks, on this scenario, an invariant that the correct code does not,
 /// through a chain that passes through the bug's act.
 pub fn verdict(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<Verdict, String> {
-    let (new, hash) = newly_broken(scenario, seed, mutant)?;
-    Ok(match (new.iter().find(|(_, through)| *through), new.first()) {
-        (Some((invariant, _)), _) => Verdict::Caught(invariant, hash),
+    Ok(verdict_and_run(scenario, seed, mutant)?.0)
+}
+
+/// `verdict`, with the run with the bug (what a guided search reads its features from).
+pub fn verdict_and_run(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<(Verdict, Outcome), String> {
+    let (new, wrong) = newly_broken(scenario, seed, mutant)?;
+    let verdict = match (new.iter().find(|(_, through)| *through), new.first()) {
+        (Some((invariant, _)), _) => Verdict::Caught(invariant, wrong.trace_hash),
         (None, Some((invariant, _))) => Verdict::OldRuleOnly(invariant),
         (None, None) => Verdict::Missed,
-    })
+    };
+    Ok((verdict, wrong))
 }
 
 /// The invariant that catches the bug on this scenario (see `verdict`), if any.
@@ -111,6 +118,39 @@ pub fn search(mutant: Mutant, start: u64, budget: u64) -> Result<Search, String>
     Ok(Search { catch: None, old_rule_only })
 }
 
+/// One guided search for the mutant (`search::guided`): fresh seeds from `start`, at most
+/// `budget` runs, each judged as `verdict` judges a seed, on one thread (the catalogue's
+/// mutants share the pool's). The run, from 1, that first caught it, if one did.
+pub fn search_guided(mutant: Mutant, start: u64, budget: u64) -> Result<Option<u64>, String> {
+    let never = AtomicBool::new(false);
+    let bounds = Bounds { from: start, runs: budget, allowed: FaultMask::ALL, stop_at_first: true };
+    let mut caught = None;
+    guided::search(
+        &bounds,
+        &Pool { jobs: 1, interrupted: &never },
+        |seed| scenario_for(mutant, seed),
+        |candidate| {
+            let (verdict, wrong) = verdict_and_run(&candidate.scenario, candidate.seed, mutant)?;
+            let (features, _) = Features::of(&wrong.record);
+            Ok(Judged { features, found: matches!(verdict, Verdict::Caught(..)), result: verdict })
+        },
+        |_, _| {},
+        |candidate, verdict| {
+            if matches!(verdict, Verdict::Caught(..)) {
+                caught.get_or_insert(candidate.run + 1);
+            }
+        },
+    )?;
+    Ok(caught)
+}
+
+/// The middle of some counts (the upper one of an even number).
+pub fn median(counts: &[u64]) -> u64 {
+    let mut sorted = counts.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct MutantReport {
     pub name: &'static str,
@@ -140,6 +180,13 @@ pub struct MutantReport {
     /// Seeds, over all its searches up to each one's catch, that the old rule (a new breach,
     /// wherever its chain goes) counted as a catch and this one does not.
     pub old_rule_only: u64,
+    /// With `--search uniform,guided`: the guided search's runs until it caught the mutant,
+    /// from the same starts with the same budget (a search that did not catch it counts its
+    /// whole budget), and their median.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guided_runs_to_detect: Option<Vec<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guided_median: Option<u64>,
 }
 
 /// How many searches' catching scenarios are shrunk, of those that caught the mutant by
@@ -163,8 +210,20 @@ fn smallest_catch(mutant: Mutant, catches: &[(u64, &'static str, u64)]) -> Resul
     Ok(smallest)
 }
 
-pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport, String> {
+/// Runs to the first catch by the guided search, from each search's start.
+fn guided_searches(mutant: Mutant, starts: u64, budget: u64) -> Result<Vec<u64>, String> {
+    (0..starts.max(1))
+        .map(|search_number| {
+            Ok(search_guided(mutant, 1 + search_number * START_STRIDE, budget)?.unwrap_or(budget))
+        })
+        .collect()
+}
+
+/// The mutant searched for from `starts` starts of at most `budget` seeds, its catch
+/// shrunk; with `guided`, searched for by the guided search from the same starts as well.
+pub fn evaluate(mutant: Mutant, starts: u64, budget: u64, guided: bool) -> Result<MutantReport, String> {
     let clock = Instant::now();
+    let guided_runs_to_detect = guided.then(|| guided_searches(mutant, starts, budget)).transpose()?;
     let mut seeds_to_detect = Vec::new();
     let mut catches = Vec::new();
     let mut old_rule_only = 0;
@@ -184,8 +243,6 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
     let shrunk = smallest_catch(mutant, &catches)?;
     let shrunk_file = shrunk.as_ref().map(ReplayFile::from_outcome);
     let shrunk = shrunk.as_ref().map(|outcome| &outcome.scenario.world);
-    let mut sorted = seeds_to_detect.clone();
-    sorted.sort_unstable();
     Ok(MutantReport {
         name: mutant.name(),
         baseline: mutant.baseline().name(),
@@ -193,7 +250,7 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         source: mutant.source(),
         caught: first.is_some(),
         invariant: first.map(|found| found.1),
-        seeds_to_detect_median: sorted[sorted.len() / 2],
+        seeds_to_detect_median: median(&seeds_to_detect),
         seeds_to_detect,
         shrunk_faults: shrunk.map(|world| world.faults.faults.len()),
         shrunk_workers: shrunk.map(|world| world.workers),
@@ -203,6 +260,8 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64) -> Result<MutantReport
         trace_hash: first.map(|found| format!("{:016x}", found.2)),
         wall_ms: clock.elapsed().as_millis() as u64,
         old_rule_only,
+        guided_median: guided_runs_to_detect.as_deref().map(median),
+        guided_runs_to_detect,
     })
 }
 
@@ -213,6 +272,7 @@ pub fn evaluate_all(
     starts: u64,
     budget: u64,
     jobs: usize,
+    guided: bool,
 ) -> Result<Vec<MutantReport>, String> {
     // the last search's last seed must be a seed
     let span = (starts.max(1) - 1).checked_mul(START_STRIDE).and_then(|span| span.checked_add(budget));
@@ -225,7 +285,7 @@ pub fn evaluate_all(
     Pool { jobs, interrupted: &never }.run(
         0..mutants.len() as u64,
         |_| false,
-        |index| evaluate(mutants[index as usize], starts, budget),
+        |index| evaluate(mutants[index as usize], starts, budget, guided),
         |_, _| {},
         |_, report| reports.push(report),
     )?;

@@ -4,7 +4,7 @@
 //! the runs so far, the more often.
 
 use crate::scenario::Scenario;
-use crate::search::guided::features::Features;
+use crate::search::guided::features::{is_goal, Features};
 use fencesim_sim::FaultPlan;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -33,6 +33,9 @@ pub const MOST_ENTRIES: usize = 1_024;
 
 /// What a plan's rarest feature weighs: a feature reached by `n` runs weighs `WEIGHT / n`.
 const WEIGHT: u64 = 1 << 20;
+
+/// How many times more a goal feature (`features::is_goal`) weighs than another as rare.
+const GOAL: u64 = 8;
 
 #[derive(Debug, Default)]
 pub struct Corpus {
@@ -75,7 +78,14 @@ impl Corpus {
     /// the sum over its features, which would favour the biggest worlds, whose runs have
     /// the most features and cost the most).
     fn weight(&self, entry: &Entry) -> u64 {
-        let rarity = |id: &u32| WEIGHT / self.hits.get(id).copied().unwrap_or(1).max(1);
+        let rarity = |id: &u32| {
+            let weight = WEIGHT / self.hits.get(id).copied().unwrap_or(1).max(1);
+            if is_goal(*id) {
+                weight * GOAL
+            } else {
+                weight
+            }
+        };
         entry.features.ids.iter().map(rarity).max().unwrap_or(0).max(1)
     }
 

@@ -60,6 +60,15 @@ fn bucket(count: u32) -> u32 {
     }
 }
 
+/// Whether a feature is one the search steers towards: a `sometimes` situation, or a near
+/// miss (or a write a fence turned away, or one that found its row sent) that happened at
+/// least once. A plan that holds a rare one is chosen more often than one whose rarest
+/// feature is only a fault fired at a new place.
+pub fn is_goal(id: u32) -> bool {
+    let counted = id.checked_sub(COUNT).map(|at| (at / BUCKETS, at % BUCKETS));
+    id < FIRED || counted.is_some_and(|(count, bucket)| bucket > 0 && !(2..4).contains(&count))
+}
+
 impl Features {
     fn reach(&mut self, id: u32, at_ms: u64) {
         // first reach kept: the ids are made unique and sorted at the end

@@ -3,7 +3,7 @@
 //! added after the moment the parent first reached something new branches from there.
 
 use crate::scenario::deployment::replan;
-use crate::scenario::random::{any_fault, any_size, horizon_ms};
+use crate::scenario::random::{any_fault, any_size, counter_start, horizon_ms};
 use crate::scenario::{FaultMask, Scenario};
 use crate::search::guided::corpus::Entry;
 use fencesim_model::WorkerId;
@@ -28,11 +28,15 @@ pub enum Change {
     Remove,
     /// A fault of another kept plan, aimed into this world.
     Splice,
+    /// A merchant's token counter starts elsewhere (as often as the seeds draw it, just
+    /// below a digit or a width): the one change to the world, as the bugs of a fence
+    /// compared as text or kept narrow need a counter there and no fault to get it.
+    Counter,
 }
 
 /// The changes to draw from: a removal as likely as the three that add a fault together,
 /// so that plans do not grow run after run (a longer plan is a longer, dearer run).
-const CHANGES: [Change; 9] = [
+const CHANGES: [Change; 10] = [
     Change::AddAfter,
     Change::Add,
     Change::Splice,
@@ -42,6 +46,7 @@ const CHANGES: [Change; 9] = [
     Change::Remove,
     Change::Remove,
     Change::Remove,
+    Change::Counter,
 ];
 
 /// At most this many changes are made at once.
@@ -98,8 +103,9 @@ fn fitted(fault: &Fault, world: &WorldConfig, rng: &mut ChaCha8Rng) -> Fault {
     Fault { kind, trigger }
 }
 
-/// One change to `faults` in `world`; `other` is another kept plan to splice from.
-fn change(
+/// One change to the plan's `faults` in `world`; `other` is another kept plan to splice
+/// from.
+fn change_plan(
     faults: &mut Vec<Fault>,
     how: Change,
     world: &WorldConfig,
@@ -159,7 +165,13 @@ pub fn mutate(parent: &Entry, other: &Entry, rng: &mut ChaCha8Rng, allowed: Faul
     let mut faults = parent.plan().faults.clone();
     for _ in 0..rng.gen_range(1..=MOST_CHANGES) {
         let how = CHANGES[rng.gen_range(0..CHANGES.len())];
-        change(&mut faults, how, &scenario.world, (parent, other), rng, allowed);
+        let world = &mut scenario.world;
+        if how == Change::Counter && !world.counters.is_empty() {
+            let at = rng.gen_range(0..world.counters.len());
+            world.counters[at].1 = counter_start(rng);
+        } else {
+            change_plan(&mut faults, how, world, (parent, other), rng, allowed);
+        }
     }
     replan(&mut scenario.world, FaultPlan { faults });
     scenario.world.validate().is_ok().then_some(scenario)

@@ -117,6 +117,43 @@ pub fn mutant_table(reports: &[MutantReport]) -> String {
     out
 }
 
+/// The uniform and the guided search side by side, mutant by mutant: runs to the first
+/// detection (a seed is a run of the uniform search), their medians and the ratio of the
+/// guided median to the uniform one; then the geometric mean of the ratios and the slowest
+/// guided median. Mutants measured without the guided search are left out.
+pub fn search_comparison(reports: &[MutantReport]) -> String {
+    let mut out = String::from(
+        "| mutant | uniform, median | guided, median | guided / uniform | uniform, per search | guided, per search |\n\
+         |---|---:|---:|---:|---|---|\n",
+    );
+    let joined = |counts: &[u64]| counts.iter().map(u64::to_string).collect::<Vec<String>>().join(", ");
+    let mut logs = Vec::new();
+    for report in reports {
+        let (Some(guided), Some(median)) = (&report.guided_runs_to_detect, report.guided_median) else {
+            continue;
+        };
+        let ratio = median as f64 / report.seeds_to_detect_median.max(1) as f64;
+        logs.push(ratio.ln());
+        let _ = writeln!(
+            out,
+            "| {} | {} | {median} | {ratio:.2} | {} | {} |",
+            report.name,
+            report.seeds_to_detect_median,
+            joined(&report.seeds_to_detect),
+            joined(guided)
+        );
+    }
+    let slowest = reports.iter().filter_map(|report| report.guided_median).max().unwrap_or(0);
+    let mean = (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp();
+    let _ = writeln!(
+        out,
+        "\nGuided against uniform, geometric mean of the median ratios over {} mutant(s): {mean:.2} \
+         (target at most 0.33); the slowest guided median: {slowest} run(s) (target at most 15).",
+        logs.len()
+    );
+    out
+}
+
 /// The false-alarm section: every mechanism that promises safety, over many seeds, must
 /// break nothing.
 pub fn false_alarm_section(runs: &[FalseAlarmRun]) -> String {
@@ -329,7 +366,24 @@ mod tests {
             trace_hash: invariant.map(|_| "00000000000000ff".to_owned()),
             wall_ms: 1_500,
             old_rule_only: 0,
+            guided_runs_to_detect: None,
+            guided_median: None,
         }
+    }
+
+    #[test]
+    fn the_comparison_gives_each_ratio_and_their_geometric_mean_and_leaves_out_the_unmeasured() {
+        let mut slow = measured("slow-one", Some("token-order"), vec![30, 40, 120]);
+        (slow.guided_runs_to_detect, slow.guided_median) = (Some(vec![5, 10, 20]), Some(10));
+        let mut quick = measured("quick-one", Some("token-order"), vec![4, 4, 4]);
+        (quick.guided_runs_to_detect, quick.guided_median) = (Some(vec![1, 1, 9]), Some(1));
+        let alone = measured("uniform-only", Some("token-order"), vec![2]);
+        let text = search_comparison(&[slow, quick, alone]);
+        assert!(text.contains("| slow-one | 40 | 10 | 0.25 | 30, 40, 120 | 5, 10, 20 |"), "{text}");
+        assert!(text.contains("| quick-one | 4 | 1 | 0.25 |"), "{text}");
+        assert!(!text.contains("uniform-only"), "{text}");
+        assert!(text.contains("over 2 mutant(s): 0.25 "), "{text}");
+        assert!(text.contains("the slowest guided median: 10 run(s)"), "{text}");
     }
 
     #[test]
