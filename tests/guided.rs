@@ -159,3 +159,59 @@ fn mutants_measures_the_guided_search_from_the_same_starts_beside_the_uniform_on
     let whole = fencesim(&["mutants", "--search", "uniform,guided"]);
     assert_eq!(whole.status.code(), Some(2));
 }
+
+#[test]
+fn the_invariants_page_lists_every_near_miss_with_the_invariants_it_is_one_step_from() {
+    use fencesim::check::INVARIANTS;
+    use fencesim::search::guided::near::NEAR_MISSES;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/invariants.md")).unwrap();
+    for near in NEAR_MISSES {
+        assert!(near.towards.iter().all(|name| INVARIANTS.iter().any(|invariant| invariant.name == *name)));
+        let row = format!("| {} | {} |", near.name, near.towards.join(", "));
+        assert!(page.contains(&row), "docs/invariants.md lacks the row {row}");
+    }
+}
+
+#[test]
+fn guided_shards_each_grow_their_own_corpus_and_merge_into_the_sum_of_their_runs() {
+    let dir = out_dir("shards");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shard = |k: &str| {
+        let out = dir.join(format!("out-{k}"));
+        let output = fencesim(&[
+            "explore",
+            "--mechanism",
+            "ttl-renewal",
+            "--seeds",
+            "64",
+            "--keep-going",
+            "--no-shrink",
+            "--json",
+            "--search",
+            "guided",
+            "--shard",
+            k,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let file = dir.join(format!("shard-{}.json", k.replace('/', "-of-")));
+        std::fs::write(&file, &output.stdout).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        (file, value)
+    };
+    let (first, one) = shard("1/2");
+    let (second, two) = shard("2/2");
+    assert_eq!((one["seeds_run"].as_u64(), two["seeds_run"].as_u64()), (Some(32), Some(32)));
+    assert_eq!(one["run"]["search"], "guided");
+    let merged = Command::new(env!("CARGO_BIN_EXE_fencesim")).arg("merge").args([&first, &second]).output();
+    let merged = merged.unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&merged.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&merged.stderr)));
+    assert_eq!(value["seeds_run"].as_u64(), Some(64));
+    let broken = |report: &serde_json::Value, name: &str| report["violations"][name].as_u64().unwrap_or(0);
+    for name in ["progress", "no-stale-confirm", "lease-integrity", "monotonic-fences"] {
+        assert_eq!(broken(&value, name), broken(&one, name) + broken(&two, name), "{name}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

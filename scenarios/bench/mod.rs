@@ -9,6 +9,7 @@ use crate::check::{check_all, Facts};
 use crate::runner::{judge, run, DEFAULT_SEED};
 use crate::scenario::{self, worked_example, FaultMask};
 use crate::search::explore::{run_seed, run_seeds, SeedResult};
+use crate::search::guided::{self, features::Features, Bounds, Judged};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use fencesim_model::Mechanism;
@@ -114,6 +115,10 @@ pub struct ExploreBench {
     pub baseline_seeds_per_second: f64,
     pub cost_vs_baseline: f64,
     pub jobs2_speedup: f64,
+    /// The guided search over as many runs from seed 1, on one thread: its runs per second,
+    /// and its cost per run against the uniform search's.
+    pub guided_runs_per_second: f64,
+    pub guided_cost_vs_uniform: f64,
     pub peak_rss_mb_after_1000: f64,
     /// Peak resident memory after `memory_seeds` seeds (0 when not measured).
     pub memory_seeds: u64,
@@ -165,6 +170,28 @@ fn baseline_seed(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Resul
     Ok(SeedResult::of(seed, &scenario, outcome))
 }
 
+/// Seconds the guided search takes for `runs` runs from seed 1, on one thread, each run
+/// judged and read for its features as `explore --search guided` does.
+fn guided_seconds(runs: u64, mechanism: Mechanism, gateway: GatewayMode) -> Result<f64, String> {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let bounds = Bounds { from: 1, runs, allowed: FaultMask::ALL, stop_at_first: false };
+    let clock = Instant::now();
+    guided::search(
+        &bounds,
+        &Pool { jobs: 1, interrupted: &never },
+        |seed| scenario::build("random", seed, mechanism, gateway, FaultMask::ALL),
+        |candidate| {
+            let outcome = run(&candidate.scenario, candidate.seed)?;
+            let (features, touched) = Features::of(&outcome.record);
+            let result = SeedResult::touched(candidate.seed, &candidate.scenario, outcome, touched);
+            Ok(Judged { features, found: !result.violations.is_empty(), result })
+        },
+        |_, _| {},
+        |_, _| {},
+    )?;
+    Ok(clock.elapsed().as_secs_f64())
+}
+
 pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, String> {
     let (mechanism, gateway) = (Mechanism::Fenced, GatewayMode::Idempotent);
     let never = std::sync::atomic::AtomicBool::new(false);
@@ -204,6 +231,12 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
     } else {
         0.0
     };
+    // last, so that the memory figures are the uniform search's alone; alternating again
+    let (mut uniform, mut guided) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        guided = guided.min(guided_seconds(seeds, mechanism, gateway)?);
+        uniform = uniform.min(timed(1, &work)?.0);
+    }
     Ok(ExploreBench {
         mechanism: mechanism.name().to_owned(),
         seeds,
@@ -214,6 +247,8 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         baseline_seeds_per_second: seeds as f64 / before,
         cost_vs_baseline: one / before,
         jobs2_speedup: one / two,
+        guided_runs_per_second: seeds as f64 / guided,
+        guided_cost_vs_uniform: guided / uniform,
         peak_rss_mb_after_1000: after_1000,
         memory_seeds,
         peak_rss_mb_after_memory_seeds: after_many,

@@ -112,13 +112,16 @@ fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
     println!(
         "explore: {:.0} seeds/s per core over {} seeds, {:.0} under the baseline: a seed costs {:.2} of the \
          baseline's (target <= 0.65); against the SQL floor of the same seeds {:.2} (target <= 1.35); --jobs 2 \
-         speed-up {:.2} (target >= 1.8); peak RSS {:.1} MiB after 1,000 seeds{memory}",
+         speed-up {:.2} (target >= 1.8); the guided search {:.0} runs/s, {:.2} of the uniform search's cost \
+         per run (target <= 1.15); peak RSS {:.1} MiB after 1,000 seeds{memory}",
         explore.seeds_per_second_per_core,
         explore.seeds,
         explore.baseline_seeds_per_second,
         explore.cost_vs_baseline,
         explore.floor_ratio,
         explore.jobs2_speedup,
+        explore.guided_runs_per_second,
+        explore.guided_cost_vs_uniform,
         explore.peak_rss_mb_after_1000,
     );
     println!(

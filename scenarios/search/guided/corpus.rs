@@ -34,6 +34,10 @@ pub const MOST_ENTRIES: usize = 1_024;
 /// What a plan's rarest feature weighs: a feature reached by `n` runs weighs `WEIGHT / n`.
 const WEIGHT: u64 = 1 << 20;
 
+/// Events that weigh a plan's run as much as its features: a run of `COST_BASE` events
+/// halves a plan's weight.
+const COST_BASE: u64 = 200;
+
 /// How many times more a goal feature (`features::is_goal`) weighs than another as rare.
 const GOAL: u64 = 8;
 
@@ -76,8 +80,16 @@ impl Corpus {
 
     /// How much a plan weighs when one is chosen: the rarity of its rarest feature (not
     /// the sum over its features, which would favour the biggest worlds, whose runs have
-    /// the most features and cost the most).
+    /// the most features and cost the most), over what its run cost: of two plans with a
+    /// feature as rare, the one whose run recorded half the events is chosen about twice
+    /// as often.
     fn weight(&self, entry: &Entry) -> u64 {
+        let rarest = self.rarest(entry);
+        (rarest * COST_BASE / (COST_BASE + entry.features.events as u64)).max(1)
+    }
+
+    /// The weight of a plan's rarest feature.
+    fn rarest(&self, entry: &Entry) -> u64 {
         let rarity = |id: &u32| {
             let weight = WEIGHT / self.hits.get(id).copied().unwrap_or(1).max(1);
             if is_goal(*id) {

@@ -21,6 +21,8 @@ use strum::EnumCount;
 pub struct Features {
     pub ids: Vec<u32>,
     pub at_ms: Vec<u64>,
+    /// How many events the run recorded: what a run of this plan costs, roughly.
+    pub events: usize,
 }
 
 /// Where the numbers of each family of features start.
@@ -78,7 +80,7 @@ impl Features {
 
     /// The features of a run, with what coverage counts of it.
     pub fn of(record: &RunRecord) -> (Features, Touched) {
-        let mut features = Features::default();
+        let mut features = Features { events: record.events.len(), ..Features::default() };
         let mut fired: u32 = 0;
         let mut kinds_fired: Vec<FaultName> = Vec::new();
         let touched = Touched::scan(record, |mark| match mark {

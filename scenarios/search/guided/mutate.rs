@@ -96,8 +96,9 @@ fn fitted(fault: &Fault, world: &WorldConfig, rng: &mut ChaCha8Rng) -> Fault {
     let instance =
         if usize::from(aim.instance) < world.redis_instances() { aim.instance } else { fresh.instance };
     let kind = fault.kind.kind().make(Aim { worker, merchant, instance }, fault.kind.size());
+    // the trigger's worker is its own (a fault that names nobody may fire at a worker's step)
     let trigger = match fault.trigger.worker() {
-        Some(_) if fault.trigger.worker() != Some(worker) => fault.trigger.for_worker(worker),
+        Some(by) if by.0 >= world.workers => fault.trigger.for_worker(fresh.worker),
         _ => fault.trigger,
     };
     Fault { kind, trigger }
@@ -158,8 +159,9 @@ fn change_plan(
     }
 }
 
-/// A new scenario from `parent`: one to three changes to its plan, in its world. None when
-/// the changes left a plan the world refuses (the caller draws a fresh world instead).
+/// A new scenario from `parent`: one to three changes to its plan (or to where a counter
+/// of its world starts). None when the changes left a plan the world refuses (the caller
+/// draws a fresh world instead).
 pub fn mutate(parent: &Entry, other: &Entry, rng: &mut ChaCha8Rng, allowed: FaultMask) -> Option<Scenario> {
     let mut scenario: Scenario = parent.scenario.clone();
     let mut faults = parent.plan().faults.clone();

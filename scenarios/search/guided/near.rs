@@ -18,14 +18,26 @@ use fencesim_model::WorkerId;
 use fencesim_sim::{EventKind, RunRecord};
 use std::collections::BTreeMap;
 
+/// A near miss: what it is, and the invariants it is one step from breaking.
+pub struct NearMiss {
+    pub name: &'static str,
+    pub towards: &'static [&'static str],
+}
+
 /// The near misses, in the order `count` gives them.
-pub const NEAR_MISSES: [&str; 6] = [
-    "a worker acted on a lease key another held",
-    "a worker acted on its lease key after it went away",
-    "a worker wrote a row while it did not hold its lease",
-    "a token grew a digit",
-    "a lease key expired inside an operation that read it",
-    "another worker took a lease key inside an operation that read it",
+pub const NEAR_MISSES: [NearMiss; 6] = [
+    NearMiss { name: "a worker acted on a lease key another held", towards: &["lease-integrity"] },
+    NearMiss { name: "a worker acted on its lease key after it went away", towards: &["lease-integrity"] },
+    NearMiss {
+        name: "a worker wrote a row while it did not hold its lease",
+        towards: &["no-stale-confirm", "monotonic-fences", "token-order"],
+    },
+    NearMiss { name: "a token grew a digit", towards: &["token-order", "monotonic-fences", "progress"] },
+    NearMiss { name: "a lease key expired inside an operation that read it", towards: &["lease-integrity"] },
+    NearMiss {
+        name: "another worker took a lease key inside an operation that read it",
+        towards: &["lease-integrity"],
+    },
 ];
 
 /// Who holds each lease key on each instance, as the events tell it, and who held it last.

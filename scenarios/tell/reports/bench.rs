@@ -87,8 +87,14 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
          | cost_vs_baseline | {evs:.2} (target at most 0.65) |\n\
          | baseline_seeds_per_second | {bsps:.0} |\n\
          | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
+         | guided_runs_per_second | {grps:.0} |\n\
+         | guided_cost_vs_uniform | {gvu:.2} (target at most 1.15) |\n\
          | peak_rss_mb_after_1000 | {m1:.1} |\n\
          | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\
+         `guided` is `explore --search guided` over as many runs from seed 1 on one thread, best of three, \
+         alternating with the uniform search, after the memory figures: half its runs are changed plans of \
+         kept worlds, not the uniform search's seeds, so its cost per run includes what those runs cost as \
+         well as the corpus and the changes.\n\n\
          Reproduce with `cargo run --release -- bench --runs {runs} --explore-seeds {seeds} --memory-seeds {ms}`.\n\n\
          ## At scale\n\n\
          The cost per refund as the world grows (the worked example's shape at 1,200 to 120,000 refunds, a fleet \
@@ -112,6 +118,8 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
         evs = explore.cost_vs_baseline,
         bsps = explore.baseline_seeds_per_second,
         sp = explore.jobs2_speedup,
+        grps = explore.guided_runs_per_second,
+        gvu = explore.guided_cost_vs_uniform,
         m1 = explore.peak_rss_mb_after_1000,
         m2 = explore.peak_rss_mb_after_memory_seeds,
         ms = explore.memory_seeds,
