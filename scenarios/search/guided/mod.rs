@@ -1,6 +1,6 @@
 //! The guided search: instead of drawing every run's world and plan afresh, it keeps the
-//! plans whose runs reached something no earlier run had (`corpus`), and makes most new
-//! plans by changing kept ones (`mutate`), so that a race that needs one rare thing and
+//! plans whose runs reached something no earlier run had (`corpus`), and makes half its
+//! new plans by changing kept ones (`mutate`), so that a race that needs one rare thing and
 //! then another is reached from a run that already had the first.
 //!
 //! It runs in generations of `GENERATION` runs: each generation's plans are made from the
