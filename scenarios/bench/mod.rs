@@ -8,8 +8,8 @@
 use crate::check::{check_all, Facts};
 use crate::runner::{judge, run, DEFAULT_SEED};
 use crate::scenario::{self, worked_example, FaultMask};
-use crate::search::explore::{run_seed, run_seeds, SeedResult};
-use crate::search::guided::{self, features::Features, Bounds, Judged};
+use crate::search::explore::{run_candidate, run_seed, run_seeds, SeedResult};
+use crate::search::guided::{self, Bounds};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use fencesim_model::Mechanism;
@@ -180,12 +180,7 @@ fn guided_seconds(runs: u64, mechanism: Mechanism, gateway: GatewayMode) -> Resu
         &bounds,
         &Pool { jobs: 1, interrupted: &never },
         |seed| scenario::build("random", seed, mechanism, gateway, FaultMask::ALL),
-        |candidate| {
-            let outcome = run(&candidate.scenario, candidate.seed)?;
-            let (features, touched) = Features::of(&outcome.record);
-            let result = SeedResult::touched(candidate.seed, &candidate.scenario, outcome, touched);
-            Ok(Judged { features, found: !result.violations.is_empty(), result })
-        },
+        |candidate| run_candidate(candidate, None),
         |_, _| {},
         |_, _| {},
     )?;

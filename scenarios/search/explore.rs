@@ -6,7 +6,7 @@ use crate::check::INVARIANTS;
 use crate::mutant::Mutant;
 use crate::runner::{run_with, Costs, Outcome};
 use crate::scenario::{self, FaultMask};
-use crate::search::guided::{self, features::Features, Bounds, Judged};
+use crate::search::guided::{self, features::Features, Bounds, Candidate, Judged};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use crate::tell::replay_file::ReplayFile;
@@ -282,6 +282,15 @@ impl Gathered {
     }
 }
 
+/// Runs one candidate of a guided exploration and judges it: found when it broke an
+/// invariant; its features read from the same record.
+pub fn run_candidate(candidate: &Candidate, mutant: Option<Mutant>) -> Result<Judged<SeedResult>, String> {
+    let outcome = run_with(&candidate.scenario, candidate.seed, mutant)?;
+    let (features, touched) = Features::of(&outcome.record);
+    let result = SeedResult::touched(candidate.seed, &candidate.scenario, outcome, touched);
+    Ok(Judged { features, found: !result.violations.is_empty(), result })
+}
+
 /// The guided search over the scenario's worlds: fresh seeds from `from`, every run judged
 /// by the invariants and read for its features.
 fn explore_guided(
@@ -298,12 +307,7 @@ fn explore_guided(
         &bounds,
         pool,
         |seed| scenario::build(name, seed, mechanism, gateway, allowed),
-        |candidate| {
-            let outcome = run_with(&candidate.scenario, candidate.seed, mutant)?;
-            let (features, touched) = Features::of(&outcome.record);
-            let result = SeedResult::touched(candidate.seed, &candidate.scenario, outcome, touched);
-            Ok(Judged { features, found: !result.violations.is_empty(), result })
-        },
+        |candidate| run_candidate(candidate, mutant),
         |candidate, result| {
             let to = (config.out.as_path(), pool.interrupted);
             arrivals.borrow_mut().arrived(candidate.run, result, Some(candidate.run), to, bar);
