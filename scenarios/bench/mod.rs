@@ -20,6 +20,7 @@ use std::time::Instant;
 mod baseline;
 pub mod floor;
 pub mod scale;
+pub mod scripts;
 
 pub use baseline::Baseline;
 pub use floor::{statements, Floor, FloorOp};
@@ -38,12 +39,22 @@ pub struct BenchResult {
     /// Of the worked example: the simulated world alone, and the checkers with the hash.
     pub world_ms_median: f64,
     pub checks_ms_median: f64,
+    /// The lease's Lua: the scripts the run sent, their time on a bare simulated Redis, and
+    /// that time's share of the run's.
+    pub scripts: usize,
+    pub scripts_ms_median: f64,
+    pub script_share: f64,
 }
 
 /// The middle of `values` (the upper one of an even count).
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+/// The Lua scripts `scenario`'s lease runs.
+fn mechanism_scripts(scenario: &scenario::Scenario) -> fencesim_model::mechanism::Scripts {
+    scenario.world.mechanism.spec().scripts
 }
 
 /// Milliseconds `f` took, and what it gave.
@@ -57,14 +68,15 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
     let scenario = worked_example().with_mechanism(Mechanism::Fenced, GatewayMode::Idempotent);
     let reference = run(&scenario, DEFAULT_SEED)?;
     let ops = statements(&reference.record);
+    let (script_ops, lua) = (scripts::script_calls(&reference.record), mechanism_scripts(&scenario));
     let floor = Floor::new()?;
     let expected_rows = floor.run(&scenario, &ops)?;
     let same = |hash: u64, what: &str| match hash == reference.trace_hash {
         true => Ok(()),
         false => Err(format!("the worked example gave another trace {what}")),
     };
-    let (mut sim_ms, mut floor_ms, mut baseline_ms, mut world_ms, mut checks_ms) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut sim_ms, mut floor_ms, mut baseline_ms, mut world_ms, mut checks_ms, mut scripts_ms) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs.max(1) {
         let (outcome, ms) = timed_ms(|| run(&scenario, DEFAULT_SEED))?;
         same(outcome.trace_hash, "when run again in one process")?;
@@ -83,9 +95,11 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         if rows != expected_rows {
             return Err("the SQL floor updated a different number of rows".to_owned());
         }
+        let script_ms = timed_ms(|| scripts::run_scripts(lua, scenario.world.ttl_ms, &script_ops))?.1;
+        scripts_ms.push(script_ms);
     }
     let (worked_example_ms_median, sql_floor_ms_median) = (median(sim_ms), median(floor_ms));
-    let baseline_ms_median = median(baseline_ms);
+    let (baseline_ms_median, scripts_ms_median) = (median(baseline_ms), median(scripts_ms));
     Ok(BenchResult {
         runs: runs.max(1),
         statements: ops.len(),
@@ -96,6 +110,9 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         cost_vs_baseline: worked_example_ms_median / baseline_ms_median,
         world_ms_median: median(world_ms),
         checks_ms_median: median(checks_ms),
+        scripts: script_ops.len(),
+        scripts_ms_median,
+        script_share: scripts_ms_median / worked_example_ms_median,
     })
 }
 
@@ -111,6 +128,12 @@ pub struct ExploreBench {
     pub explore_seconds: f64,
     /// Simulated seeds against the same seeds' statements on bare databases.
     pub floor_ratio: f64,
+    /// The lease's Lua over the same seeds: scripts per seed, their time on a bare
+    /// simulated Redis as a share of the seeds' time, and the points of the floor ratio
+    /// that time makes.
+    pub scripts_per_seed: f64,
+    pub script_share: f64,
+    pub script_ratio_points: f64,
     /// The same seeds under the baseline, on one thread, and the cost per seed against it.
     pub baseline_seeds_per_second: f64,
     pub cost_vs_baseline: f64,
@@ -148,19 +171,33 @@ fn process_status_mb(field: &str) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// The statements of seeds 1 to `seeds`, run on bare databases against the simulated runs
-/// that executed them: (simulated seconds, floor seconds).
-fn explore_floor(seeds: u64, mechanism: Mechanism, gateway: GatewayMode) -> Result<(f64, f64), String> {
+/// Seeds 1 to `seeds` simulated, against their statements on bare databases and their
+/// scripts on a bare simulated Redis.
+#[derive(Default)]
+struct Against {
+    simulated: f64,
+    floor: f64,
+    scripts: f64,
+    script_calls: usize,
+}
+
+/// The statements of seeds 1 to `seeds`, run on bare databases, and their scripts on a
+/// bare simulated Redis, against the simulated runs that executed them (in seconds).
+fn explore_floor(seeds: u64, mechanism: Mechanism, gateway: GatewayMode) -> Result<Against, String> {
     let floor_databases = Floor::new()?;
-    let (mut simulated, mut floor) = (0.0, 0.0);
+    let mut against = Against::default();
     for seed in 1..=seeds {
         let scenario = scenario::build("random", seed, mechanism, gateway, FaultMask::ALL)?;
         let (outcome, ms) = timed_ms(|| run(&scenario, seed))?;
-        simulated += ms / 1e3;
+        against.simulated += ms / 1e3;
         let ops = statements(&outcome.record);
-        floor += timed_ms(|| floor_databases.run(&scenario, &ops))?.1 / 1e3;
+        against.floor += timed_ms(|| floor_databases.run(&scenario, &ops))?.1 / 1e3;
+        let calls = scripts::script_calls(&outcome.record);
+        let lua = mechanism_scripts(&scenario);
+        against.scripts += timed_ms(|| scripts::run_scripts(lua, scenario.world.ttl_ms, &calls))?.1 / 1e3;
+        against.script_calls += calls.len();
     }
-    Ok((simulated, floor))
+    Ok(against)
 }
 
 /// One seed of the bench's exploration under the baseline.
@@ -219,7 +256,7 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         }
         peak_rss_mb()
     };
-    let (simulated, floor) = explore_floor(seeds, mechanism, gateway)?;
+    let Against { simulated, floor, scripts, script_calls } = explore_floor(seeds, mechanism, gateway)?;
     let after_many = if memory_seeds > 1_000 {
         run_seeds(&on(2), SeedRange::new(1_001, memory_seeds - 1_000)?, false, work, |_| {}, |_| {})?;
         peak_rss_mb()
@@ -239,6 +276,9 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         sql_floor_seconds: floor,
         explore_seconds: simulated,
         floor_ratio: simulated / floor,
+        scripts_per_seed: script_calls as f64 / seeds as f64,
+        script_share: scripts / simulated,
+        script_ratio_points: scripts / floor,
         baseline_seeds_per_second: seeds as f64 / before,
         cost_vs_baseline: one / before,
         jobs2_speedup: one / two,

@@ -8,7 +8,7 @@ use fencesim_model::group_thousands;
 pub const BENCH_REPORT: &str = "reports/bench.md";
 
 /// The metrics a bench report must show, by the names `--json` gives them.
-pub const BENCH_METRICS: [&str; 7] = [
+pub const BENCH_METRICS: [&str; 11] = [
     "worked_example_ms_median",
     "sql_floor_ms_median",
     "ratio",
@@ -16,6 +16,10 @@ pub const BENCH_METRICS: [&str; 7] = [
     "cost_vs_baseline",
     "world_ms_median",
     "checks_ms_median",
+    "scripts_ms_median",
+    "script_share",
+    "scripts_per_seed",
+    "script_ratio_points",
 ];
 
 /// Today's date in UTC, `YYYY-MM-DD`, from the real clock (a bench runs outside any simulation).
@@ -67,7 +71,26 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
          store as it was: each write returning its row (`RETURNING state, fence`), the check written \
          `state IN (...)`, fresh databases for every run; the same seeds give the same traces under it (the \
          bench checks), so its ratio is what the cheaper database work saved.\n\n\
-         ## The worked example\n\n\
+         {worked}{explore}\
+         Reproduce with `cargo run --release -- bench --runs {runs} --explore-seeds {seeds} --memory-seeds {ms}`.\n\n\
+         ## At scale\n\n\
+         The cost per refund as the world grows (the worked example's shape at 1,200 to 120,000 refunds, a fleet \
+         of 2 to 128 workers), each size against its own SQL floor, is in `{SCALE_REPORT}`, written by \
+         `cargo run --release -- bench --scale --record`.\n",
+        date = today_utc(),
+        machine = machine(),
+        worked = worked_section(worked),
+        explore = explore_section(explore),
+        runs = worked.runs,
+        seeds = explore.seeds,
+        ms = explore.memory_seeds,
+    )
+}
+
+/// The worked example's section.
+fn worked_section(worked: &BenchResult) -> String {
+    format!(
+        "## The worked example\n\n\
          {statements} statements; {runs} runs each, interleaved.\n\n\
          | metric | value |\n|---|---:|\n\
          | ratio | {ratio:.2} (target at most 1.20) |\n\
@@ -76,32 +99,14 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
          | sql_floor_ms_median | {floor:.2} |\n\
          | baseline_ms_median | {base:.2} |\n\
          | world_ms_median | {world:.2} |\n\
-         | checks_ms_median | {checks:.2} |\n\n\
-         `world` is the simulated run alone; `checks` is every invariant plus the trace hash.\n\n\
-         ## Exploration\n\n\
-         Seeds 1 to {seeds} of the random scenario under `{mechanism}` (every fault kind on), each run and checked, \
-         on one thread, best of three, alternating with the baseline.\n\n\
-         | metric | value |\n|---|---:|\n\
-         | seeds_per_second_per_core | {sps:.0} |\n\
-         | floor_ratio | {fr:.2} (target at most 1.35) |\n\
-         | cost_vs_baseline | {evs:.2} (target at most 0.65) |\n\
-         | baseline_seeds_per_second | {bsps:.0} |\n\
-         | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
-         | guided_runs_per_second | {grps:.0} |\n\
-         | guided_cost_vs_uniform | {gvu:.2} (target at most 1.15) |\n\
-         | peak_rss_mb_after_1000 | {m1:.1} |\n\
-         | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\
-         `guided` is `explore --search guided` over as many runs from seed 1 on one thread, best of three, \
-         alternating with the uniform search, after the memory figures: half its runs are changed plans of \
-         kept worlds, not the uniform search's seeds, so its cost per run includes what those runs cost as \
-         well as the corpus and the changes.\n\n\
-         Reproduce with `cargo run --release -- bench --runs {runs} --explore-seeds {seeds} --memory-seeds {ms}`.\n\n\
-         ## At scale\n\n\
-         The cost per refund as the world grows (the worked example's shape at 1,200 to 120,000 refunds, a fleet \
-         of 2 to 128 workers), each size against its own SQL floor, is in `{SCALE_REPORT}`, written by \
-         `cargo run --release -- bench --scale --record`.\n",
-        date = today_utc(),
-        machine = machine(),
+         | checks_ms_median | {checks:.2} |\n\
+         | scripts | {scripts} |\n\
+         | scripts_ms_median | {scripts_ms:.3} |\n\
+         | script_share | {script_share:.3} |\n\n\
+         `world` is the simulated run alone; `checks` is every invariant plus the trace hash. `scripts` are the \
+         lease's Lua scripts the run sent (its releases and renewals), run again with nothing around them on a \
+         bare simulated Redis, each taking the branch it took in the run: `script_share` is their time over the \
+         run's, what the embedded Lua costs.\n\n",
         runs = worked.runs,
         statements = worked.statements,
         ratio = worked.ratio,
@@ -111,6 +116,39 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
         base = worked.baseline_ms_median,
         world = worked.world_ms_median,
         checks = worked.checks_ms_median,
+        scripts = worked.scripts,
+        scripts_ms = worked.scripts_ms_median,
+        script_share = worked.script_share,
+    )
+}
+
+/// Exploration's section.
+fn explore_section(explore: &ExploreBench) -> String {
+    format!(
+        "## Exploration\n\n\
+         Seeds 1 to {seeds} of the random scenario under `{mechanism}` (every fault kind on), each run and checked, \
+         on one thread, best of three, alternating with the baseline.\n\n\
+         | metric | value |\n|---|---:|\n\
+         | seeds_per_second_per_core | {sps:.0} |\n\
+         | floor_ratio | {fr:.2} (target at most 1.35) |\n\
+         | scripts_per_seed | {sps_lua:.2} |\n\
+         | script_share | {lua_share:.3} |\n\
+         | script_ratio_points | {lua_points:.3} |\n\
+         | cost_vs_baseline | {evs:.2} (target at most 0.65) |\n\
+         | baseline_seeds_per_second | {bsps:.0} |\n\
+         | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
+         | guided_runs_per_second | {grps:.0} |\n\
+         | guided_cost_vs_uniform | {gvu:.2} (target at most 1.15) |\n\
+         | peak_rss_mb_after_1000 | {m1:.1} |\n\
+         | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\
+         `script_ratio_points` is the scripts' time over the SQL floor: how much of `floor_ratio` the embedded \
+         Lua makes. `guided` is `explore --search guided` over as many runs from seed 1 on one thread, best of \
+         three, alternating with the uniform search, after the memory figures: half its runs are changed plans \
+         of kept worlds, not the uniform search's seeds, so its cost per run includes what those runs cost as \
+         well as the corpus and the changes.\n\n",
+        sps_lua = explore.scripts_per_seed,
+        lua_share = explore.script_share,
+        lua_points = explore.script_ratio_points,
         seeds = explore.seeds,
         mechanism = explore.mechanism,
         sps = explore.seeds_per_second_per_core,
