@@ -267,12 +267,15 @@ impl RedisCore {
             }
             Persistence::AofEverySec => {
                 let mut n = 0;
+                let redis_now = self.redis_now(now_ms);
                 while let Some(w) = self.recent.pop_back() {
                     if w.at_ms + 1_000 <= now_ms {
                         break;
                     }
                     n += 1;
-                    match w.before {
+                    // A key the file brings back past its deadline is gone as the server
+                    // loads it: it is not put back to expire a second time.
+                    match w.before.filter(|entry| entry.gone_at_ms.is_none_or(|at| at > redis_now)) {
                         Some(entry) => self.keys.insert(w.key, entry),
                         None => self.keys.remove(&w.key),
                     };

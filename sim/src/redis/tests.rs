@@ -108,6 +108,33 @@ fn a_restart_keeps_or_loses_keys_by_persistence_mode() {
     assert_eq!(always.value_of("lock"), Some(&Value::Str("A#1".into())));
 }
 
+/// A refused `SET NX` is logged with the key it found; if that key expires before a
+/// restart that rolls the `SET NX` back, the file brings it back past its deadline, and the
+/// server drops it as it loads: it does not expire a second time, stamped before the restart.
+#[test]
+fn a_restart_does_not_bring_back_a_key_whose_deadline_has_passed() {
+    let mut r = RedisCore::new();
+    let set = |value| Command::SetNxPx { key: "lock", value, ttl_ms: 1_000 };
+    assert_eq!(run(&mut r, set("worker"), 0).0, Reply::Ok);
+    assert_eq!(run(&mut r, set("worker"), 900).0, Reply::Nil, "refused: the key is live");
+    let (reply, expired) = run(&mut r, set("worker"), 1_500);
+    assert_eq!((reply, expired.len()), (Reply::Ok, 1), "the first expired, the third is granted");
+    assert_eq!(r.restart(Persistence::AofEverySec, 1_600), 2, "both writes of the last second undone");
+    assert_eq!(r.value_of("lock"), None);
+    assert_eq!(
+        run(&mut r, Command::Get { key: "lock" }, 1_601),
+        (Reply::Nil, vec![]),
+        "nothing expires again"
+    );
+
+    // a key rolled back to one still live comes back
+    let mut live = RedisCore::new();
+    run(&mut live, Command::SetPx { key: "lock", value: "A", ttl_ms: 5_000 }, 0);
+    run(&mut live, Command::SetPx { key: "lock", value: "B", ttl_ms: 5_000 }, 1_500);
+    assert_eq!(live.restart(Persistence::AofEverySec, 1_600), 1);
+    assert_eq!(live.value_of("lock"), Some(&Value::Str("A".into())));
+}
+
 #[test]
 fn a_clock_jump_brings_expiry_forward() {
     let mut r = RedisCore::new();
