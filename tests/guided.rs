@@ -86,7 +86,7 @@ fn a_failure_the_guided_search_finds_is_an_ordinary_replay_file() {
 }
 
 #[test]
-fn most_runs_after_the_first_generation_grow_from_kept_plans_and_fresh_seeds_come_in_order() {
+fn after_the_first_generation_about_half_the_runs_grow_from_kept_plans_and_fresh_seeds_come_in_order() {
     let never = AtomicBool::new(false);
     let bounds = Bounds { from: 40, runs: 96, allowed: FaultMask::ALL, stop_at_first: false };
     let build =
@@ -113,7 +113,9 @@ fn most_runs_after_the_first_generation_grow_from_kept_plans_and_fresh_seeds_com
     let fresh: Vec<u64> = seen.iter().filter(|c| c.fresh).map(|c| c.seed).collect();
     assert_eq!(fresh, (40..40 + fresh.len() as u64).collect::<Vec<u64>>());
     let grown: Vec<_> = seen.iter().filter(|candidate| !candidate.fresh).collect();
-    assert!(grown.len() * 2 > seen.len() - first, "{} of {} grown", grown.len(), seen.len() - first);
+    // one run in `FRESH_ONE_IN` (2) is a fresh seed, and a change that cannot be made is one too
+    let later = seen.len() - first;
+    assert!((later / 4..=later * 3 / 4).contains(&grown.len()), "{} of {later} grown", grown.len());
     for candidate in grown {
         // a grown plan runs in its seed's own world, with a plan of its own
         let own = build(candidate.seed).unwrap();
@@ -155,9 +157,6 @@ fn mutants_measures_the_guided_search_from_the_same_starts_beside_the_uniform_on
     let uniform = fencesim(&[&args[..], &["--json"]].concat());
     let value: serde_json::Value = serde_json::from_slice(&uniform.stdout).unwrap();
     assert!(value["mutants"][0].get("guided_runs_to_detect").is_none());
-    // the guided search is measured for chosen mutants only, for now
-    let whole = fencesim(&["mutants", "--search", "uniform,guided"]);
-    assert_eq!(whole.status.code(), Some(2));
 }
 
 #[test]

@@ -258,7 +258,19 @@ fn four_mutant_shards_merged_write_the_report_one_run_writes() {
     let dir = std::env::temp_dir().join(format!("fencesim-mutant-shards-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a directory");
-    let small = ["mutants", "--starts", "1", "--budget", "12", "--false-alarm-seeds", "8", "--no-exhaustive"];
+    // both searches, so that the merge carries the guided search's runs into the report
+    let small = [
+        "mutants",
+        "--starts",
+        "1",
+        "--budget",
+        "12",
+        "--false-alarm-seeds",
+        "8",
+        "--no-exhaustive",
+        "--search",
+        "uniform,guided",
+    ];
     let files = shards_of(&dir, "mutants", &small);
     let one =
         Command::new(FENCESIM).args(small).arg("--root").arg(dir.join("one")).output().expect("one run");
@@ -275,6 +287,10 @@ fn four_mutant_shards_merged_write_the_report_one_run_writes() {
     };
     let (one, merged) = (of("one"), of("merged"));
     assert!(one.len() > 10, "most mutants are caught and shrunk even so: {}", one.len());
+    let report = &one.iter().find(|(name, _)| name.ends_with("detection.md")).expect("the report").1;
+    assert!(report.contains("## The guided search beside the uniform one"), "{report}");
+    let chart = &one.iter().find(|(name, _)| name.ends_with("detection.svg")).expect("the chart").1;
+    assert!(chart.contains("release-with-del, guided</text>"), "the chart draws the guided bars");
     assert_eq!(merged, one, "the merged report and shrunk runs are one run's");
     let output = Command::new(FENCESIM).arg("merge").args([&files[0], &files[1], &files[3]]).output();
     let output = output.expect("fencesim merge runs");

@@ -61,10 +61,11 @@ pub struct MutantsArgs {
     /// and one per safe mechanism's false-alarm run
     #[arg(long, value_name = "FILE", conflicts_with = "shard")]
     junit: Option<PathBuf>,
-    /// With --only: the searches to measure, comma-separated. The uniform search is always
-    /// measured; `uniform,guided` measures the guided search from the same starts with the
-    /// same budget as well, and prints both, mutant by mutant, with their ratio
-    #[arg(long, value_enum, value_delimiter = ',', requires = "only")]
+    /// The searches to measure, comma-separated. The uniform search is always measured;
+    /// `uniform,guided` measures the guided search from the same starts with the same
+    /// budget as well, and tells both, mutant by mutant, with their ratio (in the report
+    /// and its chart too, without --only)
+    #[arg(long, value_enum, value_delimiter = ',')]
     search: Vec<SearchKind>,
 }
 
@@ -163,8 +164,9 @@ fn measure(args: &MutantsArgs) -> Result<MutantsMerged, String> {
         budget: args.budget,
         false_alarm_seeds: args.false_alarm_seeds,
         exhaustive: !args.no_exhaustive,
+        guided: args.search.contains(&SearchKind::Guided),
     };
-    let reports = evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs, false)?;
+    let reports = evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs, run.guided)?;
     let scope = if run.exhaustive { Some(small_scope(args.jobs)?) } else { None };
     let false_alarms = false_alarm_runs(args.false_alarm_seeds, args.jobs)?;
     Ok(MutantsMerged { run, reports, scope, false_alarms })
@@ -180,6 +182,7 @@ pub fn run(args: MutantsArgs) -> ExitCode {
             budget: args.budget,
             false_alarm_seeds: args.false_alarm_seeds,
             exhaustive: !args.no_exhaustive,
+            guided: args.search.contains(&SearchKind::Guided),
         };
         return match mutants_shard(run, shard, args.jobs) {
             Ok(found) => {

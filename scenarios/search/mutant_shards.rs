@@ -22,6 +22,8 @@ pub struct MutantsRun {
     pub budget: u64,
     pub false_alarm_seeds: u64,
     pub exhaustive: bool,
+    /// Whether the guided search is measured beside the uniform one.
+    pub guided: bool,
 }
 
 impl MutantsRun {
@@ -34,6 +36,7 @@ impl MutantsRun {
             "budget": self.budget,
             "false_alarm_seeds": self.false_alarm_seeds,
             "exhaustive": self.exhaustive,
+            "guided": self.guided,
             "shard": shard,
         })
     }
@@ -48,7 +51,7 @@ fn block(count: usize, shard: Shard) -> Result<std::ops::Range<usize>, String> {
 /// Runs shard `shard` of a mutant run: its JSON, for `fencesim merge`.
 pub fn mutants_shard(run: MutantsRun, shard: Shard, jobs: usize) -> Result<Value, String> {
     let mutants = &Mutant::ALL[block(Mutant::ALL.len(), shard)?];
-    let reports = evaluate_all(mutants, run.starts, run.budget, jobs, false)?;
+    let reports = evaluate_all(mutants, run.starts, run.budget, jobs, run.guided)?;
     let reports: Vec<Value> = reports
         .iter()
         .map(|report| {
@@ -86,6 +89,10 @@ struct MutantShare {
     trace_hash: Option<String>,
     wall_ms: u64,
     old_rule_only: u64,
+    #[serde(default)]
+    guided_runs_to_detect: Option<Vec<u64>>,
+    #[serde(default)]
+    guided_median: Option<u64>,
 }
 
 impl MutantShare {
@@ -109,9 +116,8 @@ impl MutantShare {
             trace_hash: self.trace_hash,
             wall_ms: self.wall_ms,
             old_rule_only: self.old_rule_only,
-            // a sharded run measures the uniform search alone
-            guided_runs_to_detect: None,
-            guided_median: None,
+            guided_runs_to_detect: self.guided_runs_to_detect,
+            guided_median: self.guided_median,
         })
     }
 }
@@ -132,6 +138,8 @@ fn run_of(identity: &Value) -> Result<MutantsRun, String> {
         budget: number("budget")?,
         false_alarm_seeds: number("false_alarm_seeds")?,
         exhaustive: identity["exhaustive"].as_bool().ok_or("a mutant shard without exhaustive")?,
+        // shards written before the guided search was measured measured the uniform one alone
+        guided: identity["guided"].as_bool().unwrap_or(false),
     })
 }
 

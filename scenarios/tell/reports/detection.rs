@@ -55,8 +55,25 @@ pub fn detection_report(reports: &[MutantReport], starts: u64, budget: u64) -> S
         reports.len()
     );
     out.push_str(&targets_section(reports));
+    if reports.iter().any(|report| report.guided_median.is_some()) {
+        out.push_str(&guided_section(reports));
+    }
     out.push_str(&sources_section(reports));
     out
+}
+
+/// The guided search's section: the same mutants, starts and budget, both searches side by
+/// side (the chart draws the guided median under each uniform one).
+fn guided_section(reports: &[MutantReport]) -> String {
+    format!(
+        "\n## The guided search beside the uniform one\n\n\
+         Measured in the same invocation (`fencesim mutants --search uniform,guided`): each mutant's guided searches \
+         start from the same seeds as its uniform ones, with the same budget, and run until the first run the bug \
+         breaks an invariant through its own act (the rule above). A run of the guided search is one world and plan, \
+         a fresh seed's or a kept plan changed ([the guided search](../docs/guided-search.md)); a search that never \
+         caught the mutant counts as its budget.\n\n{}",
+        search_comparison(reports)
+    )
 }
 
 /// The targets: at most `TARGET_MEDIAN_SEEDS` seeds to the first detection (median), and a
@@ -314,18 +331,65 @@ fn detection_bar(row: &SeedsToDetect) -> Bar {
     }
 }
 
+/// Each mutant's guided runs to detect, from the comparison table of a detection report (none
+/// when the report measured the uniform search alone): its median and per search, by name.
+pub fn parse_guided(report: &str) -> Vec<(String, u64, Vec<u64>)> {
+    let Some(at) = report.find("| mutant | uniform, median | guided, median |") else { return Vec::new() };
+    let table = report[at..].split("\n\n").next().unwrap_or_default();
+    let read = |row: &TableRow| {
+        let per_search: Option<Vec<u64>> =
+            row.get("guided, per search")?.split(", ").map(|n| n.parse().ok()).collect();
+        Some((row.get("mutant")?.to_owned(), row.get("guided, median")?.parse().ok()?, per_search?))
+    };
+    table_rows(table, "| mutant |").iter().filter_map(read).collect()
+}
+
+/// A mutant's guided bar, drawn under its uniform one.
+fn guided_bar(mutant: &str, median: u64, per_search: &[u64]) -> Bar {
+    let low = per_search.iter().copied().min().unwrap_or(median);
+    let high = per_search.iter().copied().max().unwrap_or(median);
+    Bar {
+        label: format!("{mutant}, guided"),
+        value: median as f64,
+        range: Some((low as f64, high as f64)),
+        missed: false,
+        note: median.to_string(),
+        title: format!(
+            "{mutant}, the guided search: a median of {median} runs over {} searches, {low} to {high}",
+            per_search.len()
+        ),
+    }
+}
+
 /// The detection chart, drawn from the mutant table of `report`: one bar per mutant, the
-/// quickest caught first and any mutant never caught last.
+/// quickest caught first and any mutant never caught last; where the report measured the
+/// guided search too, its bar under each mutant's.
 pub fn detection_chart(report: &str) -> String {
     let mut rows = parse_seeds_to_detect(report);
     rows.sort_by_key(|row| (row.caught_by.is_none(), row.median));
-    let seeds: Vec<f64> =
-        rows.iter().flat_map(|row| row.per_search.iter().chain([&row.median])).map(|n| *n as f64).collect();
+    let guided = parse_guided(report);
+    let guided_of = |mutant: &str| guided.iter().find(|(name, ..)| name == mutant);
+    let mut bars = Vec::new();
+    for row in &rows {
+        bars.push(detection_bar(row));
+        if let Some((name, median, per_search)) = guided_of(&row.mutant) {
+            bars.push(guided_bar(name, *median, per_search));
+        }
+    }
+    let seeds: Vec<f64> = rows
+        .iter()
+        .flat_map(|row| row.per_search.iter().chain([&row.median]))
+        .chain(guided.iter().flat_map(|(_, median, per_search)| per_search.iter().chain([median])))
+        .map(|n| *n as f64)
+        .collect();
     let target = format!("target: median at most {TARGET_MEDIAN_SEEDS}");
     let chart = BarChart {
-        title: "Seeds to detect each mutant".to_owned(),
+        title: match guided.is_empty() {
+            true => "Seeds to detect each mutant".to_owned(),
+            false => "Seeds to detect each mutant, and the guided search's runs under it".to_owned(),
+        },
         axis: Axis::log_decades("seeds run until the bug broke an invariant (log scale)", &seeds, ""),
-        bars: rows.iter().map(detection_bar).collect(),
+        bars,
         note_heading: "median".to_owned(),
         legend: vec![
             (Mark::Bar, "median of the searches".to_owned()),
@@ -411,5 +475,26 @@ mod tests {
         );
         assert!(chart.contains("a median of 120 seeds over 3 searches, 40 to 300</title>"));
         assert!(chart.contains(&format!("target: median at most {TARGET_MEDIAN_SEEDS}")));
+    }
+
+    #[test]
+    fn a_report_of_both_searches_has_their_section_and_the_chart_draws_each_guided_bar_under_its_mutant() {
+        let mut slow = measured("slow-one", Some("token-order"), vec![300, 40, 120]);
+        (slow.guided_runs_to_detect, slow.guided_median) = (Some(vec![9, 60, 30]), Some(30));
+        let quick = measured("quick-one", Some("progress"), vec![1, 2, 1]);
+        let uniform_only = detection_report(std::slice::from_ref(&quick), 3, 300);
+        assert!(!uniform_only.contains("## The guided search"), "{uniform_only}");
+        assert!(parse_guided(&uniform_only).is_empty());
+        let report = detection_report(&[slow, quick], 3, 300) + &false_alarm_section(&[]);
+        assert!(report.contains("## The guided search beside the uniform one"), "{report}");
+        assert_eq!(parse_guided(&report), [("slow-one".to_owned(), 30, vec![9, 60, 30])]);
+        assert_eq!(parse_seeds_to_detect(&report).len(), 2, "the mutant table is read alone");
+        let chart = detection_chart(&report);
+        let at = |text: &str| chart.find(text).unwrap_or_else(|| panic!("{text} in\n{chart}"));
+        assert!(at(">quick-one</text>") < at(">slow-one</text>"));
+        assert!(at(">slow-one</text>") < at(">slow-one, guided</text>"));
+        assert!(chart
+            .contains("slow-one, the guided search: a median of 30 runs over 3 searches, 9 to 60</title>"));
+        assert!(!chart.contains("quick-one, guided"), "a mutant measured by the uniform search alone");
     }
 }
