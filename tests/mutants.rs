@@ -19,7 +19,7 @@ fn committed() -> Vec<Detection> {
 #[test]
 fn every_mutant_is_caught_by_the_seed_the_detection_report_names() {
     let rows = committed();
-    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants`");
+    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants --search uniform,guided`");
     assert_eq!(rows.len(), Mutant::ALL.len(), "{stale}");
     for Detection { mutant, invariant, first_seed: seed, trace_hash, .. } in rows {
         let caught = catches(&scenario_for(mutant, seed).unwrap(), seed, mutant).unwrap();
@@ -35,7 +35,7 @@ fn every_mutant_is_caught_by_the_seed_the_detection_report_names() {
 #[test]
 fn each_shrunk_catching_run_replays_and_catches_its_mutant() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let stale = format!("{MUTANT_FILES} is stale: regenerate it with `cargo run --release -- mutants`");
+    let stale = format!("{MUTANT_FILES} is stale: regenerate it with `cargo run --release -- mutants --search uniform,guided`");
     let rows = committed();
     assert_eq!(rows.len(), Mutant::ALL.len(), "{stale}");
     for Detection { mutant, invariant, shrunk, .. } in rows {
@@ -114,7 +114,7 @@ fn exhaustively_the_database_sequence_survives_every_placement_and_the_ttl_alone
     // the committed report says the same
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DETECTION_REPORT);
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants`");
+    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants --search uniform,guided`");
     assert!(text.contains(&format!("Every plan of at most two faults: {} plans.", all.len())), "{stale}");
     assert!(text.contains(&format!("| fenced-db-sequence | 0 of {} | - |", all.len())), "{stale}");
     let singles: Vec<_> = single_faults().into_iter().map(|f| vec![f]).collect();
@@ -130,21 +130,25 @@ fn the_detection_report_records_a_clean_false_alarm_run_for_every_mechanism_that
     use fencesim::search::false_alarms::false_alarm_runs;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(DETECTION_REPORT);
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants`");
+    let stale = format!("{DETECTION_REPORT} is stale: regenerate it with `cargo run --release -- mutants --search uniform,guided`");
     let section =
         text.split("## False alarms").nth(1).unwrap_or_else(|| panic!("no false-alarm section: {stale}"));
     let promising: Vec<Mechanism> =
         Mechanism::ALL.into_iter().filter(|m| m.spec().safety != Safety::Unsafe).collect();
     for mechanism in &promising {
-        let row = section
-            .lines()
-            .find(|line| line.starts_with(&format!("| {mechanism} |")))
-            .unwrap_or_else(|| panic!("{mechanism} has no false-alarm row: {stale}"));
-        assert!(row.contains("| 100000 | none |"), "{row}: {stale}");
+        for search in ["uniform", "guided"] {
+            let row = section
+                .lines()
+                .find(|line| line.starts_with(&format!("| {mechanism} | {search} |")))
+                .unwrap_or_else(|| {
+                    panic!("{mechanism} has no false-alarm row by the {search} search: {stale}")
+                });
+            assert!(row.contains("| 100000 | none |"), "{row}: {stale}");
+        }
     }
-    // the same runs, short, still break nothing
-    let runs = false_alarm_runs(150, 2).unwrap();
-    assert_eq!(runs.len(), promising.len());
+    // the same runs, short, still break nothing, by both searches
+    let runs = false_alarm_runs(150, 2, true).unwrap();
+    assert_eq!(runs.len(), 2 * promising.len());
     for run in runs {
         assert!(run.violations.is_empty(), "{}: {:?}", run.command(), run.violations);
     }

@@ -131,7 +131,8 @@ fn a_key_brought_back_by_a_restart_past_its_deadline_does_not_expire_again() {
         .iter()
         .position(|event| matches!(event.kind, EventKind::RedisRestarted { .. }))
         .expect("Redis restarts");
-    let expired_after = events[restart..].iter().filter(|event| matches!(event.kind, EventKind::LeaseExpired { .. }));
+    let expired_after =
+        events[restart..].iter().filter(|event| matches!(event.kind, EventKind::LeaseExpired { .. }));
     for event in expired_after {
         assert!(event.at_ms >= events[restart].at_ms, "an expiry stamped before the restart: {event:?}");
     }

@@ -127,7 +127,7 @@ fn the_detection_chart_is_drawn_from_the_committed_detection_report() {
     }
     assert!(
         committed(DETECTION_CHART) == chart,
-        "{DETECTION_CHART} is stale: regenerate it with `cargo run --release -- mutants` and commit it"
+        "{DETECTION_CHART} is stale: regenerate it with `cargo run --release -- mutants --search uniform,guided` and commit it"
     );
 }
 

@@ -168,7 +168,7 @@ fn measure(args: &MutantsArgs) -> Result<MutantsMerged, String> {
     };
     let reports = evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs, run.guided)?;
     let scope = if run.exhaustive { Some(small_scope(args.jobs)?) } else { None };
-    let false_alarms = false_alarm_runs(args.false_alarm_seeds, args.jobs)?;
+    let false_alarms = false_alarm_runs(args.false_alarm_seeds, args.jobs, run.guided)?;
     Ok(MutantsMerged { run, reports, scope, false_alarms })
 }
 

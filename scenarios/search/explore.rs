@@ -129,6 +129,16 @@ pub enum SearchKind {
     Guided,
 }
 
+impl SearchKind {
+    /// Its name, as `--search` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchKind::Uniform => "uniform",
+            SearchKind::Guided => "guided",
+        }
+    }
+}
+
 impl ExploreConfig {
     /// Seeds `from..from + seeds` of the random scenario under `mechanism`, every fault
     /// kind on, an idempotent gateway, stopping at the first failure, no progress bar.

@@ -4,7 +4,7 @@
 
 use crate::check::known_invariant;
 use crate::scenario::FaultMask;
-use crate::search::explore::{explore, ExploreConfig};
+use crate::search::explore::{explore, ExploreConfig, SearchKind};
 use crate::search::seeds::SeedRange;
 use fencesim_model::{Mechanism, Safety};
 use serde::Serialize;
@@ -17,6 +17,10 @@ pub struct FalseAlarmRun {
     pub mechanism: &'static str,
     /// The fault kinds switched off (those outside the mechanism's promise).
     pub without: Option<&'static str>,
+    /// The search that chose the runs: the uniform one's seeds, or the guided one's
+    /// worlds and plans (half of them changed plans the uniform search never draws).
+    pub search: SearchKind,
+    /// Runs: seeds of the uniform search, or runs of the guided one from as many seeds.
     pub seeds: u64,
     /// Seeds that broke each invariant (empty: no false alarm).
     pub violations: BTreeMap<&'static str, u64>,
@@ -26,8 +30,12 @@ impl FalseAlarmRun {
     /// The command that reruns it.
     pub fn command(&self) -> String {
         let without = self.without.map_or(String::new(), |kinds| format!(" --without {kinds}"));
+        let search = match self.search {
+            SearchKind::Uniform => "",
+            SearchKind::Guided => " --search guided",
+        };
         format!(
-            "fencesim explore --mechanism {}{without} --seeds {} --keep-going",
+            "fencesim explore --mechanism {}{without} --seeds {} --keep-going{search}",
             self.mechanism, self.seeds
         )
     }
@@ -44,13 +52,24 @@ pub fn promised(mechanism: Mechanism) -> Option<Option<&'static str>> {
     }
 }
 
-/// Every mechanism that promises safety, over `seeds` seeds from seed 1, on `jobs` threads.
-pub fn false_alarm_runs(seeds: u64, jobs: usize) -> Result<Vec<FalseAlarmRun>, String> {
-    false_alarm_share(SeedRange::first(seeds)?, jobs)
+/// The searches a false-alarm run makes for each mechanism: the uniform one, and the
+/// guided one after it when `guided`.
+fn searches(guided: bool) -> &'static [SearchKind] {
+    match guided {
+        true => &[SearchKind::Uniform, SearchKind::Guided],
+        false => &[SearchKind::Uniform],
+    }
 }
 
-/// The same runs over `seeds` alone (a shard's block of them, or all).
-pub fn false_alarm_share(seeds: SeedRange, jobs: usize) -> Result<Vec<FalseAlarmRun>, String> {
+/// Every mechanism that promises safety, over `seeds` seeds from seed 1, on `jobs` threads,
+/// by the uniform search and, when `guided`, by the guided search over as many runs.
+pub fn false_alarm_runs(seeds: u64, jobs: usize, guided: bool) -> Result<Vec<FalseAlarmRun>, String> {
+    false_alarm_share(SeedRange::first(seeds)?, jobs, guided)
+}
+
+/// The same runs over `seeds` alone (a shard's block of them, or all; a shard's guided
+/// search grows its own corpus from its own seeds).
+pub fn false_alarm_share(seeds: SeedRange, jobs: usize, guided: bool) -> Result<Vec<FalseAlarmRun>, String> {
     let mut runs = Vec::new();
     for mechanism in Mechanism::ALL {
         let Some(without) = promised(mechanism) else { continue };
@@ -58,34 +77,42 @@ pub fn false_alarm_share(seeds: SeedRange, jobs: usize) -> Result<Vec<FalseAlarm
             Some(kinds) => FaultMask::ALL.without_names(kinds)?,
             None => FaultMask::ALL,
         };
-        let out = std::env::temp_dir().join("fencesim-false-alarms");
-        let config = ExploreConfig {
-            keep_going: true,
-            allowed,
-            ..ExploreConfig::random(mechanism, seeds.from, seeds.count, jobs, out)
-        };
-        let report = explore(&config, &AtomicBool::new(false))?;
-        runs.push(FalseAlarmRun {
-            mechanism: mechanism.name(),
-            without,
-            seeds: seeds.count,
-            violations: report.violations,
-        });
+        for &search in searches(guided) {
+            let out = std::env::temp_dir().join("fencesim-false-alarms");
+            let config = ExploreConfig {
+                keep_going: true,
+                allowed,
+                search,
+                ..ExploreConfig::random(mechanism, seeds.from, seeds.count, jobs, out)
+            };
+            let report = explore(&config, &AtomicBool::new(false))?;
+            runs.push(FalseAlarmRun {
+                mechanism: mechanism.name(),
+                without,
+                search,
+                seeds: seeds.count,
+                violations: report.violations,
+            });
+        }
     }
     Ok(runs)
 }
 
 /// The runs of every shard added up, from their JSON, in shard order: what one run of
-/// all their seeds found.
-pub fn false_alarms_from(shares: &[&serde_json::Value]) -> Result<Vec<FalseAlarmRun>, String> {
+/// all their seeds found (with `guided`, each shard's guided searches added up).
+pub fn false_alarms_from(shares: &[&serde_json::Value], guided: bool) -> Result<Vec<FalseAlarmRun>, String> {
     let mut runs: Vec<FalseAlarmRun> = Vec::new();
+    let expected: Vec<(Mechanism, SearchKind)> = Mechanism::ALL
+        .into_iter()
+        .filter(|&mechanism| promised(mechanism).is_some())
+        .flat_map(|mechanism| searches(guided).iter().map(move |&search| (mechanism, search)))
+        .collect();
     for share in shares {
         let share = share.as_array().ok_or("false alarms that are not a list")?;
-        let mechanisms = Mechanism::ALL.into_iter().filter(|&mechanism| promised(mechanism).is_some());
-        if share.len() != mechanisms.clone().count() {
-            return Err("false alarms of other mechanisms than this build's".to_owned());
+        if share.len() != expected.len() {
+            return Err("false alarms of other mechanisms or searches than this run's".to_owned());
         }
-        for (index, (mechanism, part)) in mechanisms.zip(share).enumerate() {
+        for (index, (&(mechanism, search), part)) in expected.iter().zip(share).enumerate() {
             if part["mechanism"] != mechanism.name() {
                 return Err(format!("false alarms of {} where {mechanism} was expected", part["mechanism"]));
             }
@@ -94,6 +121,7 @@ pub fn false_alarms_from(shares: &[&serde_json::Value]) -> Result<Vec<FalseAlarm
                 runs.push(FalseAlarmRun {
                     mechanism: mechanism.name(),
                     without,
+                    search,
                     seeds: 0,
                     violations: BTreeMap::new(),
                 });

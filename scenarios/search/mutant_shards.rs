@@ -64,7 +64,8 @@ pub fn mutants_shard(run: MutantsRun, shard: Shard, jobs: usize) -> Result<Value
         true => Some(scope_share(block(plans().len(), shard)?, jobs)?),
         false => None,
     };
-    let false_alarms = false_alarm_share(SeedRange::first(run.false_alarm_seeds)?.shard(shard)?, jobs)?;
+    let alarm_seeds = SeedRange::first(run.false_alarm_seeds)?.shard(shard)?;
+    let false_alarms = false_alarm_share(alarm_seeds, jobs, run.guided)?;
     Ok(json!({
         "run": run.identity(shard),
         "mutants": reports,
@@ -167,5 +168,5 @@ pub fn merge_mutants(shards: &[ShardReport]) -> Result<MutantsMerged, String> {
     }
     let scope = if run.exhaustive { Some(scope_from(&scopes)?) } else { None };
     let alarms: Vec<&Value> = shards.iter().map(|shard| &shard.report["false_alarms"]).collect();
-    Ok(MutantsMerged { run, reports, scope, false_alarms: false_alarms_from(&alarms)? })
+    Ok(MutantsMerged { run, reports, scope, false_alarms: false_alarms_from(&alarms, run.guided)? })
 }
