@@ -517,6 +517,8 @@ fn matrix_writes_the_guarantees_report_under_its_root() {
         "2",
         "--lag-seeds",
         "3",
+        "--verdict-seeds",
+        "5",
         "--jobs",
         "2",
         "--root",
@@ -525,6 +527,10 @@ fn matrix_writes_the_guarantees_report_under_its_root() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let text = std::fs::read_to_string(root.join(GUARANTEES_REPORT)).unwrap();
     assert!(text.contains("over the same 3 seeds"));
+    assert!(
+        text.contains("over seeds 1 to 5 of the random scenario"),
+        "the verdicts run past the table's seeds"
+    );
     assert!(text.contains("| fenced-db-sequence | idempotent |"));
     assert!(text.contains("## A longer TTL turns a race into an outage"));
     let chart = std::fs::read_to_string(root.join(SWEEP_CHART)).unwrap();

@@ -182,7 +182,7 @@ fn mutants_junit_passes_a_caught_mutant_and_fails_a_missed_one() {
 #[test]
 fn matrix_junit_has_a_case_per_mechanism_gateway_and_invariant() {
     let mut coverage = Coverage::new();
-    let cells = matrix(SeedRange::first(2).expect("seeds"), 2, &mut coverage).expect("the cells");
+    let cells = matrix(SeedRange::first(2).expect("seeds"), 2, 2, &mut coverage).expect("the cells");
     let dir = scratch("matrix");
     let suites = matrix_suites(&cells, &[], &dir).expect("the suites");
     let path = dir.join("matrix.xml");

@@ -163,6 +163,8 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
         "4",
         "--lag-seeds",
         "12",
+        "--verdict-seeds",
+        "16",
     ];
     let files = shards_of(&dir, "matrix", &[&["matrix"][..], &small].concat());
     let mut one = Command::new(FENCESIM);

@@ -17,6 +17,7 @@ use crate::search::matrix::{
 use crate::search::matrix_shards::matrix_shard;
 use crate::search::second_store::{shrink_store_failures, store_shrunk_file, STORE_SEEDS, STORE_SHRUNK_DIR};
 use crate::search::seeds::{SeedRange, Shard};
+use crate::search::verdicts::VERDICT_SEEDS;
 use crate::tell::junit::matrix::matrix_suites;
 use crate::tell::junit::write_junit;
 use crate::tell::replay_file::ReplayFile;
@@ -44,6 +45,10 @@ pub struct MatrixArgs {
     /// Seeds per setting, mechanism and gateway of the lookups from a lagging copy
     #[arg(long, default_value_t = LAG_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
     lag_seeds: u64,
+    /// Seeds per mechanism and gateway mode whose verdicts the report keeps, counted and
+    /// digested (the table's seeds are the first of them)
+    #[arg(long, default_value_t = VERDICT_SEEDS, value_parser = parse_count, allow_hyphen_values = true)]
+    verdict_seeds: u64,
     /// Threads to run seeds on (the results do not depend on it)
     #[arg(long, default_value_t = default_jobs(), value_parser = parse_jobs, allow_hyphen_values = true)]
     jobs: usize,
@@ -130,7 +135,7 @@ pub fn write_report_of(
 /// One mechanism's cells over `seeds`, each gateway's first failure shrunk and written into
 /// `out`: what the matrix says of a mechanism from a file.
 fn one_mechanism(mechanism: Mechanism, seeds: u64, jobs: usize, out: &Path) -> Result<String, String> {
-    let cells = matrix_of(&[mechanism], SeedRange::first(seeds)?, jobs, &mut Coverage::new())?;
+    let cells = matrix_of(&[mechanism], SeedRange::first(seeds)?, seeds, jobs, &mut Coverage::new())?;
     let shrunk = shrink_first_failures(&cells, jobs)?;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let mut text = format!(
@@ -179,6 +184,7 @@ pub fn run(args: MatrixArgs) -> ExitCode {
         debate_seeds: args.debate_seeds,
         store_seeds: args.store_seeds,
         lag_seeds: args.lag_seeds,
+        verdict_seeds: args.verdict_seeds,
     };
     if let Some(path) = &args.mechanism_file {
         let measured = crate::mechanism_file::load(path)

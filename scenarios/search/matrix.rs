@@ -16,6 +16,7 @@ use crate::search::pool::Pool;
 use crate::search::second_store::{second_store, StoreRow};
 use crate::search::seeds::SeedRange;
 use crate::search::shrink::{shrink_scenario, size};
+use crate::search::verdicts::Verdicts;
 use fencesim_model::{Mechanism, Step, StepKind, WorkerId};
 use fencesim_sim::{EventKind, Fault, FaultKind, FaultPlan, GatewayMode, Trigger, WallMs};
 use rand::{Rng, SeedableRng};
@@ -42,12 +43,22 @@ pub struct MatrixSizes {
     pub store_seeds: u64,
     /// Per setting, mechanism and gateway of the lagging lookups.
     pub lag_seeds: u64,
+    /// Per mechanism and gateway mode, the seeds whose verdicts the report keeps (the
+    /// table's seeds are the first of them; the more of the two is run).
+    pub verdict_seeds: u64,
+}
+
+impl MatrixSizes {
+    /// The seeds every cell runs: the table's and the verdicts'.
+    pub fn cell_seeds(&self) -> Result<SeedRange, String> {
+        SeedRange::first(self.seeds.max(self.verdict_seeds))
+    }
 }
 
 /// Runs every part of the matrix over seeds 1 to its size, on `jobs` threads.
 pub fn run_matrix(sizes: MatrixSizes, jobs: usize) -> Result<MatrixFound, String> {
     let mut coverage = Coverage::new();
-    let cells = matrix(SeedRange::first(sizes.seeds)?, jobs, &mut coverage)?;
+    let cells = matrix(sizes.cell_seeds()?, sizes.seeds, jobs, &mut coverage)?;
     let sweep = sweep(sizes.sweep_seeds)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?, jobs)?;
     let second_store = second_store(SeedRange::first(sizes.store_seeds)?, jobs)?;
@@ -72,22 +83,33 @@ pub struct MatrixFound {
 pub struct Cell {
     pub mechanism: Mechanism,
     pub gateway: GatewayMode,
+    /// The table's seeds: those up to the table's size.
     pub seeds: u64,
     /// Per invariant: seeds that broke it, and the first such seed with its trace hash.
     pub broken: BTreeMap<&'static str, (u64, u64, u64)>,
     /// What the mechanism cost, summed over the seeds.
     pub costs: Costs,
+    /// Every seed's verdict, the table's and the rest.
+    pub verdicts: Verdicts,
 }
 
-/// Every mechanism with both gateway modes over `seeds` (the whole range, or a shard's share).
-pub fn matrix(seeds: SeedRange, jobs: usize, coverage: &mut Coverage) -> Result<Vec<Cell>, String> {
-    matrix_of(&Mechanism::ALL, seeds, jobs, coverage)
+/// Every mechanism with both gateway modes over `seeds` (the whole range, or a shard's
+/// share): those up to `table_seeds` make the table, all of them the verdicts.
+pub fn matrix(
+    seeds: SeedRange,
+    table_seeds: u64,
+    jobs: usize,
+    coverage: &mut Coverage,
+) -> Result<Vec<Cell>, String> {
+    matrix_of(&Mechanism::ALL, seeds, table_seeds, jobs, coverage)
 }
 
-/// The given mechanisms with both gateway modes over `seeds`.
+/// The given mechanisms with both gateway modes over `seeds`; those up to `table_seeds`
+/// make the table (and the coverage), all of them the verdicts.
 pub fn matrix_of(
     mechanisms: &[Mechanism],
     seeds: SeedRange,
+    table_seeds: u64,
     jobs: usize,
     coverage: &mut Coverage,
 ) -> Result<Vec<Cell>, String> {
@@ -97,14 +119,19 @@ pub fn matrix_of(
     for &mechanism in mechanisms {
         for gateway in GatewayMode::ALL {
             let mut broken: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
-            let mut costs = Costs::default();
-            let ran = run_seeds(
+            let (mut costs, mut verdicts, mut ran) = (Costs::default(), Verdicts::default(), 0);
+            run_seeds(
                 &pool,
                 seeds,
                 false,
                 |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL, None),
                 |_| {},
                 |result| {
+                    verdicts.add(&result);
+                    if result.seed > table_seeds {
+                        return;
+                    }
+                    ran += 1;
                     coverage.add(&result.touched);
                     costs += result.costs;
                     for invariant in &result.violations {
@@ -112,7 +139,7 @@ pub fn matrix_of(
                     }
                 },
             )?;
-            cells.push(Cell { mechanism, gateway, seeds: ran, broken, costs });
+            cells.push(Cell { mechanism, gateway, seeds: ran, broken, costs, verdicts });
         }
     }
     Ok(cells)

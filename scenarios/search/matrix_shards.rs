@@ -13,6 +13,7 @@ use crate::search::matrix::{matrix, sweep_rows, sweep_shares, Cell, MatrixFound,
 use crate::search::merge::{in_order, ShardReport};
 use crate::search::second_store::{second_store, store_rows, StoreRow};
 use crate::search::seeds::{SeedRange, Shard};
+use crate::search::verdicts::Verdicts;
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,7 @@ pub fn matrix_run(sizes: MatrixSizes, shard: Option<Shard>) -> Value {
         "debate_seeds": sizes.debate_seeds,
         "store_seeds": sizes.store_seeds,
         "lag_seeds": sizes.lag_seeds,
+        "verdict_seeds": sizes.verdict_seeds,
         "shard": shard,
     })
 }
@@ -43,12 +45,13 @@ struct CellShare {
     seeds: u64,
     broken: BTreeMap<String, (u64, u64, u64)>,
     costs: Costs,
+    verdicts: Verdicts,
 }
 
 /// Runs shard `shard` of a matrix of these sizes: its JSON, for `fencesim merge`.
 pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Value, String> {
     let mut coverage = Coverage::new();
-    let cells = matrix(SeedRange::first(sizes.seeds)?.shard(shard)?, jobs, &mut coverage)?;
+    let cells = matrix(sizes.cell_seeds()?.shard(shard)?, sizes.seeds, jobs, &mut coverage)?;
     let sweep = sweep_shares(SeedRange::first(sizes.sweep_seeds)?.shard(shard)?)?;
     let debate = debate(SeedRange::first(sizes.debate_seeds)?.shard(shard)?, jobs)?;
     let second_store = second_store(SeedRange::first(sizes.store_seeds)?.shard(shard)?, jobs)?;
@@ -61,6 +64,7 @@ pub fn matrix_shard(sizes: MatrixSizes, shard: Shard, jobs: usize) -> Result<Val
             seeds: cell.seeds,
             broken: cell.broken.into_iter().map(|(name, found)| (name.to_owned(), found)).collect(),
             costs: cell.costs,
+            verdicts: cell.verdicts,
         })
         .collect();
     Ok(json!({
@@ -83,6 +87,7 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
             seeds: 0,
             broken: BTreeMap::new(),
             costs: Costs::default(),
+            verdicts: Verdicts::default(),
         }));
     }
     if shares.len() != cells.len() {
@@ -94,6 +99,7 @@ fn add_cells(cells: &mut Vec<Cell>, shares: Vec<CellShare>, name: &str) -> Resul
         }
         cell.seeds += share.seeds;
         cell.costs += share.costs;
+        cell.verdicts.absorb(&share.verdicts);
         for (invariant, (count, seed, hash)) in share.broken {
             // shards come in seed order: the first shard to break it has its first seed
             cell.broken.entry(known_invariant(&invariant)?).or_insert((0, seed, hash)).0 += count;

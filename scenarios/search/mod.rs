@@ -21,6 +21,7 @@ pub mod second_store;
 pub mod seeds;
 pub mod shrink;
 pub mod smaller;
+pub mod verdicts;
 pub mod widen;
 
 pub use pool::Pool;

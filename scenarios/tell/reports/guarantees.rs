@@ -10,6 +10,7 @@ use crate::search::second_store::StoreShrunk;
 use crate::tell::chart::{self, Axis, Mark, Panel, Point, Series};
 use crate::tell::reports::lagging::lagging_section;
 use crate::tell::reports::second_store::second_store_section;
+use crate::tell::reports::verdicts::verdicts_section;
 use crate::tell::reports::{beside, table_rows, TableRow};
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode};
@@ -263,6 +264,7 @@ pub fn guarantees_report(
     second_store_section(&mut out, second_store, store_shrunk);
     lagging_section(&mut out, lagging, shrunk_lag);
     findings(&mut out, cells, sweep, seeds);
+    verdicts_section(&mut out, cells);
     let _ = writeln!(out, "\n## Coverage of the matrix\n\n```text\n{}```", coverage.render());
     out
 }

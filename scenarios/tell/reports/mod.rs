@@ -9,6 +9,7 @@ pub mod fidelity;
 pub mod guarantees;
 pub mod lagging;
 pub mod second_store;
+pub mod verdicts;
 pub mod worked_example;
 
 /// The name of a file of `reports/`, as a report beside it links to it.
