@@ -21,6 +21,7 @@ mod baseline;
 pub mod floor;
 pub mod scale;
 pub mod scripts;
+pub mod timers;
 
 pub use baseline::Baseline;
 pub use floor::{statements, Floor, FloorOp};
@@ -44,7 +45,14 @@ pub struct BenchResult {
     pub scripts: usize,
     pub scripts_ms_median: f64,
     pub script_share: f64,
+    /// The runtime's timer: the waits the run made on it, and their price on a bare runtime
+    /// over the SQL floor, the points of `ratio` they make.
+    pub sleeps: u64,
+    pub sleep_ratio_points: f64,
 }
+
+/// Waits the bench times on a bare runtime to price one.
+const SLEEP_SAMPLE: u64 = 200_000;
 
 /// The middle of `values` (the upper one of an even count).
 fn median(mut values: Vec<f64>) -> f64 {
@@ -100,6 +108,7 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
     }
     let (worked_example_ms_median, sql_floor_ms_median) = (median(sim_ms), median(floor_ms));
     let (baseline_ms_median, scripts_ms_median) = (median(baseline_ms), median(scripts_ms));
+    let sleep_ms = reference.record.sleeps as f64 * timers::sleep_ns(SLEEP_SAMPLE) / 1e6;
     Ok(BenchResult {
         runs: runs.max(1),
         statements: ops.len(),
@@ -113,6 +122,8 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         scripts: script_ops.len(),
         scripts_ms_median,
         script_share: scripts_ms_median / worked_example_ms_median,
+        sleeps: reference.record.sleeps,
+        sleep_ratio_points: sleep_ms / sql_floor_ms_median,
     })
 }
 
@@ -134,6 +145,11 @@ pub struct ExploreBench {
     pub scripts_per_seed: f64,
     pub script_share: f64,
     pub script_ratio_points: f64,
+    /// The runtime's timer over the same seeds: waits per seed, the price of one on a bare
+    /// runtime, and the points of the floor ratio those waits make at that price.
+    pub sleeps_per_seed: f64,
+    pub sleep_ns: f64,
+    pub sleep_ratio_points: f64,
     /// The same seeds under the baseline, on one thread, and the cost per seed against it.
     pub baseline_seeds_per_second: f64,
     pub cost_vs_baseline: f64,
@@ -179,6 +195,7 @@ struct Against {
     floor: f64,
     scripts: f64,
     script_calls: usize,
+    sleeps: u64,
 }
 
 /// The statements of seeds 1 to `seeds`, run on bare databases, and their scripts on a
@@ -196,6 +213,7 @@ fn explore_floor(seeds: u64, mechanism: Mechanism, gateway: GatewayMode) -> Resu
         let lua = mechanism_scripts(&scenario);
         against.scripts += timed_ms(|| scripts::run_scripts(lua, scenario.world.ttl_ms, &calls))?.1 / 1e3;
         against.script_calls += calls.len();
+        against.sleeps += outcome.record.sleeps;
     }
     Ok(against)
 }
@@ -256,7 +274,9 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         }
         peak_rss_mb()
     };
-    let Against { simulated, floor, scripts, script_calls } = explore_floor(seeds, mechanism, gateway)?;
+    let Against { simulated, floor, scripts, script_calls, sleeps } =
+        explore_floor(seeds, mechanism, gateway)?;
+    let sleep_ns = timers::sleep_ns(SLEEP_SAMPLE);
     let after_many = if memory_seeds > 1_000 {
         run_seeds(&on(2), SeedRange::new(1_001, memory_seeds - 1_000)?, false, work, |_| {}, |_| {})?;
         peak_rss_mb()
@@ -279,6 +299,9 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         scripts_per_seed: script_calls as f64 / seeds as f64,
         script_share: scripts / simulated,
         script_ratio_points: scripts / floor,
+        sleeps_per_seed: sleeps as f64 / seeds as f64,
+        sleep_ns,
+        sleep_ratio_points: sleeps as f64 * sleep_ns / 1e9 / floor,
         baseline_seeds_per_second: seeds as f64 / before,
         cost_vs_baseline: one / before,
         jobs2_speedup: one / two,

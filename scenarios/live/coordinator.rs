@@ -409,5 +409,6 @@ fn record(
         last_fault_ms,
         open_jobs,
         leaked_tasks: 0,
+        sleeps: 0,
     }
 }

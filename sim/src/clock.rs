@@ -6,6 +6,8 @@
 
 use madsim::time::{sleep_until, Instant, TimeHandle};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The run's clock. It reads the runtime's time source directly: the same time as
@@ -17,6 +19,9 @@ pub struct SimClock {
     /// The time source's own count at `origin`.
     origin_elapsed: Duration,
     time: TimeHandle,
+    /// How many times a task waited on the runtime's timer through this clock: what the
+    /// bench prices, each wait costing the runtime a timer, a wake and a poll.
+    sleeps: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for SimClock {
@@ -29,7 +34,7 @@ impl SimClock {
     /// Starts the run's clock at the present simulated instant (inside the runtime).
     pub fn start() -> SimClock {
         let time = TimeHandle::current();
-        SimClock { origin: time.now_instant(), origin_elapsed: time.elapsed(), time }
+        SimClock { origin: time.now_instant(), origin_elapsed: time.elapsed(), time, sleeps: Arc::default() }
     }
 
     /// Milliseconds since the run started.
@@ -40,6 +45,7 @@ impl SimClock {
     /// Sleeps until the run's clock reads `at_ms` (returns at once if it already does).
     pub async fn sleep_until_ms(&self, at_ms: u64) {
         if self.now_ms() < at_ms {
+            self.sleeps.fetch_add(1, Ordering::Relaxed);
             sleep_until(self.instant_of(at_ms)).await;
         }
     }
@@ -49,6 +55,11 @@ impl SimClock {
         if ms > 0 {
             self.sleep_until_ms(self.now_ms() + ms).await;
         }
+    }
+
+    /// How many times a task has waited on the runtime's timer through this clock.
+    pub fn sleeps(&self) -> u64 {
+        self.sleeps.load(Ordering::Relaxed)
     }
 
     pub fn instant_of(&self, at_ms: u64) -> Instant {

@@ -24,4 +24,7 @@ pub struct RunRecord {
     pub open_jobs: Vec<(Job, u32)>,
     /// Tasks still alive in the runtime once the run was wound down (should be none).
     pub leaked_tasks: usize,
+    /// How many times a task waited on the runtime's timer (a latency, a delay, a pause):
+    /// not part of the history, a measure of what the run cost the runtime.
+    pub sleeps: u64,
 }

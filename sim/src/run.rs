@@ -184,6 +184,7 @@ async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord 
         last_fault_ms: state.faults.last_fault_ms,
         open_jobs: state.queue.open_jobs().collect(),
         leaked_tasks,
+        sleeps: world.clock.sleeps(),
     }
 }
 

@@ -8,7 +8,7 @@ use fencesim_model::group_thousands;
 pub const BENCH_REPORT: &str = "reports/bench.md";
 
 /// The metrics a bench report must show, by the names `--json` gives them.
-pub const BENCH_METRICS: [&str; 11] = [
+pub const BENCH_METRICS: [&str; 14] = [
     "worked_example_ms_median",
     "sql_floor_ms_median",
     "ratio",
@@ -20,6 +20,9 @@ pub const BENCH_METRICS: [&str; 11] = [
     "script_share",
     "scripts_per_seed",
     "script_ratio_points",
+    "sleeps_per_seed",
+    "sleep_ns",
+    "sleep_ratio_points",
 ];
 
 /// Today's date in UTC, `YYYY-MM-DD`, from the real clock (a bench runs outside any simulation).
@@ -102,11 +105,16 @@ fn worked_section(worked: &BenchResult) -> String {
          | checks_ms_median | {checks:.2} |\n\
          | scripts | {scripts} |\n\
          | scripts_ms_median | {scripts_ms:.3} |\n\
-         | script_share | {script_share:.3} |\n\n\
+         | script_share | {script_share:.3} |\n\
+         | sleeps | {sleeps} |\n\
+         | sleep_ratio_points | {sleep_points:.3} |\n\n\
          `world` is the simulated run alone; `checks` is every invariant plus the trace hash. `scripts` are the \
          lease's Lua scripts the run sent (its releases and renewals), run again with nothing around them on a \
          bare simulated Redis, each taking the branch it took in the run: `script_share` is their time over the \
-         run's, what the embedded Lua costs.\n\n",
+         run's, what the embedded Lua costs. `sleeps` are the times a task of the run waited on the runtime's \
+         timer (each latency a request waits out is one); `sleep_ratio_points` is their price, one wait timed on \
+         a bare runtime (`sleep_ns` below), over the SQL floor: the part of `ratio` that no change to the \
+         simulation's own code removes while every request waits out its latency on the runtime's clock.\n\n",
         runs = worked.runs,
         statements = worked.statements,
         ratio = worked.ratio,
@@ -119,6 +127,8 @@ fn worked_section(worked: &BenchResult) -> String {
         scripts = worked.scripts,
         scripts_ms = worked.scripts_ms_median,
         script_share = worked.script_share,
+        sleeps = worked.sleeps,
+        sleep_points = worked.sleep_ratio_points,
     )
 }
 
@@ -134,6 +144,9 @@ fn explore_section(explore: &ExploreBench) -> String {
          | scripts_per_seed | {sps_lua:.2} |\n\
          | script_share | {lua_share:.3} |\n\
          | script_ratio_points | {lua_points:.3} |\n\
+         | sleeps_per_seed | {sleeps:.1} |\n\
+         | sleep_ns | {sleep_ns:.0} |\n\
+         | sleep_ratio_points | {sleep_points:.3} |\n\
          | cost_vs_baseline | {evs:.2} (target at most 0.65) |\n\
          | baseline_seeds_per_second | {bsps:.0} |\n\
          | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
@@ -142,13 +155,18 @@ fn explore_section(explore: &ExploreBench) -> String {
          | peak_rss_mb_after_1000 | {m1:.1} |\n\
          | peak_rss_mb_after_memory_seeds | {m2:.1} (after {ms} seeds) |\n\n\
          `script_ratio_points` is the scripts' time over the SQL floor: how much of `floor_ratio` the embedded \
-         Lua makes. `guided` is `explore --search guided` over as many runs from seed 1 on one thread, best of \
+         Lua makes. `sleep_ns` is one wait on the runtime's timer, timed on a bare runtime (four tasks waiting a \
+         millisecond at a time, 200,000 waits, best of three); `sleep_ratio_points` is the seeds' waits at that \
+         price over the SQL floor. `guided` is `explore --search guided` over as many runs from seed 1 on one thread, best of \
          three, alternating with the uniform search, after the memory figures: half its runs are changed plans \
          of kept worlds, not the uniform search's seeds, so its cost per run includes what those runs cost as \
          well as the corpus and the changes.\n\n",
         sps_lua = explore.scripts_per_seed,
         lua_share = explore.script_share,
         lua_points = explore.script_ratio_points,
+        sleeps = explore.sleeps_per_seed,
+        sleep_ns = explore.sleep_ns,
+        sleep_points = explore.sleep_ratio_points,
         seeds = explore.seeds,
         mechanism = explore.mechanism,
         sps = explore.seeds_per_second_per_core,
