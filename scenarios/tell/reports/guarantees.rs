@@ -11,7 +11,7 @@ use crate::tell::chart::{self, Axis, Mark, Panel, Point, Series};
 use crate::tell::reports::lagging::lagging_section;
 use crate::tell::reports::second_store::second_store_section;
 use crate::tell::reports::verdicts::verdicts_section;
-use crate::tell::reports::{beside, table_rows, TableRow};
+use crate::tell::reports::{beside, section, table_rows, TableRow};
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, GatewayMode};
 use std::fmt::Write as _;
@@ -323,8 +323,7 @@ pub struct DebateLine {
 
 /// The debate's rows of a report.
 pub fn parse_debate(report: &str) -> Vec<DebateLine> {
-    let section = report.split("\n## The argument over majority leases, measured").nth(1).unwrap_or_default();
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let section = section(report, "\n## The argument over majority leases, measured");
     let read = |row: &TableRow| {
         let setting = row.get("setting")?;
         Some(DebateLine {
@@ -350,8 +349,7 @@ pub struct SweepLine {
 
 /// The sweep's rows of a report, read by their column headers.
 pub fn parse_sweep(report: &str) -> Vec<SweepLine> {
-    let section = report.split(SWEEP_HEADING).nth(1).unwrap_or_default();
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let section = section(report, SWEEP_HEADING);
     let read = |row: &TableRow| {
         let seconds = |name: &str| row.get(name)?.strip_suffix(" s")?.parse().ok();
         Some(SweepLine {

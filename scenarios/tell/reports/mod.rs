@@ -17,6 +17,13 @@ pub fn beside(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// The part of `report` under `heading`, up to the next section's heading (empty when the
+/// report has no such heading): where a report's parser reads one table.
+pub fn section<'a>(report: &'a str, heading: &str) -> &'a str {
+    let after = report.split(heading).nth(1).unwrap_or_default();
+    after.split("\n## ").next().unwrap_or_default()
+}
+
 /// One row of a Markdown table, its cells found by their column's header.
 pub struct TableRow<'a> {
     header: Vec<&'a str>,

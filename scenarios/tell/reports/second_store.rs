@@ -5,7 +5,7 @@
 use crate::search::second_store::{
     store_command, store_shrunk_file, StoreRow, StoreShrunk, STORE_INVARIANTS, STORE_MECHANISMS,
 };
-use crate::tell::reports::table_rows;
+use crate::tell::reports::{section, table_rows};
 use fencesim_model::Mechanism;
 use std::fmt::Write as _;
 
@@ -117,8 +117,7 @@ pub struct StoreLine {
 
 /// The section's rows of a report.
 pub fn parse_second_store(report: &str) -> Vec<StoreLine> {
-    let section = report.split(STORE_HEADING).nth(1).unwrap_or_default();
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let section = section(report, STORE_HEADING);
     let read = |row: &crate::tell::reports::TableRow| {
         Some(StoreLine {
             kind: row.get("fault kind")?.to_owned(),
@@ -133,8 +132,7 @@ pub fn parse_second_store(report: &str) -> Vec<StoreLine> {
 
 /// The shrunk files the section lists, with their fault kind, mechanism and invariant.
 pub fn parse_store_shrunk(report: &str) -> Vec<(String, Mechanism, String, String)> {
-    let section = report.split(STORE_HEADING).nth(1).unwrap_or_default();
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let section = section(report, STORE_HEADING);
     let read = |row: &crate::tell::reports::TableRow| {
         let file = row.get("replay file")?.strip_prefix('`')?.strip_suffix('`')?;
         Some((

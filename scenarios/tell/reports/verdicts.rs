@@ -4,7 +4,7 @@
 
 use crate::search::matrix::Cell;
 use crate::search::verdicts::{SeedSet, Verdicts};
-use crate::tell::reports::table_rows;
+use crate::tell::reports::{section, table_rows};
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
 use std::fmt::Write as _;
@@ -60,8 +60,7 @@ pub struct VerdictLine {
 
 /// The section's rows, as a report holds them.
 pub fn parse_verdicts(report: &str) -> Vec<VerdictLine> {
-    let section = report.split(VERDICTS_HEADING).nth(1).unwrap_or_default();
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let section = section(report, VERDICTS_HEADING);
     table_rows(section, "| mechanism | gateway | seeds |")
         .iter()
         .filter_map(|row| {
