@@ -119,24 +119,43 @@ fn what_a_script_returns_and_the_errors_it_raises_read_as_the_real_server_s() {
     }
 }
 
-/// The release and renewal of every mechanism file under `mechanisms/` and of the team
-/// files the suite catches (`tests/data/mechanism_bugs/`), each run as the file holds it,
-/// the way a team's own file is run: by the holder, by another value and once the lease
-/// is gone.
+/// The acquisition, release and renewal of every mechanism file under `mechanisms/` and of
+/// the team files the suite catches (`tests/data/mechanism_bugs/`), each run as the file
+/// holds it, the way a team's own file is run: by the holder, by another value and once the
+/// lease is gone.
 #[test]
 fn every_mechanism_file_s_scripts_answer_as_a_real_server_does() {
     let Some(server) = redis_server::start("conformance-mechanism-files") else { return };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut scripts = std::collections::BTreeSet::new();
+    let (mut scripts, mut acquires) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     let dirs = [root.join("mechanisms"), root.join("tests/data/mechanism_bugs")];
     for entry in dirs.iter().flat_map(|dir| std::fs::read_dir(dir).unwrap()) {
         let path = entry.unwrap().path();
         let file = fencesim::mechanism_file::check(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|problems| panic!("{}: {problems:?}", path.display()));
         scripts.insert((file.scripts.release, file.scripts.renew));
+        acquires.extend(file.scripts.acquire);
     }
     assert!(scripts.len() >= 4, "the built-ins' two and the team files' two: {scripts:?}");
     let lock = "lock:settle:m_1";
+    assert!(!acquires.is_empty(), "a team file takes its lease with a script of its own");
+    for acquire in &acquires {
+        agree(
+            &server,
+            &format!("acquire {acquire:?}"),
+            &[
+                eval(acquire, &[lock], &["A#1", "30000"]),
+                Command::Get { key: lock },
+                eval(acquire, &[lock], &["B#1", "30000"]),
+                Command::Get { key: lock },
+                Command::PTtl { key: lock },
+                Command::Del { key: lock },
+                eval(acquire, &[lock], &["B#2", "30000"]),
+                Command::Get { key: lock },
+                Command::Del { key: lock },
+            ],
+        );
+    }
     for (release, renew) in &scripts {
         agree(
             &server,

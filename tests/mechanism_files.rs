@@ -93,6 +93,12 @@ fn a_file_with_a_mistake_is_refused_naming_the_file_the_field_and_the_cause() {
             "scripts.release: Lua says: user_script:1: '=' expected near 'redis'",
         ),
         (
+            "acquire.toml",
+            "[scripts]\n",
+            "[scripts]\nacquire = \"return redis.call('set', KEYS[1], ARGV[1], 'NX' 'PX', ARGV[2])\"\n",
+            "scripts.acquire: Lua says: user_script:1: ')' expected near ''PX''",
+        ),
+        (
             "field.toml",
             "kind = \"single\"",
             "kind = \"single\"\ncolour = \"red\"",

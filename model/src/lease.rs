@@ -130,6 +130,15 @@ pub fn split_vote_delay_ms(value: &str, attempt: u32, ttl_ms: u64) -> u64 {
 }
 
 impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseClient<I, C> {
+    /// Asks one instance for the lease: with the mechanism's acquisition script if it has
+    /// one, else `SET key value NX PX ttl`.
+    async fn take(&self, instance: &I, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
+        match self.scripts.acquire {
+            Some(script) => instance.acquire_script(script, key, value, ttl_ms).await,
+            None => instance.set_nx_px(key, value, ttl_ms).await,
+        }
+    }
+
     /// One round of a Redlock acquisition: `SET NX PX` on every instance in turn; a
     /// majority with validity left keeps the lease, anything less is given back on every
     /// instance.
@@ -138,7 +147,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseClient<I, C> {
         let mut granted = 0;
         for instance in &self.instances {
             // an instance that fails counts as a refusal
-            if instance.set_nx_px(key, value, ttl_ms).await.unwrap_or(false) {
+            if self.take(instance, key, value, ttl_ms).await.unwrap_or(false) {
                 granted += 1;
             }
         }
@@ -186,7 +195,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
     async fn acquire(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         match self.kind {
             LeaseKind::Single => {
-                let granted = self.first().set_nx_px(key, value, ttl_ms).await?;
+                let granted = self.take(self.first(), key, value, ttl_ms).await?;
                 if granted && self.wait_replica && !replicated(self.first(), ttl_ms).await {
                     // a grant the replica may never see is given back, not used
                     let _ = self.first().release_script(self.scripts.release, key, value).await;

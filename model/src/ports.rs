@@ -37,6 +37,15 @@ pub trait RedisInstance {
     fn del(&self, key: &str) -> impl Future<Output = Result<bool, BackendError>> + Send;
     /// `INCR key`.
     fn incr(&self, key: &str) -> impl Future<Output = Result<i64, BackendError>> + Send;
+    /// Runs an acquisition script (`EVAL script 1 key value ttl`): `true` if it returned 1
+    /// or `OK`, a grant as `set_nx_px`'s would be.
+    fn acquire_script(
+        &self,
+        script: &str,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<bool, BackendError>> + Send;
     /// Runs a release script (`EVAL script 1 key value`): `true` if it returned 1.
     fn release_script(
         &self,

@@ -122,6 +122,23 @@ impl LiveRedis {
         cmd.query(con.as_mut().expect("a connection"))
     }
 
+    /// Records a grant (`granted`) or a refusal of the lease; returns `granted`.
+    fn told(&self, key: &str, value: &str, ttl_ms: u64, granted: bool) -> bool {
+        let (worker, key) = (self.worker, key.to_owned());
+        self.log.record(match granted {
+            true => EventKind::LeaseGranted {
+                worker,
+                instance: 0,
+                key,
+                value: value.to_owned(),
+                ttl_ms,
+                epoch: None,
+            },
+            false => EventKind::LeaseRefused { worker, instance: 0, key },
+        });
+        granted
+    }
+
     fn eval(script: &str, key: &str, args: &[&str]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(script).arg(1).arg(key);
@@ -136,19 +153,29 @@ impl RedisInstance for LiveRedis {
     async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         let cmd = redis::cmd("SET").arg(key).arg(value).arg("NX").arg("PX").arg(self.real_ms(ttl_ms)).clone();
         let granted: Option<String> = self.query(&cmd).await?;
-        let (worker, key) = (self.worker, key.to_owned());
-        self.log.record(match granted {
-            Some(_) => EventKind::LeaseGranted {
-                worker,
-                instance: 0,
-                key,
-                value: value.to_owned(),
-                ttl_ms,
-                epoch: None,
-            },
-            None => EventKind::LeaseRefused { worker, instance: 0, key },
-        });
-        Ok(granted.is_some())
+        Ok(self.told(key, value, ttl_ms, granted.is_some()))
+    }
+
+    /// A team's own acquisition: 1 or `OK` is a grant, 0 or nil a refusal, as the
+    /// simulated Redis reads them.
+    async fn acquire_script(
+        &self,
+        script: &str,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, BackendError> {
+        let ttl = self.real_ms(ttl_ms).to_string();
+        let granted = match self.script(&Self::eval(script, key, &[value, &ttl]), key, "acquire").await? {
+            redis::Value::Int(1) | redis::Value::Okay => true,
+            redis::Value::SimpleString(status) if status == "OK" => true,
+            redis::Value::Int(0) | redis::Value::Nil => false,
+            other => {
+                let said = format!("the acquisition script returned {other:?}");
+                return Err(BackendError(format!("{said}, not 1, 0, OK or nil")));
+            }
+        };
+        Ok(self.told(key, value, ttl_ms, granted))
     }
 
     async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {

@@ -54,6 +54,7 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
             sequence: (spec.tokens == TokenPolicy::DbSequence).then(|| merchant(statements.next_sequence)),
         },
         scripts: ScriptsTable {
+            acquire: spec.scripts.acquire.map(str::to_owned),
             release: spec.scripts.release.to_owned(),
             renew: spec.scripts.renew.to_owned(),
         },

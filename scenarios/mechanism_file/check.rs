@@ -34,9 +34,9 @@ pub fn check(text: &str) -> Result<MechanismFile, Vec<Problem>> {
     let mut problems = Vec::new();
     fields(&file, &mut problems);
     statements(&file, &mut problems);
-    for (field, script) in
-        [("scripts.release", &file.scripts.release), ("scripts.renew", &file.scripts.renew)]
-    {
+    let acquire = file.scripts.acquire.iter().map(|script| ("scripts.acquire", script));
+    let scripts = [("scripts.release", &file.scripts.release), ("scripts.renew", &file.scripts.renew)];
+    for (field, script) in acquire.chain(scripts) {
         if let Err(message) = fencesim_sim::redis::compile_script(script) {
             problems.push(Problem::new(field, format!("Lua says: {message}")));
         } else if let Some(name) = unmodelled_command(script) {

@@ -123,6 +123,12 @@ pub struct StatementsTable {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ScriptsTable {
+    /// Takes the lease, if the lock takes it with a script of its own: `KEYS[1]` the lease,
+    /// `ARGV[1]` the worker's value, `ARGV[2]` the TTL in milliseconds; returns 1 (or `OK`)
+    /// when it took the lease, 0 (or nil) when it did not. Without it the lease is taken
+    /// with `SET key value NX PX ttl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire: Option<String>,
     /// Gives the lease back: `KEYS[1]` the lease, `ARGV[1]` the holder's value; returns 1
     /// when it deleted the lease.
     pub release: String,
@@ -226,7 +232,11 @@ impl MechanismFile {
             seed_counter_on_restart: self.token.seed_on_restart,
             fence_settlement: self.writes.fence_settlement,
             wait_replica: self.lease.wait_for_replica,
-            scripts: Scripts { release: leak(&self.scripts.release), renew: leak(&self.scripts.renew) },
+            scripts: Scripts {
+                acquire: self.scripts.acquire.as_deref().map(&leak),
+                release: leak(&self.scripts.release),
+                renew: leak(&self.scripts.renew),
+            },
             statements: self.statements.positional(self.token.source != TokenSourceName::None, leak),
         }
     }

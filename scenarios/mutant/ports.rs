@@ -68,6 +68,16 @@ impl<R: RawRedis + Sync> RedisInstance for PlantedRedis<R> {
         Ok(taken)
     }
 
+    async fn acquire_script(
+        &self,
+        script: &str,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, BackendError> {
+        self.inner.acquire_script(script, key, value, ttl_ms).await
+    }
+
     async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
         self.inner.get(key).await
     }

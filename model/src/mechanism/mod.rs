@@ -68,6 +68,11 @@ pub const RENEWALS_PER_TTL: u32 = 3;
 /// The Lua a mechanism's lease runs on Redis: each returns 1 when it did its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scripts {
+    /// Takes the lease, if the mechanism takes it with a script of its own: `KEYS[1]` the
+    /// lease's key, `ARGV[1]` the worker's value, `ARGV[2]` the TTL in milliseconds; it
+    /// returns 1 (or `OK`) when it took the lease, 0 (or nil) when it did not. `None`: the
+    /// lease is taken with `SET key value NX PX ttl`, as every built-in takes it.
+    pub acquire: Option<&'static str>,
     /// Gives the lease back (and gives back a grant the lease does not keep).
     pub release: &'static str,
     /// Renews the lease: `ARGV[2]` is the TTL in milliseconds.
@@ -146,7 +151,7 @@ impl Spec {
         seed_counter_on_restart: false,
         fence_settlement: true,
         wait_replica: false,
-        scripts: Scripts { release: COMPARE_AND_DELETE_LUA, renew: COMPARE_AND_EXTEND_LUA },
+        scripts: Scripts { acquire: None, release: COMPARE_AND_DELETE_LUA, renew: COMPARE_AND_EXTEND_LUA },
         statements: Statements::SQLITE,
     };
 }

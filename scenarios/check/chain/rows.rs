@@ -6,7 +6,7 @@ use super::words::against_the_rule;
 use super::{breaking_event, Chain, ChainStep, Cx};
 use crate::check::facts::{Breach, Facts};
 use fencesim_model::{RefundId, Step, WorkerId};
-use fencesim_sim::EventKind;
+use fencesim_sim::{Epoch, EventKind};
 
 /// The last accepted write on `refund` before `index` by anyone other than `worker`.
 fn other_write(cx: &Cx<'_>, refund: RefundId, worker: WorkerId, index: usize) -> Option<usize> {
@@ -110,6 +110,9 @@ pub fn lease_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
         .rposition(|event| matches!(&event.kind, EventKind::LeaseRead { worker: w, .. } if *w == worker));
     let stale = epoch_before(&cx, worker, index).and_then(|number| stale(&cx, worker, number, index));
     let Some(stale) = stale else {
+        if let Some(taken) = taken_from_holder(&cx, index, worker) {
+            return taken;
+        }
         return Chain::of(
             format!("{worker}'s lease had not ended when, at {}, {}", cx.at(index), act.text),
             steps,
@@ -140,6 +143,34 @@ pub fn lease_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     let summary = format!("{}{}{held}", stale.summary, act.text);
     steps.extend(stale.steps);
     Chain::of(summary, steps)
+}
+
+/// A SET without NX by a worker that held no lease before: an acquisition that took the
+/// lease from the worker whose epoch of the key was live then. The chain is that epoch's
+/// grant, then the SET.
+fn taken_from_holder(cx: &Cx<'_>, index: usize, worker: WorkerId) -> Option<Chain> {
+    let EventKind::LeaseSet { key, .. } = &cx.events[index].kind else { return None };
+    let at_ms = cx.events[index].at_ms;
+    let live = |epoch: &&Epoch| {
+        epoch.key == *key && epoch.worker != worker && epoch.expired_at_ms.is_none_or(|end| end >= at_ms)
+    };
+    let (holder, granted) = cx
+        .facts
+        .record
+        .epochs
+        .iter()
+        .filter(live)
+        .rev()
+        .find_map(|epoch| grant_of(cx, epoch.number).filter(|at| *at < index).map(|at| (epoch, at)))?;
+    let act = cx.step(index);
+    let summary = format!(
+        "{} held {key} (epoch {}, granted at {}) when {}: the acquisition took the lease from its holder",
+        holder.worker,
+        holder.number,
+        cx.at(granted),
+        act.text
+    );
+    Some(Chain::of(summary, vec![cx.step(granted), act]))
 }
 
 /// single-holder's chain (a diagnostic): the earlier believer's lease ended while it was

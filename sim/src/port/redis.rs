@@ -85,16 +85,9 @@ impl RedisClient {
         };
         self.call(|world, state, now| match state.redis(instance, command, now) {
             Reply::Ok => {
-                let epoch = state.ledger.granted(instance, key, value, worker, now);
-                let (key, value, ttl_ms) = (key.to_owned(), value.to_owned(), ttl_ms.unwrap_or(0));
-                state.record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms, epoch });
-                world.changed.notify_one();
-                Ok(true)
+                Ok(told((world, state, now), (worker, instance), (key, value, ttl_ms.unwrap_or(0)), true))
             }
-            Reply::Nil => {
-                state.record(now, EventKind::LeaseRefused { worker, instance, key: key.to_owned() });
-                Ok(false)
-            }
+            Reply::Nil => Ok(told((world, state, now), (worker, instance), (key, value, 0), false)),
             other => Err(BackendError(format!("{command:?}: {other:?}"))),
         })
         .await
@@ -163,6 +156,56 @@ impl RedisInstance for RedisClient {
                 Ok(n)
             }
             other => Err(BackendError(format!("INCR {key}: {other:?}"))),
+        })
+        .await
+    }
+
+    /// A team's own acquisition. Its answer is the worker's: 1 or `OK` a grant, 0 or nil a
+    /// refusal, as `SET NX PX`'s are; an error reply is the failed command it is. What it did
+    /// is the history's, read from the instance: a key it gave the worker's value is a grant,
+    /// and one it took from another holder is a SET without NX (the holder loses it there,
+    /// and the worker's epoch begins).
+    async fn acquire_script(
+        &self,
+        script: &str,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, BackendError> {
+        let (worker, instance) = (self.worker(), self.instance);
+        let ttl = ttl_ms.to_string();
+        self.call(|world, state, now| {
+            state.expiring(instance, |core, out| core.expire_due(now, out));
+            let held = |state: &State| state.redis[instance as usize].value_of(key).map(value_text);
+            let before = held(state);
+            let reply =
+                state.redis(instance, Command::Eval { script, keys: &[key], args: &[value, &ttl] }, now);
+            failed(state, now, (worker, instance, key), "acquire", &reply)?;
+            let answered = match reply {
+                Reply::Ok | Reply::Int(1) => true,
+                Reply::Status(status) if status == "OK" => true,
+                Reply::Nil | Reply::Int(0) => false,
+                other => {
+                    let said = format!("redis#{instance}: the acquisition script returned {other:?}");
+                    return Err(BackendError(format!("{said}, not 1, 0, OK or nil")));
+                }
+            };
+            let took = held(state).as_deref() == Some(value) && before.as_deref() != Some(value);
+            match before.filter(|_| took) {
+                Some(holder) => {
+                    let own = state.ledger.granted_to(key, &holder, worker);
+                    state.ledger.lost(instance, key, &holder, now, own);
+                    // the worker holds the lease from here: its writes are its own epoch's
+                    state.ledger.granted(instance, key, value, worker, now);
+                    let (key, value) = (key.to_owned(), value.to_owned());
+                    state.record(now, EventKind::LeaseSet { worker, instance, key, value, ttl_ms });
+                    world.changed.notify_one();
+                }
+                None => {
+                    told((world, state, now), (worker, instance), (key, value, ttl_ms), took);
+                }
+            }
+            Ok(answered)
         })
         .await
     }
@@ -239,6 +282,25 @@ impl RedisInstance for RedisClient {
         })
         .await
     }
+}
+
+/// A grant (`granted`) or a refusal of the lease, told to the epoch ledger and recorded;
+/// returns `granted`.
+fn told(
+    (world, state, now): (&World, &mut State, u64),
+    (worker, instance): (WorkerId, u8),
+    (key, value, ttl_ms): (&str, &str, u64),
+    granted: bool,
+) -> bool {
+    if granted {
+        let epoch = state.ledger.granted(instance, key, value, worker, now);
+        let (key, value) = (key.to_owned(), value.to_owned());
+        state.record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms, epoch });
+        world.changed.notify_one();
+    } else {
+        state.record(now, EventKind::LeaseRefused { worker, instance, key: key.to_owned() });
+    }
+    granted
 }
 
 /// A script's error reply, recorded and given to the worker as the failed command it is.
