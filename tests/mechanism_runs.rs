@@ -22,13 +22,17 @@ fn root() -> &'static Path {
 /// The seeds the equivalence and the search run over.
 const SEEDS: u64 = 2_000;
 
-/// A built-in mechanism's file, under a name of its own, as a mechanism of this process.
-fn from_its_file(mechanism: Mechanism) -> Mechanism {
+/// A built-in mechanism's file, under its name with `prefix` before it.
+fn renamed_text(mechanism: Mechanism, prefix: &str) -> String {
     let text = text_of(mechanism);
     let named = format!("name = \"{}\"", mechanism.name());
     assert!(text.contains(&named), "{mechanism}");
-    let renamed = text.replacen(&named, &format!("name = \"file-{}\"", mechanism.name()), 1);
-    define(&renamed, &format!("{mechanism}'s file")).unwrap()
+    text.replacen(&named, &format!("name = \"{prefix}{}\"", mechanism.name()), 1)
+}
+
+/// A built-in mechanism's file, under a name of its own, as a mechanism of this process.
+fn from_its_file(mechanism: Mechanism) -> Mechanism {
+    define(&renamed_text(mechanism, "file-"), &format!("{mechanism}'s file")).unwrap()
 }
 
 /// A seed of the random scenario, every fault kind allowed: its broken invariants and its
@@ -78,9 +82,8 @@ fn each_built_in_from_its_file_gives_the_rust_mechanism_s_verdicts_and_traces() 
 fn an_acquisition_script_that_does_what_set_nx_px_does_gives_the_built_in_s_traces() {
     let acquire = "acquire = \"return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])\"\n";
     for (mechanism, seeds) in [(Mechanism::Fenced, 300), (Mechanism::RedlockFenced, 100)] {
-        let text = text_of(mechanism).replacen("[scripts]\n", &format!("[scripts]\n{acquire}"), 1);
-        let named = format!("name = \"{}\"", mechanism.name());
-        let text = text.replacen(&named, &format!("name = \"acquiring-{}\"", mechanism.name()), 1);
+        let text = renamed_text(mechanism, "acquiring-");
+        let text = text.replacen("[scripts]\n", &format!("[scripts]\n{acquire}"), 1);
         let file = define(&text, "an acquiring file").unwrap();
         assert!(file.spec().scripts.acquire.is_some(), "{mechanism}: the file's acquisition is read");
         let differ: Vec<u64> = (1..=seeds)
