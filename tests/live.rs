@@ -23,10 +23,12 @@ use support::redis_server;
 /// One live run at a time: each wants the machine's two cores to itself.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// A time scale of 0.25: a row's work must fit in the gateway's latency for A to reach
-/// `r_815` before its lease ends, and at the default 0.1 a slowed machine did not (in CI,
-/// on SQLite, A froze at 10:00:36.9; here, on PostgreSQL, at 10:00:29 to 10:00:31; the
-/// verdicts held, the story's order did not). At 0.25 the latency is 6 to 10 ms a row.
+/// A time scale of 0.25, where the gateway's latency is 6 to 10 ms a row against about 1 ms
+/// of a worker's work: the gateway makes up a row's lateness from the rows after it
+/// (`live::pace`), and the more latency there is to make it up from, the less a slowed
+/// machine moves A's freeze from 10:00:26. Before the making up, at 0.1 CI once froze A
+/// at 10:00:36.9 on SQLite, and at 0.25 a slowed machine froze it at 10:00:27.9 to
+/// 10:00:31.9 on PostgreSQL: the verdicts held, the story's order did not.
 fn config(mechanism: Mechanism, gateway: GatewayMode, store: StoreChoice) -> LiveConfig {
     let time_scale = 0.25;
     LiveConfig {

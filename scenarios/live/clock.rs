@@ -9,6 +9,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// clock; 0 before it first did.
 static WOKE_US: AtomicU64 = AtomicU64::new(0);
 
+/// How long this process has slept on purpose in all (a hop's latency, a held request, a
+/// wait of the model's), in real microseconds: the gateway service makes up a worker's
+/// lateness only for the rest of the time between its calls (`live::pace`).
+static SLEPT_US: AtomicU64 = AtomicU64::new(0);
+
+/// The process slept `real` on purpose.
+pub fn slept(real: Duration) {
+    SLEPT_US.fetch_add(real.as_micros() as u64, Ordering::SeqCst);
+}
+
+/// How long the process has slept on purpose in all, in microseconds.
+pub fn slept_us() -> u64 {
+    SLEPT_US.load(Ordering::SeqCst)
+}
+
 /// The process stopped waiting now.
 pub fn woke() {
     WOKE_US.store(wall_us(), Ordering::SeqCst);
@@ -53,7 +68,9 @@ impl fencesim_model::Clock for LiveClock {
     }
 
     async fn sleep_ms(&self, ms: u64) {
+        let started = std::time::Instant::now();
         tokio::time::sleep(self.real(ms)).await;
+        slept(started.elapsed());
         woke();
     }
 }

@@ -78,7 +78,8 @@ async fn sleep_story(clock: crate::live::clock::LiveClock, story_ms: u64) {
 /// timer keeps only to the whole millisecond, late by up to one), then here, to the tens
 /// of microseconds, holding up the process's other task (a renewal) that long at most.
 async fn sleep_real(real: Duration) {
-    let deadline = std::time::Instant::now() + real;
+    let started = std::time::Instant::now();
+    let deadline = started + real;
     if real > PRECISE {
         tokio::time::sleep(real - PRECISE).await;
     }
@@ -86,6 +87,7 @@ async fn sleep_real(real: Duration) {
     if !left.is_zero() {
         std::thread::sleep(left);
     }
+    crate::live::clock::slept(started.elapsed());
 }
 
 /// A worker's last request on a hop, in wall-clock microseconds.
@@ -251,10 +253,13 @@ impl LiveFaults {
             progress.write(&self.progress_file);
             self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
             if let Some(signal) = self.act(fault.kind) {
+                let stopped = std::time::Instant::now();
                 // SAFETY: raising a signal at the calling process has no memory effects; the
                 // progress lock is held, and no other task of this process runs while it is
                 // stopped or after it is killed.
                 unsafe { libc::raise(signal) };
+                // resumed: the freeze was a wait, not this worker's work (`live::pace`)
+                crate::live::clock::slept(stopped.elapsed());
             }
         }
         progress

@@ -10,6 +10,7 @@
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::faults::{GatewayArmed, LiveFaults};
 use crate::live::log::EventLog;
+use crate::live::pace::{self, Pace, CATCH_UP_MS, CATCH_UP_REAL, PAUSE_MS};
 use fencesim_model::{
     Cents, Gateway, GatewayCall, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId,
 };
@@ -56,8 +57,8 @@ struct Shared {
     in_force: Mutex<InForce>,
     /// Refund calls held up on their way that have not landed yet.
     on_the_way: std::sync::atomic::AtomicU32,
-    /// When each worker last heard a refund call's answer, in wall-clock microseconds.
-    answered: Mutex<std::collections::BTreeMap<WorkerId, u64>>,
+    /// Each worker's last refund call: when it was answered, and on what pace.
+    paced: Mutex<std::collections::BTreeMap<WorkerId, Pace>>,
     /// When the story starts on the wall clock: the setup's until the workers are ready
     /// and the coordinator fixes it (`GatewayService::begin`).
     start_us: std::sync::atomic::AtomicU64,
@@ -72,10 +73,6 @@ pub struct GatewayService {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
 }
-
-/// The shortest gap between a worker's calls, in the story, that is a pause rather than
-/// the worker's own work.
-const PAUSE_MS: u64 = 1_000;
 
 /// Requests answered at once: one per worker is the most a run sends, and a few spare.
 const HANDLERS: usize = 6;
@@ -92,7 +89,7 @@ impl GatewayService {
             core,
             in_force: Mutex::default(),
             on_the_way: Default::default(),
-            answered: Mutex::default(),
+            paced: Mutex::default(),
             start_us: setup.clock.start_us.into(),
             setup,
             log,
@@ -151,14 +148,17 @@ pub fn send_fault(base: &str, kind: FaultKind) -> Result<(), String> {
 const REFUSAL_MS: u64 = 1;
 
 /// What a refund call carries in its headers: the faults armed for it.
+/// A header's number, if the request has it.
+fn header(request: &tiny_http::Request, name: &str) -> Option<u64> {
+    request
+        .headers()
+        .iter()
+        .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+        .and_then(|h| h.value.as_str().parse::<u64>().ok())
+}
+
 fn armed(request: &tiny_http::Request) -> GatewayArmed {
-    let header = |name: &str| {
-        request
-            .headers()
-            .iter()
-            .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-            .and_then(|h| h.value.as_str().parse::<u64>().ok())
-    };
+    let header = |name: &str| header(request, name);
     GatewayArmed {
         extra_ms: header("extra-ms").unwrap_or(0),
         lost: header("lose").unwrap_or(0) as u32,
@@ -211,7 +211,9 @@ impl Shared {
             (_, None) => (400, serde_json::json!({"error": "no worker header"})),
             (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, request.url()),
             (tiny_http::Method::Post, Some(worker)) => match serde_json::from_str::<RefundRequest>(&text) {
-                Ok(call) => self.pay(worker, call, armed(&request)),
+                Ok(call) => {
+                    self.pay(worker, call, armed(&request), header(&request, "slept-us").unwrap_or(0))
+                }
                 Err(e) => (400, serde_json::json!({"error": e.to_string()})),
             },
             _ => (405, serde_json::json!({"error": "GET or POST"})),
@@ -273,21 +275,18 @@ impl Shared {
         }
     }
 
-    /// When a refund call that arrived at `arrived_us` is answered, on the wall clock: its
-    /// latency after the worker's previous answer, or at once if the worker's own work
-    /// since took longer. The simulation gives a worker's own work no time, and so a row
-    /// takes as long in the live story as in the simulated one, losing only what its work
-    /// took beyond the latency. A gap of a story second or more is not work but a pause:
-    /// the call then takes its whole latency from its arrival.
-    fn due_us(&self, worker: WorkerId, refund: RefundId, arrived_us: u64, extra_ms: u64) -> u64 {
+    /// When a refund call that arrived at `arrived_us` is answered, on the wall clock: on
+    /// the simulation's pace, or at once if the worker's own work made it later, the
+    /// lateness then made up by its next calls (`live::pace`).
+    fn due(&self, worker: WorkerId, refund: RefundId, arrived_us: u64, extra_ms: u64, slept_us: u64) -> Pace {
         let clock = self.clock();
         let latency_us = clock.real(self.setup.refund_latency.of(refund) + extra_ms).as_micros() as u64;
-        let pause_us = clock.real(PAUSE_MS).as_micros() as u64;
-        let answered = self.answered.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
-        match answered {
-            Some(at) if arrived_us.saturating_sub(at) < pause_us => arrived_us.max(at + latency_us),
-            _ => arrived_us + latency_us,
-        }
+        let bounds = pace::Bounds {
+            pause_us: clock.real(PAUSE_MS).as_micros() as u64,
+            catch_up_us: clock.real(CATCH_UP_MS).min(CATCH_UP_REAL).as_micros() as u64,
+        };
+        let last = self.paced.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
+        pace::answer(last, arrived_us, slept_us, latency_us, bounds)
     }
 
     /// The call reaches the ledger at `now` (story ms) and is recorded; `lost`: nobody
@@ -327,6 +326,7 @@ impl Shared {
         worker: WorkerId,
         call: RefundRequest,
         armed: GatewayArmed,
+        slept_us: u64,
     ) -> (u16, serde_json::Value) {
         let clock = self.clock();
         let refund = RefundId(call.reference);
@@ -334,9 +334,9 @@ impl Shared {
             return (503, serde_json::json!({"error": "the gateway is down"}));
         }
         let arrived_us = wall_us();
-        let paced_us = self.due_us(worker, refund, arrived_us, armed.extra_ms);
+        let paced = self.due(worker, refund, arrived_us, armed.extra_ms, slept_us);
         let now = clock.story_ms(arrived_us);
-        let latency = clock.story_ms(paced_us) - now;
+        let latency = clock.story_ms(paced.answered_us) - now;
         if let Some(late_ms) = armed.late_ms {
             // held up on its way: the worker hears nothing when its answer is due, and the
             // call lands later and does what a call does then
@@ -352,17 +352,19 @@ impl Shared {
                 shared.reach(worker, &call, clock.story_ms(lands_us), latency, false, Some(arrived_us));
                 shared.on_the_way.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
-            self.wait_until(worker, paced_us, arrived_us);
+            self.wait_until(worker, paced);
             return (504, serde_json::json!({"error": "no answer in time"}));
         }
         let reply = self.reach(worker, &call, now, latency, armed.lost > 0, None);
-        let due = match reply.outcome {
-            CallOutcome::Created => paced_us,
+        let paced = match reply.outcome {
+            CallOutcome::Created => paced,
             CallOutcome::Replayed | CallOutcome::Conflict => {
-                clock.start_us + clock.real(reply.respond_at_ms).as_micros() as u64
+                let at_us =
+                    (clock.start_us + clock.real(reply.respond_at_ms).as_micros() as u64).max(arrived_us);
+                Pace { answered_us: at_us, on_time_us: at_us, ..paced }
             }
         };
-        self.wait_until(worker, due, arrived_us);
+        self.wait_until(worker, paced);
         let receipt = ReceiptBody { gateway_ref: reply.receipt.gateway_ref, amount: reply.receipt.amount.0 };
         match (reply.outcome, armed.lost > 0) {
             (CallOutcome::Conflict, _) => {
@@ -375,12 +377,12 @@ impl Shared {
         }
     }
 
-    /// Answers at `due_us`; the worker's last answer is then its due time, not when the
-    /// sleep ended: the machine's lateness in waking is part of the next gap, and is
-    /// credited as the worker's own work is.
-    fn wait_until(&self, worker: WorkerId, due_us: u64, arrived_us: u64) {
-        std::thread::sleep(Duration::from_micros(due_us.saturating_sub(wall_us())));
-        self.answered.lock().unwrap_or_else(|p| p.into_inner()).insert(worker, due_us.max(arrived_us));
+    /// Answers at the pace's time; the worker's last answer is then that time, not when
+    /// the sleep ended: the machine's lateness in waking is part of the next gap, and is
+    /// made up as the worker's own work is.
+    fn wait_until(&self, worker: WorkerId, paced: Pace) {
+        std::thread::sleep(Duration::from_micros(paced.answered_us.saturating_sub(wall_us())));
+        self.paced.lock().unwrap_or_else(|p| p.into_inner()).insert(worker, paced);
     }
 }
 
@@ -428,8 +430,11 @@ impl Gateway for LiveGateway {
         self.faults.call(Hop::Gateway).await;
         let url = format!("{}/refunds/{}", self.base, reference.0);
         let (agent, worker) = (self.agent.clone(), self.worker.to_string());
+        let asked = std::time::Instant::now();
         let found =
             off_the_runtime(move || Self::receipt(agent.get(&url).set("worker", &worker).call())).await;
+        // the service held the answer for the lookup's latency: a wait, not this worker's work
+        crate::live::clock::slept(asked.elapsed());
         crate::live::clock::woke();
         found
     }
@@ -449,7 +454,8 @@ impl Gateway for LiveGateway {
             let mut request = agent.post(&url).set("worker", &worker);
             request = request
                 .set("extra-ms", &armed.extra_ms.to_string())
-                .set("lose", &armed.lost.min(1).to_string());
+                .set("lose", &armed.lost.min(1).to_string())
+                .set("slept-us", &crate::live::clock::slept_us().to_string());
             if let Some(late_ms) = armed.late_ms {
                 request = request.set("late-ms", &late_ms.to_string());
             }

@@ -11,6 +11,7 @@
 //!   happen; `plan`: what of a world and its faults a live run can do; `supervise`: the
 //!   coordinator's loop while the run goes on; `coordinator`: the run, from its input to
 //!   its verdict;
+//! - `pace`: when the gateway service answers a refund call;
 //! - `interrupt`: a signal that asks the run to stop and clean up;
 //! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
 //!   store, and a cluster of the run's own.
@@ -25,6 +26,7 @@ pub mod gateway;
 pub mod interrupt;
 pub mod log;
 pub mod merge;
+pub mod pace;
 pub mod plan;
 pub mod postgres;
 pub mod processes;

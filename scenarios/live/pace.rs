@@ -1,0 +1,114 @@
+//! When the gateway service answers a worker's refund call, on the wall clock.
+//!
+//! The simulation gives a worker's own work no time: a row takes its gateway latency (and
+//! whatever the worker slept on its other hops), and the worked example's A claims `r_815`
+//! at 10:00:26, four story seconds before its lease ends. A real process spends real time
+//! on each row, and on a busy machine now and then more than the latency. So a call is
+//! answered when the simulation's pace would answer it, or at once if the worker arrives
+//! later than that; and the lateness its own work made (not its sleeps, not a pause) is
+//! owed and made up by the calls after it, which are answered that much sooner. Without
+//! the making up a row lost all its work beyond the latency, and on a slowed machine the
+//! live A claimed `r_815` after its lease had expired.
+//!
+//! What is owed is bounded (`CATCH_UP_MS`, `CATCH_UP_REAL`): a gap the worker cannot tell
+//! from work (a freeze of its whole process that the coordinator made, shorter than a
+//! pause; a freeze the worker makes itself it counts as slept) is shortened by that much
+//! at most.
+
+/// The shortest gap between a worker's calls, in the story, that is a pause rather than
+/// the worker's own work: the call then takes its whole latency from its arrival.
+pub const PAUSE_MS: u64 = 1_000;
+
+/// The most of the story a worker may be behind its simulated pace and make up...
+pub const CATCH_UP_MS: u64 = 100;
+
+/// ...and the most of real time: the lateness a busy machine gives a row is real time,
+/// and at a slow time scale a story bound alone would allow a second of it.
+pub const CATCH_UP_REAL: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// A worker's last refund call at the gateway, in wall-clock microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pace {
+    /// When it was answered.
+    pub answered_us: u64,
+    /// When the simulation's pace would have answered it (at most `answered_us`).
+    pub on_time_us: u64,
+    /// How long the worker had slept in all, as it said with the call.
+    pub slept_us: u64,
+}
+
+/// The bounds of a pace, in wall-clock microseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub pause_us: u64,
+    pub catch_up_us: u64,
+}
+
+/// The call that arrives at `arrived_us`, from a worker that had slept `slept_us` in all
+/// by then, answered `latency_us` after the simulation's pace: its answer and its pace.
+pub fn answer(last: Option<Pace>, arrived_us: u64, slept_us: u64, latency_us: u64, bounds: Bounds) -> Pace {
+    let fresh = Pace { answered_us: arrived_us + latency_us, on_time_us: arrived_us + latency_us, slept_us };
+    let Some(last) = last.filter(|l| arrived_us.saturating_sub(l.answered_us) < bounds.pause_us) else {
+        return fresh;
+    };
+    let on_time_us = last.on_time_us + latency_us;
+    if arrived_us <= on_time_us {
+        return Pace { answered_us: on_time_us, on_time_us, slept_us };
+    }
+    // Late: answered at once. What was owed before, and the gap's work (the gap less what
+    // the worker slept in it), may be made up; what it slept may not.
+    let gap = arrived_us - last.answered_us;
+    let worked = gap.saturating_sub(slept_us.saturating_sub(last.slept_us));
+    let owed = (last.answered_us - last.on_time_us) + worked;
+    let behind = (arrived_us - on_time_us).min(owed).min(bounds.catch_up_us);
+    Pace { answered_us: arrived_us, on_time_us: arrived_us - behind, slept_us }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: Bounds = Bounds { pause_us: 250_000, catch_up_us: 25_000 };
+
+    fn pace(answered_us: u64, on_time_us: u64, slept_us: u64) -> Pace {
+        Pace { answered_us, on_time_us, slept_us }
+    }
+
+    #[test]
+    fn work_within_the_latency_is_part_of_it() {
+        let first = answer(None, 1_000, 0, 8_000, BOUNDS);
+        assert_eq!(first, pace(9_000, 9_000, 0));
+        assert_eq!(answer(Some(first), 10_500, 0, 8_000, BOUNDS), pace(17_000, 17_000, 0));
+    }
+
+    #[test]
+    fn work_beyond_the_latency_is_made_up_by_the_calls_after_it() {
+        let last = pace(9_000, 9_000, 0);
+        // 12 ms of work against an 8 ms latency: answered at once, 4 ms behind
+        let late = answer(Some(last), 21_000, 0, 8_000, BOUNDS);
+        assert_eq!(late, pace(21_000, 17_000, 0));
+        // the next call, after 1 ms of work, is answered 4 ms sooner than its latency
+        assert_eq!(answer(Some(late), 22_000, 0, 8_000, BOUNDS), pace(25_000, 25_000, 0));
+    }
+
+    #[test]
+    fn what_the_worker_slept_is_not_made_up() {
+        let last = pace(9_000, 9_000, 0);
+        // 100 ms slept (a held statement) and 2 ms of work: only the work is owed
+        let late = answer(Some(last), 111_000, 100_000, 8_000, BOUNDS);
+        assert_eq!(late, pace(111_000, 109_000, 100_000));
+    }
+
+    #[test]
+    fn what_is_owed_is_bounded() {
+        let last = pace(9_000, 9_000, 0);
+        let late = answer(Some(last), 69_000, 0, 8_000, BOUNDS);
+        assert_eq!(late, pace(69_000, 44_000, 0), "25 ms of the 52 owed");
+    }
+
+    #[test]
+    fn a_pause_takes_the_whole_latency_from_the_arrival() {
+        let last = pace(9_000, 5_000, 0);
+        assert_eq!(answer(Some(last), 300_000, 0, 8_000, BOUNDS), pace(308_000, 308_000, 0));
+    }
+}
