@@ -1,5 +1,5 @@
 //! Mechanisms from files, run: each built-in mechanism read from its file gives the Rust
-//! one's verdicts and traces over seeds 1 to 2,000 with every fault kind; five files with
+//! one's verdicts and traces over seeds 1 to 2,000 with every fault kind; six files with
 //! bugs a team could write are caught within 2,000 seeds by a breach the built-in they were
 //! copied from does not have on the same seed, and shrink to at most 3 faults; a replay
 //! file of such a run replays in a process that never saw the mechanism file.
@@ -10,7 +10,7 @@ use fencesim::model::Mechanism;
 use fencesim::runner::{run, Outcome};
 use fencesim::scenario::{self, FaultMask, Scenario};
 use fencesim::search::shrink::shrink_scenario;
-use fencesim::sim::GatewayMode;
+use fencesim::sim::{EventKind, GatewayMode};
 use fencesim::tell::replay_file::ReplayFile;
 use std::path::Path;
 use std::process::Command;
@@ -153,6 +153,49 @@ fn six_bugs_a_team_could_write_are_caught_within_2000_seeds_and_shrink_to_3_faul
         assert!(the_bug_breaks(bug, buggy, &shrunk, seed).unwrap(), "{}", bug.file);
         eprintln!("{}: caught at seed {seed} ({}), shrunk to {faults} fault(s)", bug.file, bug.breaks);
     }
+}
+
+/// An acquisition script that sets the key without NX is told as what it did on every seed
+/// of the first 300 that breaks lease-integrity: it took the lease from its live holder,
+/// whose grant (or theft) the chain begins with; also when the taker held the key before,
+/// which an older chain told as a stale holder's SET.
+#[test]
+fn an_acquisition_without_nx_is_told_as_taking_the_lease_from_its_live_holder() {
+    let bug = BUGS.iter().find(|bug| bug.file == "acquire-without-nx").unwrap();
+    let buggy = define(&std::fs::read_to_string(root().join(bug_path(bug))).unwrap(), bug.file).unwrap();
+    let (mut told, mut again) = (0, 0);
+    for seed in 1..=300 {
+        let scenario =
+            scenario::build("random", seed, buggy, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+        let outcome = run(&scenario, seed).unwrap();
+        let check = outcome.check("lease-integrity");
+        if !check.is_violation() {
+            continue;
+        }
+        let chain = outcome.chain(check).unwrap();
+        let what = format!("seed {seed}: {}", chain.summary);
+        assert!(chain.summary.contains("took the lease from its holder"), "{what}");
+        let events = &outcome.record.events;
+        let (first, last) =
+            (&events[chain.steps[0].event].kind, &events[chain.steps.last().unwrap().event].kind);
+        let EventKind::LeaseSet { worker: taker, key, .. } = last else { panic!("{what}: ends at a SET") };
+        let holder = match first {
+            EventKind::LeaseGranted { worker, .. } | EventKind::LeaseSet { worker, .. } => *worker,
+            other => panic!("{what}: begins at {other:?}"),
+        };
+        let restarted = chain.summary.contains("before its restart");
+        assert!(holder != *taker || restarted, "{what}");
+        let set_at = events[chain.steps.last().unwrap().event].at_ms;
+        let held_before = outcome
+            .record
+            .epochs
+            .iter()
+            .any(|epoch| epoch.worker == *taker && epoch.key == *key && epoch.granted_at_ms < set_at);
+        told += 1;
+        again += usize::from(held_before);
+    }
+    assert!(told > 0 && again > 0, "{told} thefts told, {again} by a worker that held the key before");
+    eprintln!("{told} thefts told, {again} by a worker that held the key before");
 }
 
 fn fencesim(args: &[&str]) -> (i32, String, String) {

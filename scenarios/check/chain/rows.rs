@@ -103,6 +103,11 @@ pub fn lease_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
         | EventKind::LeaseSet { worker, .. } => *worker,
         _ => return Chain::none("the breach is not a lease command".to_owned()),
     };
+    if acquiring(&cx, index, worker) {
+        if let Some(taken) = taken_from_holder(&cx, index, worker) {
+            return taken;
+        }
+    }
     let act = cx.step(index);
     let mut steps = vec![act.clone()];
     let read = cx.events[..index]
@@ -145,32 +150,62 @@ pub fn lease_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
     Chain::of(summary, steps)
 }
 
-/// A SET without NX by a worker that held no lease before: an acquisition that took the
-/// lease from the worker whose epoch of the key was live then. The chain is that epoch's
-/// grant, then the SET.
+/// Whether the lease command at `index` was the worker's acquisition: its next step is the
+/// lease acquired, or found busy. A worker whose earlier lease had ended and that took the
+/// key from its live holder did not act on a stale lease: it took a live one.
+fn acquiring(cx: &Cx<'_>, index: usize, worker: WorkerId) -> bool {
+    let next = cx.events[index + 1..].iter().find_map(|event| match &event.kind {
+        EventKind::Step { worker: w, step } if *w == worker => Some(step),
+        _ => None,
+    });
+    matches!(next, Some(Step::LeaseAcquired { .. } | Step::LeaseBusy { .. }))
+}
+
+/// A SET without NX (an acquisition's, or by a worker that held no lease before) that took
+/// the lease from the value whose epoch of the key was live then (another worker's, or the
+/// same worker's before a crash). The chain is that epoch's grant, then the SET.
 fn taken_from_holder(cx: &Cx<'_>, index: usize, worker: WorkerId) -> Option<Chain> {
-    let EventKind::LeaseSet { key, .. } = &cx.events[index].kind else { return None };
+    let EventKind::LeaseSet { key, value, .. } = &cx.events[index].kind else { return None };
     let at_ms = cx.events[index].at_ms;
     let live = |epoch: &&Epoch| {
-        epoch.key == *key && epoch.worker != worker && epoch.expired_at_ms.is_none_or(|end| end >= at_ms)
+        epoch.key == *key && epoch.value != *value && epoch.expired_at_ms.is_none_or(|end| end >= at_ms)
     };
-    let (holder, granted) = cx
+    let (holder, began) = cx
         .facts
         .record
         .epochs
         .iter()
         .filter(live)
         .rev()
-        .find_map(|epoch| grant_of(cx, epoch.number).filter(|at| *at < index).map(|at| (epoch, at)))?;
+        .find_map(|epoch| beginning(cx, epoch).filter(|at| *at < index).map(|at| (epoch, at)))?;
+    let how = match cx.events[began].kind {
+        EventKind::LeaseSet { .. } => "taken",
+        _ => "granted",
+    };
     let act = cx.step(index);
+    let who = match holder.worker == worker {
+        true => format!("{worker}'s process before its restart"),
+        false => holder.worker.to_string(),
+    };
     let summary = format!(
-        "{} held {key} (epoch {}, granted at {}) when {}: the acquisition took the lease from its holder",
-        holder.worker,
+        "{who} held {key} (epoch {}, {how} at {}) when {}: the acquisition took the lease from its holder",
         holder.number,
-        cx.at(granted),
+        cx.at(began),
         act.text
     );
-    Some(Chain::of(summary, vec![cx.step(granted), act]))
+    Some(Chain::of(summary, vec![cx.step(began), act]))
+}
+
+/// The event that began `epoch`: its grant, or the SET without NX that took the key.
+fn beginning(cx: &Cx<'_>, epoch: &Epoch) -> Option<usize> {
+    grant_of(cx, epoch.number).or_else(|| {
+        let from = cx.events.partition_point(|event| event.at_ms < epoch.granted_at_ms);
+        let set = |event: &fencesim_sim::Event| {
+            matches!(&event.kind, EventKind::LeaseSet { value, .. } if *value == epoch.value)
+        };
+        let same_ms = cx.events[from..].iter().take_while(|event| event.at_ms == epoch.granted_at_ms);
+        same_ms.into_iter().position(set).map(|at| from + at)
+    })
 }
 
 /// single-holder's chain (a diagnostic): the earlier believer's lease ended while it was
