@@ -5,7 +5,9 @@
 //! `GET /refunds/815` asks whether refund `r_815` was paid (200 with the receipt, or 404);
 //! `POST /refunds` with `{"reference": 815, "key": "r_815", "amount": 7025}` pays it (200
 //! with the receipt, 409 while another call with the key is in flight). The calling
-//! worker names itself in the `worker` header. Each call takes the scenario's latency.
+//! worker names itself in the `worker` header, and a refund call says in `slept-us` how
+//! long the worker has slept on purpose. Each call takes the scenario's latency, on the
+//! simulation's pace (`live::pace`).
 
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::faults::{GatewayArmed, LiveFaults};
@@ -147,7 +149,6 @@ pub fn send_fault(base: &str, kind: FaultKind) -> Result<(), String> {
 /// How long an outage takes to refuse a request, in the story, as in the simulation.
 const REFUSAL_MS: u64 = 1;
 
-/// What a refund call carries in its headers: the faults armed for it.
 /// A header's number, if the request has it.
 fn header(request: &tiny_http::Request, name: &str) -> Option<u64> {
     request
@@ -157,6 +158,7 @@ fn header(request: &tiny_http::Request, name: &str) -> Option<u64> {
         .and_then(|h| h.value.as_str().parse::<u64>().ok())
 }
 
+/// What a refund call carries in its headers: the faults armed for it.
 fn armed(request: &tiny_http::Request) -> GatewayArmed {
     let header = |name: &str| header(request, name);
     GatewayArmed {

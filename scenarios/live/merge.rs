@@ -96,8 +96,18 @@ fn attribute(
             ledger.lost(0, key, value, at_ms, own);
             leases.holders.remove(key.as_str());
         }
-        // a SET without NX (a planted bug's): the key is this value's now, whoever held it
-        EventKind::LeaseSet { key, value, .. } => {
+        // a SET without NX: the key is this value's now, whoever held it. A value never
+        // granted at the key is an acquisition's (a team's script that took the key): the
+        // holder's epoch ends there and the taker's begins, as in the simulation; a planted
+        // bug's sets a value it was granted before, and opens no epoch.
+        EventKind::LeaseSet { worker, key, value, .. } => {
+            if !ledger.granted_to(key, value, *worker) {
+                if let Some(before) = leases.holders.remove(key.as_str()) {
+                    let own = ledger.granted_to(key, &before, *worker);
+                    ledger.lost(0, key, &before, at_ms, own);
+                }
+                ledger.granted(0, key, value, *worker, at_ms);
+            }
             leases.holders.insert(key.clone(), value.clone());
         }
         EventKind::LeaseExpired { key, .. } => {

@@ -11,6 +11,51 @@ use fencesim_sim::{EventKind, Hop};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
+/// A team's acquisition script, run inside one that reads the key before and after it and
+/// the server's clock, and answers `{before, answer, after, seconds, microseconds}` (false
+/// for a missing key or a nil answer). Its first line is the script's first line, so that
+/// an error names the script's own line; its SHA is put back in an error's words by the
+/// caller.
+fn watched(script: &str) -> String {
+    format!(
+        "local before = redis.call('GET', KEYS[1]) local answer = (function() {script}\n\
+         end)() if answer == nil then answer = false end \
+         local now = redis.call('TIME') \
+         return {{before, answer, redis.call('GET', KEYS[1]), now[1], now[2]}}"
+    )
+}
+
+/// The watched acquisition's answer: the key before and after, the script's answer, and
+/// when the server ran it, in wall-clock microseconds.
+struct Watched {
+    before: Option<String>,
+    answer: Option<redis::Value>,
+    after: Option<String>,
+    at_us: u64,
+}
+
+impl Watched {
+    fn read(reply: redis::Value) -> Result<Watched, BackendError> {
+        let redis::Value::Array(mut parts) = reply else {
+            return Err(BackendError(format!("the watched acquisition answered {reply:?}")));
+        };
+        parts.resize(5, redis::Value::Nil);
+        let text = |part: &redis::Value| match part {
+            redis::Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            _ => None,
+        };
+        let number = |part: &redis::Value| text(part).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+        let at_us = number(&parts[3]) * 1_000_000 + number(&parts[4]);
+        // an error reply the script returned (a `redis.pcall`'s) is its own error reply
+        if let redis::Value::ServerError(error) = &parts[1] {
+            let words = format!("{} {}", error.code(), error.details().unwrap_or_default());
+            return Err(BackendError(format!("{REPLIED}{}", words.trim_end())));
+        }
+        let answer = Some(parts[1].clone()).filter(|answer| *answer != redis::Value::Nil);
+        Ok(Watched { before: text(&parts[0]), answer, after: text(&parts[2]), at_us })
+    }
+}
+
 /// Opens a connection to the server at `url`, or says why not.
 pub fn connect(url: &str) -> Result<redis::Connection, String> {
     let client = redis::Client::open(url).map_err(|e| format!("'{url}' is not a Redis URL: {e}"))?;
@@ -97,9 +142,20 @@ impl LiveRedis {
     }
 
     /// A script's answer; an error reply is recorded, in the server's words, and given to
-    /// the worker as the failed command it is, as the simulated Redis does.
-    async fn script(&self, cmd: &redis::Cmd, key: &str, script: &str) -> Result<redis::Value, BackendError> {
-        let answer = self.query(cmd).await;
+    /// the worker as the failed command it is, as the simulated Redis does. `renamed`: a
+    /// script sent inside another, whose SHA the words then give for the inner one's.
+    async fn script(
+        &self,
+        cmd: &redis::Cmd,
+        key: &str,
+        script: &str,
+        renamed: Option<(&str, &str)>,
+    ) -> Result<redis::Value, BackendError> {
+        let sha = fencesim_sim::redis::sha1_hex;
+        let answer = self.query(cmd).await.map_err(|BackendError(text)| match renamed {
+            Some((sent, inner)) => BackendError(text.replace(&sha(sent), &sha(inner))),
+            None => BackendError(text),
+        });
         if let Err(BackendError(text)) = &answer {
             if let Some(reply) = text.strip_prefix(REPLIED) {
                 let (worker, key, script, reply) =
@@ -157,7 +213,9 @@ impl RedisInstance for LiveRedis {
     }
 
     /// A team's own acquisition: 1 or `OK` is a grant, 0 or nil a refusal, as the
-    /// simulated Redis reads them.
+    /// simulated Redis reads them. The history tells what the script did to the key, read
+    /// in the same script before and after it (`watched`): a key it gave the worker's value
+    /// is a grant, a key it took from a live holder a SET without NX, as in the simulation.
     async fn acquire_script(
         &self,
         script: &str,
@@ -166,16 +224,52 @@ impl RedisInstance for LiveRedis {
         ttl_ms: u64,
     ) -> Result<bool, BackendError> {
         let ttl = self.real_ms(ttl_ms).to_string();
-        let granted = match self.script(&Self::eval(script, key, &[value, &ttl]), key, "acquire").await? {
-            redis::Value::Int(1) | redis::Value::Okay => true,
-            redis::Value::SimpleString(status) if status == "OK" => true,
-            redis::Value::Int(0) | redis::Value::Nil => false,
-            other => {
+        let watched = watched(script);
+        let cmd = Self::eval(&watched, key, &[value, &ttl]);
+        let reply = self.script(&cmd, key, "acquire", Some((&watched, script))).await?;
+        let Watched { before, answer, after, at_us } =
+            Watched::read(reply).inspect_err(|BackendError(text)| {
+                if let Some(reply) = text.strip_prefix(REPLIED) {
+                    let (worker, key, reply) = (self.worker, key.to_owned(), reply.to_owned());
+                    let script = "acquire".to_owned();
+                    self.log.record(EventKind::ScriptFailed { worker, instance: 0, key, script, reply });
+                }
+            })?;
+        let granted = match answer {
+            Some(redis::Value::Int(1) | redis::Value::Okay) => true,
+            Some(redis::Value::SimpleString(status)) if status == "OK" => true,
+            Some(redis::Value::Int(0)) | None => false,
+            Some(other) => {
                 let said = format!("the acquisition script returned {other:?}");
                 return Err(BackendError(format!("{said}, not 1, 0, OK or nil")));
             }
         };
-        Ok(self.told(key, value, ttl_ms, granted))
+        // Dated by the server's clock, in the order the server ran the scripts: two
+        // workers' acquisitions in the same millisecond, dated by their answers, were
+        // merged the other way round now and then, and a theft read as the holder's grant.
+        // A server whose clock a fault moves is dated by the answer.
+        let at_us = Some(at_us).filter(|_| self.faults.outside.clock_file.is_none());
+        let took = after.as_deref() == Some(value) && before.as_deref() != Some(value);
+        let (worker, key_text) = (self.worker, key.to_owned());
+        let kind = match before.filter(|_| took) {
+            Some(_) => {
+                EventKind::LeaseSet { worker, instance: 0, key: key_text, value: value.to_owned(), ttl_ms }
+            }
+            None if took => EventKind::LeaseGranted {
+                worker,
+                instance: 0,
+                key: key_text,
+                value: value.to_owned(),
+                ttl_ms,
+                epoch: None,
+            },
+            None => EventKind::LeaseRefused { worker, instance: 0, key: key_text },
+        };
+        match at_us {
+            Some(at_us) => self.log.record_at(at_us, kind),
+            None => self.log.record(kind),
+        }
+        Ok(granted)
     }
 
     async fn get(&self, key: &str) -> Result<Option<String>, BackendError> {
@@ -200,7 +294,7 @@ impl RedisInstance for LiveRedis {
     }
 
     async fn release_script(&self, script: &str, key: &str, value: &str) -> Result<bool, BackendError> {
-        let answer = self.script(&Self::eval(script, key, &[value]), key, "release").await?;
+        let answer = self.script(&Self::eval(script, key, &[value]), key, "release", None).await?;
         let deleted = answer == redis::Value::Int(1);
         let (worker, key, value) = (self.worker, key.to_owned(), value.to_owned());
         self.log.record(EventKind::LeaseReleased { worker, instance: 0, key, value, deleted });
@@ -215,7 +309,7 @@ impl RedisInstance for LiveRedis {
         ttl_ms: u64,
     ) -> Result<bool, BackendError> {
         let ttl = self.real_ms(ttl_ms).to_string();
-        let answer = self.script(&Self::eval(script, key, &[value, &ttl]), key, "renew").await?;
+        let answer = self.script(&Self::eval(script, key, &[value, &ttl]), key, "renew", None).await?;
         let extended = answer == redis::Value::Int(1);
         let (worker, key) = (self.worker, key.to_owned());
         self.log.record(EventKind::LeaseExtended { worker, instance: 0, key, extended });
