@@ -11,7 +11,7 @@ use fencesim::sim::GatewayMode;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use support::redis_server;
 
 /// One live run at a time: each wants the machine's two cores to itself.
@@ -23,6 +23,13 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// This test's turn at the machine, or none (said loudly) on a machine without a
+/// redis-server.
+fn turn(test: &str) -> Option<MutexGuard<'static, ()>> {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    redis_server::available(test).then_some(one)
+}
+
 fn names(list: &serde_json::Value) -> BTreeSet<String> {
     list.as_array().unwrap().iter().map(|v| v["invariant"].as_str().unwrap().to_owned()).collect()
 }
@@ -31,11 +38,7 @@ fn names(list: &serde_json::Value) -> BTreeSet<String> {
 /// compare frees B's lease, as in the simulation.
 #[test]
 fn a_mechanism_from_a_file_runs_live_with_the_simulations_verdict() {
-    let test = "live-mechanism-file";
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    if !redis_server::available(test) {
-        return;
-    }
+    let Some(_turn) = turn("live-mechanism-file") else { return };
     let path = "tests/data/mechanism_bugs/release-without-compare.toml";
     let out = Command::new(FENCESIM)
         .args(["live", "--time-scale", "0.25", "--json", "--mechanism-file", path])
@@ -61,11 +64,7 @@ fn a_mechanism_from_a_file_runs_live_with_the_simulations_verdict() {
 /// finds breaks lease-integrity in both live runs, and every other invariant as simulated.
 #[test]
 fn an_acquisition_script_that_takes_a_live_lease_breaks_lease_integrity_live_too() {
-    let test = "live-acquire-without-nx";
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    if !redis_server::available(test) {
-        return;
-    }
+    let Some(_turn) = turn("live-acquire-without-nx") else { return };
     let dir = std::env::temp_dir().join(format!("fencesim-live-acquire-{}", std::process::id()));
     let bug = "tests/data/mechanism_bugs/acquire-without-nx.toml";
     let found = Command::new(FENCESIM)
@@ -107,11 +106,7 @@ fn failed_acquisition(story: &str) -> String {
 /// and SHA, not those of the script the live port wraps it in.
 #[test]
 fn an_acquisition_script_that_errors_live_is_told_in_the_simulations_words() {
-    let test = "live-acquire-errors";
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    if !redis_server::available(test) {
-        return;
-    }
+    let Some(_turn) = turn("live-acquire-errors") else { return };
     let fenced = std::fs::read_to_string(root().join("mechanisms/fenced.toml")).unwrap();
     let script = "if ARGV[1] == 'B#1' then return redis.call('pexpire', KEYS[1], ARGV[3]) end \
                   return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
