@@ -178,10 +178,11 @@ impl LiveRedis {
         cmd.query(con.as_mut().expect("a connection"))
     }
 
-    /// Records a grant (`granted`) or a refusal of the lease; returns `granted`.
-    fn told(&self, key: &str, value: &str, ttl_ms: u64, granted: bool) -> bool {
+    /// Records a grant (`granted`) or a refusal of the lease, at `at_us` or now; returns
+    /// `granted`.
+    fn told(&self, key: &str, value: &str, ttl_ms: u64, granted: bool, at_us: Option<u64>) -> bool {
         let (worker, key) = (self.worker, key.to_owned());
-        self.log.record(match granted {
+        let kind = match granted {
             true => EventKind::LeaseGranted {
                 worker,
                 instance: 0,
@@ -191,8 +192,17 @@ impl LiveRedis {
                 epoch: None,
             },
             false => EventKind::LeaseRefused { worker, instance: 0, key },
-        });
+        };
+        self.record(kind, at_us);
         granted
+    }
+
+    /// Records `kind` at `at_us` (the server's time), or now if none.
+    fn record(&self, kind: EventKind, at_us: Option<u64>) {
+        match at_us {
+            Some(at_us) => self.log.record_at(at_us, kind),
+            None => self.log.record(kind),
+        }
     }
 
     fn eval(script: &str, key: &str, args: &[&str]) -> redis::Cmd {
@@ -209,7 +219,7 @@ impl RedisInstance for LiveRedis {
     async fn set_nx_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, BackendError> {
         let cmd = redis::cmd("SET").arg(key).arg(value).arg("NX").arg("PX").arg(self.real_ms(ttl_ms)).clone();
         let granted: Option<String> = self.query(&cmd).await?;
-        Ok(self.told(key, value, ttl_ms, granted.is_some()))
+        Ok(self.told(key, value, ttl_ms, granted.is_some(), None))
     }
 
     /// A team's own acquisition: 1 or `OK` is a grant, 0 or nil a refusal, as the
@@ -250,25 +260,12 @@ impl RedisInstance for LiveRedis {
         // A server whose clock a fault moves is dated by the answer.
         let at_us = Some(at_us).filter(|_| self.faults.outside.clock_file.is_none());
         let took = after.as_deref() == Some(value) && before.as_deref() != Some(value);
-        let (worker, key_text) = (self.worker, key.to_owned());
-        let kind = match before.filter(|_| took) {
-            Some(_) => {
-                EventKind::LeaseSet { worker, instance: 0, key: key_text, value: value.to_owned(), ttl_ms }
-            }
-            None if took => EventKind::LeaseGranted {
-                worker,
-                instance: 0,
-                key: key_text,
-                value: value.to_owned(),
-                ttl_ms,
-                epoch: None,
-            },
-            None => EventKind::LeaseRefused { worker, instance: 0, key: key_text },
-        };
-        match at_us {
-            Some(at_us) => self.log.record_at(at_us, kind),
-            None => self.log.record(kind),
+        if before.is_none() || !took {
+            self.told(key, value, ttl_ms, took, at_us);
+            return Ok(granted);
         }
+        let (worker, key, value) = (self.worker, key.to_owned(), value.to_owned());
+        self.record(EventKind::LeaseSet { worker, instance: 0, key, value, ttl_ms }, at_us);
         Ok(granted)
     }
 
