@@ -203,8 +203,8 @@ fn beginning(cx: &Cx<'_>, epoch: &Epoch) -> Option<usize> {
         let set = |event: &fencesim_sim::Event| {
             matches!(&event.kind, EventKind::LeaseSet { value, .. } if *value == epoch.value)
         };
-        let same_ms = cx.events[from..].iter().take_while(|event| event.at_ms == epoch.granted_at_ms);
-        same_ms.into_iter().position(set).map(|at| from + at)
+        let mut same_ms = cx.events[from..].iter().take_while(|event| event.at_ms == epoch.granted_at_ms);
+        same_ms.position(set).map(|at| from + at)
     })
 }
 
