@@ -156,14 +156,19 @@ impl LiveRedis {
             Some((sent, inner)) => BackendError(text.replace(&sha(sent), &sha(inner))),
             None => BackendError(text),
         });
-        if let Err(BackendError(text)) = &answer {
+        self.failed(key, script, &answer);
+        answer
+    }
+
+    /// A script's error reply, if `answer` is one, recorded in the server's words.
+    fn failed<T>(&self, key: &str, script: &str, answer: &Result<T, BackendError>) {
+        if let Err(BackendError(text)) = answer {
             if let Some(reply) = text.strip_prefix(REPLIED) {
                 let (worker, key, script, reply) =
                     (self.worker, key.to_owned(), script.to_owned(), reply.to_owned());
                 self.log.record(EventKind::ScriptFailed { worker, instance: 0, key, script, reply });
             }
         }
-        answer
     }
 
     /// Sends `cmd` on `con`, connecting first if there is none.
@@ -237,14 +242,10 @@ impl RedisInstance for LiveRedis {
         let watched = watched(script);
         let cmd = Self::eval(&watched, key, &[value, &ttl]);
         let reply = self.script(&cmd, key, "acquire", Some((&watched, script))).await?;
-        let Watched { before, answer, after, at_us } =
-            Watched::read(reply).inspect_err(|BackendError(text)| {
-                if let Some(reply) = text.strip_prefix(REPLIED) {
-                    let (worker, key, reply) = (self.worker, key.to_owned(), reply.to_owned());
-                    let script = "acquire".to_owned();
-                    self.log.record(EventKind::ScriptFailed { worker, instance: 0, key, script, reply });
-                }
-            })?;
+        let read = Watched::read(reply);
+        // an error reply the script returned is recorded as one the server gave
+        self.failed(key, "acquire", &read);
+        let Watched { before, answer, after, at_us } = read?;
         let granted = match answer {
             Some(redis::Value::Int(1) | redis::Value::Okay) => true,
             Some(redis::Value::SimpleString(status)) if status == "OK" => true,
