@@ -7,7 +7,7 @@ use fencesim::model::{
     Cents, FenceViolation, Job, JobId, MerchantId, RefundId, RefundState, RowImage, Step, Token, WriteKind,
 };
 use fencesim::scenario::{worked_example, A, B, M_4471};
-use fencesim::sim::{CallOutcome, Epoch, Event, EventKind, LedgerEntry, RunRecord, WallMs};
+use fencesim::sim::{CallOutcome, Epoch, EpochEnd, Event, EventKind, LedgerEntry, RunRecord, WallMs};
 
 fn record(events: Vec<EventKind>) -> RunRecord {
     let world = worked_example().world;
@@ -25,7 +25,9 @@ fn record(events: Vec<EventKind>) -> RunRecord {
                 key: "lock:settle:m_4471".into(),
                 value: "A#1".into(),
                 granted_at_ms: 0,
+                granted_at_event: 0,
                 expired_at_ms: Some(5),
+                ended: Some(EpochEnd { at_ms: 5, event: 5, by_owner: false }),
             },
             Epoch {
                 number: 2,
@@ -33,7 +35,9 @@ fn record(events: Vec<EventKind>) -> RunRecord {
                 key: "lock:settle:m_4471".into(),
                 value: "B#1".into(),
                 granted_at_ms: 6,
+                granted_at_event: 6,
                 expired_at_ms: None,
+                ended: None,
             },
         ],
         settled: true,

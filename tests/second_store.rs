@@ -7,18 +7,21 @@ use fencesim::model::{Cents, Mechanism, MerchantId, RefundId, RefundState, Token
 use fencesim::runner::{run, run_with};
 use fencesim::scenario::{self, worked_example, worked_example_two_stores, FaultMask, A, B, M_4471, R_815};
 use fencesim::search::second_store::STORE_SCENARIO;
-use fencesim::sim::{Epoch, Event, EventKind, GatewayMode, RunRecord, WallMs};
+use fencesim::sim::{Epoch, EpochEnd, Event, EventKind, GatewayMode, RunRecord, WallMs};
 use fencesim::tell::replay_file::ReplayFile;
 
 fn record(events: Vec<EventKind>) -> RunRecord {
     let world = worked_example_two_stores().world;
-    let epoch = |number, worker, value: &str, granted_at_ms, expired_at_ms| Epoch {
+    // events are one a millisecond here, so a moment's event index is its millisecond
+    let epoch = |number, worker, value: &str, granted_at_ms: u64, expired_at_ms: Option<u64>| Epoch {
         number,
         worker,
         key: "lock:settle:m_4471".into(),
         value: value.into(),
         granted_at_ms,
+        granted_at_event: granted_at_ms as usize,
         expired_at_ms,
+        ended: expired_at_ms.map(|at_ms| EpochEnd { at_ms, event: at_ms as usize, by_owner: false }),
     };
     RunRecord {
         seed: 0,

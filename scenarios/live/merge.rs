@@ -12,7 +12,7 @@
 use crate::live::clock::LiveClock;
 use crate::live::log::LogLine;
 use fencesim_sim::ledger::EpochLedger;
-use fencesim_sim::{Epoch, Event, EventKind};
+use fencesim_sim::{Epoch, Event, EventKind, Moment};
 use std::collections::BTreeMap;
 
 /// The merged history and the epochs it shows.
@@ -80,20 +80,20 @@ fn attribute(
     match &mut kind {
         EventKind::LeaseGranted { worker, key, value, epoch, .. } => {
             if let Some(before) = leases.holders.remove(key.as_str()) {
-                let expired = expire(ledger, key, before, at_ms);
+                let expired = expire(ledger, key, before, moment(at_ms, events));
                 events.push(Event { at_ms, kind: expired });
                 *leases.early.entry(key.clone()).or_default() += 1;
             }
-            *epoch = ledger.granted(0, key, value, *worker, at_ms);
+            *epoch = ledger.granted(0, key, value, *worker, moment(at_ms, events));
             leases.holders.insert(key.clone(), value.clone());
         }
         EventKind::LeaseReleased { key, value, deleted: true, .. } => {
-            ledger.lost(0, key, value, at_ms, true);
+            ledger.lost(0, key, value, moment(at_ms, events), true);
             leases.holders.remove(key.as_str());
         }
         EventKind::LeaseDeleted { worker, key, holder: Some(value), .. } => {
             let own = ledger.granted_to(key, value, *worker);
-            ledger.lost(0, key, value, at_ms, own);
+            ledger.lost(0, key, value, moment(at_ms, events), own);
             leases.holders.remove(key.as_str());
         }
         // a SET without NX: the key is this value's now, whoever held it. A value never
@@ -104,9 +104,9 @@ fn attribute(
             if !ledger.granted_to(key, value, *worker) {
                 if let Some(before) = leases.holders.remove(key.as_str()) {
                     let own = ledger.granted_to(key, &before, *worker);
-                    ledger.lost(0, key, &before, at_ms, own);
+                    ledger.lost(0, key, &before, moment(at_ms, events), own);
                 }
-                ledger.granted(0, key, value, *worker, at_ms);
+                ledger.granted(0, key, value, *worker, moment(at_ms, events));
             }
             leases.holders.insert(key.clone(), value.clone());
         }
@@ -116,7 +116,7 @@ fn attribute(
                 return None;
             }
             let value = leases.holders.remove(key.as_str())?;
-            return Some(expire(ledger, key, value, at_ms));
+            return Some(expire(ledger, key, value, moment(at_ms, events)));
         }
         EventKind::Write { worker, epoch, .. } => *epoch = ledger.current(*worker),
         // a late call already has its sender's epoch (or had none)
@@ -128,7 +128,7 @@ fn attribute(
             ..
         } => {
             for (key, value) in std::mem::take(&mut leases.holders) {
-                ledger.lost(0, &key, &value, at_ms, false);
+                ledger.lost(0, &key, &value, moment(at_ms, events), false);
             }
         }
         // a crashed process holds nothing, as in the simulation
@@ -140,7 +140,12 @@ fn attribute(
     Some(kind)
 }
 
-fn expire(ledger: &mut EpochLedger, key: &str, value: String, at_ms: u64) -> EventKind {
-    let epoch = ledger.lost(0, key, &value, at_ms, false);
+/// `at_ms` as the event pushed next onto `events` tells it.
+fn moment(at_ms: u64, events: &[Event]) -> Moment {
+    Moment { at_ms, event: events.len() }
+}
+
+fn expire(ledger: &mut EpochLedger, key: &str, value: String, at: Moment) -> EventKind {
+    let epoch = ledger.lost(0, key, &value, at, false);
     EventKind::LeaseExpired { instance: 0, key: key.to_owned(), value, epoch }
 }

@@ -14,8 +14,41 @@ pub struct Epoch {
     pub key: String,
     pub value: String,
     pub granted_at_ms: u64,
+    /// The index in the history of the event that tells the grant (the SET that made the
+    /// majority): events before it happened before the lease began, even in its millisecond.
+    pub granted_at_event: usize,
     /// When the lease ended without its holder's release (expiry, a restart, a stranger's DEL).
     pub expired_at_ms: Option<u64>,
+    /// When and where in the history the lease ended, however it ended (its holder's
+    /// release included): the first event at which Redis no longer held it.
+    pub ended: Option<EpochEnd>,
+}
+
+/// Where in the history a lease ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochEnd {
+    pub at_ms: u64,
+    /// The index of the event that tells the end (an expiry, a release, a restart...):
+    /// events before it happened while the lease was live, even in the same millisecond.
+    pub event: usize,
+    /// Its holder released it.
+    pub by_owner: bool,
+}
+
+/// A moment of the history: its time, and the index the event that tells it has (or will
+/// have once recorded), which orders the events of one millisecond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moment {
+    pub at_ms: u64,
+    pub event: usize,
+}
+
+impl Epoch {
+    /// Was the lease live at event `index` (after that event had happened)? Decided by the
+    /// history's order, not by milliseconds: two events of one millisecond are told apart.
+    pub fn live_at(&self, index: usize) -> bool {
+        self.granted_at_event <= index && self.ended.is_none_or(|end| index < end.event)
+    }
 }
 
 /// A value held on some instances, on its way to (or past) a majority.
@@ -58,8 +91,9 @@ impl EpochLedger {
         key: &str,
         value: &str,
         worker: WorkerId,
-        now_ms: u64,
+        at: Moment,
     ) -> Option<u32> {
+        let now_ms = at.at_ms;
         // A value no instance holds any more starts a new grant (a lock value that is not
         // unique comes back for another worker).
         if self.grant(key, value).is_none_or(|grant| grant.holders == 0) {
@@ -83,7 +117,9 @@ impl EpochLedger {
             key: key.to_owned(),
             value: value.to_owned(),
             granted_at_ms: now_ms,
+            granted_at_event: at.event,
             expired_at_ms: None,
+            ended: None,
         });
         self.current[worker.0 as usize] = Some(number);
         Some(number)
@@ -91,18 +127,21 @@ impl EpochLedger {
 
     /// `instance` no longer holds `value` at `key` (expired, lost, deleted): the epoch ends
     /// if its majority is gone, unless its owner released it. Returns the grant's epoch.
-    pub fn lost(&mut self, instance: u8, key: &str, value: &str, at_ms: u64, by_owner: bool) -> Option<u32> {
+    pub fn lost(&mut self, instance: u8, key: &str, value: &str, at: Moment, by_owner: bool) -> Option<u32> {
         let majority = self.majority;
         let grant = self.grant_mut(key, value)?;
         grant.holders &= !(1 << instance);
         let (holders, number) = (grant.holders.count_ones(), grant.epoch?);
-        if holders < majority && !by_owner {
+        if holders < majority {
             let epoch = &mut self.epochs[number as usize - 1];
             assert!(
-                epoch.granted_at_ms <= at_ms,
-                "a lease ends no earlier than it began: {epoch:?} at {at_ms}"
+                epoch.granted_at_ms <= at.at_ms && epoch.granted_at_event <= at.event,
+                "a lease ends no earlier than it began: {epoch:?} at {at:?}"
             );
-            epoch.expired_at_ms.get_or_insert(at_ms);
+            epoch.ended.get_or_insert(EpochEnd { at_ms: at.at_ms, event: at.event, by_owner });
+            if !by_owner {
+                epoch.expired_at_ms.get_or_insert(at.at_ms);
+            }
         }
         Some(number)
     }

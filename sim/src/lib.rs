@@ -40,7 +40,7 @@ pub use config::{Arrival, Latency, Limits, Settlement, WorldConfig};
 pub use fault::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Timing, Trigger};
 pub use gateway::{CallOutcome, GatewayMode, LedgerEntry};
 pub use history::{trace_hash, write_trace, Actor, Event, EventKind};
-pub use ledger::Epoch;
+pub use ledger::{Epoch, EpochEnd, Moment};
 pub use record::RunRecord;
 pub use redis::Persistence;
 pub use replica::Replication;

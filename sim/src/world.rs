@@ -7,7 +7,7 @@ use crate::config::WorldConfig;
 use crate::fault::{CallCounter, FaultState};
 use crate::gateway::GatewayCore;
 use crate::history::{Event, EventKind};
-use crate::ledger::EpochLedger;
+use crate::ledger::{EpochLedger, Moment};
 use crate::queue::{QueueCore, QueueEvent};
 use crate::redis::{Command, Expired, RedisCore, Reply, Value};
 use crate::replica::ReplicaLink;
@@ -96,6 +96,11 @@ impl State {
         }
     }
 
+    /// The moment `at_ms` as the next event recorded will tell it.
+    pub fn moment(&self, at_ms: u64) -> Moment {
+        Moment { at_ms, event: self.events.len() }
+    }
+
     pub fn record(&mut self, at_ms: u64, kind: EventKind) {
         self.events.push(Event { at_ms, kind });
     }
@@ -105,7 +110,8 @@ impl State {
         let expired = std::mem::take(&mut self.scratch_expired);
         for e in &expired {
             let value = value_text(&e.value);
-            let epoch = self.ledger.lost(instance, &e.key, &value, e.at_ms, false);
+            let at = self.moment(e.at_ms);
+            let epoch = self.ledger.lost(instance, &e.key, &value, at, false);
             if e.key.starts_with("lock:") {
                 self.record(e.at_ms, EventKind::LeaseExpired { instance, key: e.key.clone(), value, epoch });
             }

@@ -78,7 +78,8 @@ impl World {
         for (key, value) in before {
             let still = state.redis[instance as usize].value_of(&key).map(value_text);
             if still.as_deref() != Some(value.as_str()) {
-                state.ledger.lost(instance, &key, &value, now, false);
+                let at = state.moment(now);
+                state.ledger.lost(instance, &key, &value, at, false);
             }
         }
         state.record(now, EventKind::RedisRestarted { instance, lost });
@@ -110,7 +111,8 @@ impl World {
         for (key, value) in &before {
             if core.value_of(key).map(value_text).as_deref() != Some(value.as_str()) {
                 leases_lost += 1;
-                state.ledger.lost(instance, key, value, now, false);
+                let at = state.moment(now);
+                state.ledger.lost(instance, key, value, at, false);
             }
         }
         let mut counters_back = 0;

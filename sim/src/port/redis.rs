@@ -98,7 +98,16 @@ impl RedisClient {
     pub async fn set_px(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), BackendError> {
         let (worker, instance) = (self.worker(), self.instance);
         self.call(|world, state, now| {
+            state.expiring(instance, |core, out| core.expire_due(now, out));
+            let before = state.redis[instance as usize].value_of(key).map(value_text);
             state.redis(instance, Command::SetPx { key, value, ttl_ms }, now);
+            // the holder it overwrote no longer holds the key; a value granted before holds
+            // it again, and no epoch opens: nothing granted it
+            if let Some(holder) = before.filter(|holder| holder != value) {
+                let (own, at) = (state.ledger.granted_to(key, &holder, worker), state.moment(now));
+                state.ledger.lost(instance, key, &holder, at, own);
+            }
+            state.ledger.restored(instance, key, value);
             let (key, value) = (key.to_owned(), value.to_owned());
             state.record(now, EventKind::LeaseSet { worker, instance, key, value, ttl_ms });
             world.changed.notify_one();
@@ -139,8 +148,8 @@ impl RedisInstance for RedisClient {
             let deleted = state.redis(instance, Command::Del { key }, now) == Reply::Int(1);
             let holder = holder.filter(|_| deleted);
             if let Some(value) = &holder {
-                let own = state.ledger.granted_to(key, value, worker);
-                state.ledger.lost(instance, key, value, now, own);
+                let (own, at) = (state.ledger.granted_to(key, value, worker), state.moment(now));
+                state.ledger.lost(instance, key, value, at, own);
             }
             state.record(now, EventKind::LeaseDeleted { worker, instance, key: key.to_owned(), holder });
             Ok(deleted)
@@ -193,10 +202,10 @@ impl RedisInstance for RedisClient {
             let took = held(state).as_deref() == Some(value) && before.as_deref() != Some(value);
             match before.filter(|_| took) {
                 Some(holder) => {
-                    let own = state.ledger.granted_to(key, &holder, worker);
-                    state.ledger.lost(instance, key, &holder, now, own);
+                    let (own, at) = (state.ledger.granted_to(key, &holder, worker), state.moment(now));
+                    state.ledger.lost(instance, key, &holder, at, own);
                     // the worker holds the lease from here: its writes are its own epoch's
-                    state.ledger.granted(instance, key, value, worker, now);
+                    state.ledger.granted(instance, key, value, worker, at);
                     let (key, value) = (key.to_owned(), value.to_owned());
                     state.record(now, EventKind::LeaseSet { worker, instance, key, value, ttl_ms });
                     world.changed.notify_one();
@@ -218,7 +227,8 @@ impl RedisInstance for RedisClient {
             failed(state, now, (worker, instance, key), "release", &reply)?;
             let deleted = reply == Reply::Int(1);
             if deleted {
-                state.ledger.lost(instance, key, value, now, true);
+                let at = state.moment(now);
+                state.ledger.lost(instance, key, value, at, true);
             }
             let (key, value) = (key.to_owned(), value.to_owned());
             state.record(now, EventKind::LeaseReleased { worker, instance, key, value, deleted });
@@ -293,7 +303,8 @@ fn told(
     granted: bool,
 ) -> bool {
     if granted {
-        let epoch = state.ledger.granted(instance, key, value, worker, now);
+        let at = state.moment(now);
+        let epoch = state.ledger.granted(instance, key, value, worker, at);
         let (key, value) = (key.to_owned(), value.to_owned());
         state.record(now, EventKind::LeaseGranted { worker, instance, key, value, ttl_ms, epoch });
         world.changed.notify_one();
