@@ -96,6 +96,9 @@ pub enum Mutant {
 pub struct Spec {
     pub mutant: Mutant,
     pub name: &'static str,
+    /// The one change that removes the bug, in the protocol's words: what a failing run's
+    /// page suggests.
+    pub fix: &'static str,
     /// The mechanism the bug is planted in: one whose code has the buggy line.
     pub baseline: Mechanism,
     /// The gateway the mutant is searched with. A claim whose row count is ignored lets a
@@ -115,6 +118,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ClaimFenceAtMost,
         name: "claim-fence-at-most",
+        fix: "claim only when the row's fence is lower than the token (`fence < :token`), so that a second claim with the same token is turned away",
         baseline: Mechanism::Fenced,
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's claim statement",
@@ -123,6 +127,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ConfirmFenceAtLeast,
         name: "confirm-fence-at-least",
+        fix: "confirm only when the row's fence equals the token (`fence = :token`): a newer holder's claim must turn the older confirm away",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's confirm statement",
@@ -131,6 +136,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ConfirmWithoutFence,
         name: "confirm-without-fence",
+        fix: "put the fence back in the confirm (`AND fence = :token`), so that a holder whose row was claimed again since cannot mark it sent",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's confirm statement",
@@ -139,6 +145,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ClaimRowCountIgnored,
         name: "claim-row-count-ignored",
+        fix: "read the claim's row count: zero rows updated is a fence violation, and the batch stops before the gateway call",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::NonIdempotent,
         planted_in: "the refund store port",
@@ -147,6 +154,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::TokenPerJob,
         name: "token-per-job",
+        fix: "take a fresh token with every lease acquired: a token kept from an earlier acquisition is older than the fence a later holder stored",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the token source port",
@@ -155,6 +163,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::TokenPerWorker,
         name: "token-per-worker",
+        fix: "take a fresh token with every lease acquired, never one per process",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the token source port",
@@ -163,6 +172,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ReleaseWithDel,
         name: "release-with-del",
+        fix: "release with compare-and-delete (delete the key only if it still holds this worker's value), never a plain DEL",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
@@ -171,6 +181,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::SharedLockValue,
         name: "shared-lock-value",
+        fix: "give every acquisition a value of its own (worker and attempt), so that a release or a renewal can tell its own lease from another's",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
@@ -179,6 +190,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ExtendRecreates,
         name: "extend-recreates",
+        fix: "let the renewal only extend a key that still holds this worker's value; a missing key means the lease is lost, and the batch stops",
         baseline: Mechanism::TtlRenewal,
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's renewal script",
@@ -187,6 +199,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::NoReseedAfterRestart,
         name: "no-reseed-after-restart",
+        fix: "seed the counter from MAX(fence) when Redis starts, or take tokens from a database sequence",
         baseline: Mechanism::FencedSeeded,
         gateway: GatewayMode::Idempotent,
         planted_in: "the deployment's Redis start-up routine",
@@ -195,6 +208,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::KeyPerAttempt,
         name: "key-per-attempt",
+        fix: "send the refund id as the idempotency key, the same on every attempt",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
@@ -203,6 +217,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ClaimAcceptsSent,
         name: "claim-accepts-sent",
+        fix: "claim only rows in pending or sending: a row already sent is done",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's claim statement",
@@ -211,6 +226,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::AckOnReceive,
         name: "ack-on-receive",
+        fix: "ack the job only once its batch is completed",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the job queue port",
@@ -219,6 +235,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ReleaseByGetThenDel,
         name: "release-by-get-then-del",
+        fix: "release in one atomic step (a script that compares and deletes), not a GET and then a DEL",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's release script",
@@ -227,6 +244,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::AcquireSetnxThenPexpire,
         name: "acquire-setnx-then-pexpire",
+        fix: "take the lease and its TTL in one command (SET NX PX), so that no lock is ever left without an expiry",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's SET NX PX",
@@ -235,6 +253,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ExtendTtlAsSeconds,
         name: "extend-ttl-ms-as-seconds",
+        fix: "pass the renewal's TTL in the unit the command expects (PEXPIRE takes milliseconds)",
         baseline: Mechanism::TtlRenewal,
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's renewal script",
@@ -243,6 +262,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::FenceComparedAsText,
         name: "fence-compared-as-text",
+        fix: "store and compare the fence as an integer, not as text",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's claim statement",
@@ -251,6 +271,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::TokenWrapsAt32Bits,
         name: "token-wraps-at-32-bits",
+        fix: "keep the token in a 64-bit integer, as INCR returns it",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the token source port",
@@ -259,6 +280,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::RenewalIgnoresResult,
         name: "renewal-ignores-extend-result",
+        fix: "read the renewal's answer: 0 means the lease is gone, and the batch stops",
         baseline: Mechanism::TtlRenewal,
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
@@ -267,6 +289,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::TimeoutTakenAsFailure,
         name: "timeout-taken-as-failure",
+        fix: "treat a timeout as an unknown outcome: look the refund up before sending it again",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::NonIdempotent,
         planted_in: "the gateway port",
@@ -275,6 +298,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::FailureTakenAsRefunded,
         name: "failure-taken-as-refunded",
+        fix: "confirm a row only after the gateway said it made the refund",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
@@ -283,6 +307,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::RetryMintsNewKey,
         name: "retry-mints-new-key",
+        fix: "send every retry with the refund's own idempotency key",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
@@ -291,6 +316,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::ExpiryJudgedOnClientClock,
         name: "expiry-judged-on-client-clock",
+        fix: "ask Redis whether the lease is still held; the worker's own clock does not know what a pause did",
         baseline: Mechanism::CheckBeforeWrite,
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
@@ -299,6 +325,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::SubsecondTtlTruncated,
         name: "subsecond-ttl-truncated",
+        fix: "pass the TTL in milliseconds (PX), never rounded down to whole seconds",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's SET NX PX",
@@ -310,6 +337,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::PostingWithoutFence,
         name: "posting-without-fence",
+        fix: "put the fence predicate in the settlement ledger's posting too: every store the batch writes needs its own",
         baseline: Mechanism::Fenced,
         gateway: GatewayMode::Idempotent,
         planted_in: "the settlement ledger's posting statement",
@@ -318,6 +346,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::WaitAnswerIgnored,
         name: "wait-answer-ignored",
+        fix: "compare WAIT's answer with the replicas asked for, and stop when it falls short; or take tokens from a database sequence",
         baseline: Mechanism::FencedWaitReplica,
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's WAIT",
@@ -326,6 +355,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
     Spec {
         mutant: Mutant::LookupMissMintsNewKey,
         name: "lookup-miss-mints-new-key",
+        fix: "pay with the refund's own idempotency key even after a lookup found nothing: the gateway then replays instead of paying twice",
         baseline: Mechanism::FencedDbSequence,
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
@@ -371,6 +401,10 @@ impl Mutant {
 
     pub fn source(self) -> Option<&'static str> {
         self.spec().source
+    }
+
+    pub fn fix(self) -> &'static str {
+        self.spec().fix
     }
 
     pub fn planted_in(self) -> &'static str {

@@ -6,6 +6,7 @@ pub mod chart;
 pub mod demo;
 pub mod diagram;
 pub mod failure;
+pub mod fix;
 pub mod junit;
 pub mod outcomes;
 pub mod replay_file;

@@ -1,11 +1,6 @@
 // A run's section: its heading, what broke and why, the timeline, the story, and the
 // detail panel that tells a selected event in words first and its raw JSON below.
 
-function epochOf(lease) {
-  const found = /epoch (\d+)/.exec(lease.label);
-  return found ? Number(found[1]) : null;
-}
-
 // `8430000` as "84,300.00 EUR", as the trace's words show amounts.
 function money(cents) {
   const sign = cents < 0 ? '-' : '', whole = Math.abs(cents);
@@ -46,6 +41,19 @@ function withTerms(text) {
   return parts;
 }
 
+// What the run's payments moved, in words and figures: the sum a teacher says out loud.
+function moneyLine(run, box) {
+  const m = run.money;
+  const refunds = (n) => (n === 1 ? '1 refund' : `${n.toLocaleString('en')} refunds`);
+  const p = el('p', { class: m.paid_twice ? 'money paid-twice' : 'money' }, box);
+  el('strong', {}, p, 'Money: ');
+  const twice = m.paid_twice
+    ? `; ${refunds(m.paid_twice)} paid more than once, ${money(m.extra)} more than was owed`
+    : '; no refund was paid twice';
+  p.appendChild(document.createTextNode(
+    `${money(m.moved)} left the merchant in ${m.payments.toLocaleString('en')} payments for ${refunds(m.refunds)}${twice}.`));
+}
+
 function section(v, index, parent) {
   const run = v.run;
   const box = el('section', { class: 'run', id: `run-${index}` }, parent);
@@ -56,6 +64,7 @@ function section(v, index, parent) {
   const p = para(box, [`mechanism ${run.mechanism}, ${run.gateway} gateway, seed ${run.seed}, `, ['trace-hash', 'trace hash'], ` ${run.trace_hash}: `]);
   el('span', { class: run.passed ? 'verdict passed' : 'verdict failed' }, p,
     run.passed ? 'every invariant held' : `broke ${broken.join(', ')}`);
+  moneyLine(run, box);
   const again = el('p', {}, box, 'Run it again: ');
   el('span', { class: 'replay' }, again, run.replay);
   broke(v, index, box);
@@ -129,6 +138,26 @@ function broken(v, p, names) {
   text(names.length > 1 ? ', by one chain. ' : '. ');
 }
 
+// "What would have stopped it": each change a failing run's chains point to, once, with
+// the invariants it would have kept and what it concerns.
+function fixes(run, div) {
+  const kept = new Map();
+  for (const fix of run.fixes || []) {
+    const key = `${fix.change}|${fix.concerns}`;
+    if (kept.has(key)) kept.get(key).names.push(fix.invariant);
+    else kept.set(key, { fix, names: [fix.invariant] });
+  }
+  if (!kept.size) return;
+  el('h3', {}, div, 'What would have stopped it');
+  const list = el('ul', { class: 'fixes' }, div);
+  for (const { fix, names } of kept.values()) {
+    const item = el('li', { class: 'fix' }, list);
+    el('strong', {}, item, `${names.join(', ')}: `);
+    fill(item, withTerms(`${fix.change.replace(/^./, (c) => c.toUpperCase())}.`));
+    el('span', { class: 'concerns' }, item, ` Where: ${fix.concerns}.`);
+  }
+}
+
 // "Why it broke": per chain of a failing run, what broke and when, its summary and its
 // steps, each clickable.
 function why(v, index, box) {
@@ -148,6 +177,7 @@ function why(v, index, box) {
       ruled(item, ` ${s.text}`);
     }
   }
+  fixes(v.run, div);
   div.addEventListener('click', (event) => {
     const item = event.target.closest('li[data-event]');
     if (item) select(index, Number(item.dataset.event));
@@ -173,65 +203,121 @@ function broke(v, index, parent) {
   for (const [name, { breach, count }] of firsts) {
     const item = el('li', { class: breach.diagnostic ? 'diagnostic' : 'invariant', 'data-event': breach.event, 'data-line': breach.line }, list, `${name}`);
     if (breach.diagnostic) para(item, [' (a ', ['diagnostic', 'diagnostic'], ': shown, does not fail a run)'], 'inline');
-    item.appendChild(document.createTextNode(`: ${count} time(s), first at ${clock(v.run.base + breach.at)}: ${breach.detail.replace(/gw#(\d+)/g, 'gateway refund #$1')}`));
+    item.appendChild(document.createTextNode(`: ${count === 1 ? 'once' : `${count} times`}, first at ${clock(v.run.base + breach.at)}: ${breach.detail.replace(/gw#(\d+)/g, 'gateway refund #$1')}`));
     item.addEventListener('click', (event) => { if (!event.target.closest('a')) select(index, breach.event, breach.line); });
   }
 }
 
-// Every accepted write of each row with its image after, in order: what a row held.
+// Every write of each row that changed it (one row updated), with its image after, in
+// the history's order: what a row held. A write that updated nothing changed nothing,
+// whatever row it read back.
 function writesOf(v) {
   if (v.writes) return v.writes;
   v.writes = new Map();
   v.run.events.forEach((raw, i) => {
     if (!raw.includes('"event":"write"') || raw.includes('"after":null')) return;
     const data = eventOf(v, i);
-    if (!data.after) return;
+    if (!data.after || data.rows < 1) return;
     if (!v.writes.has(data.refund)) v.writes.set(data.refund, []);
     v.writes.get(data.refund).push({ event: i, data });
   });
   return v.writes;
 }
 
-function rowWords(v, data, event) {
-  if (!data.refund) return null;
-  const earlier = (writesOf(v).get(data.refund) || []).filter((w) => w.event < event);
-  const last = earlier[earlier.length - 1];
-  const before = last
-    ? [`Row ${data.refund} held `, `${last.data.after.state}, `, ['fence', 'fence'], ` ${last.data.after.fence} (since ${last.data.at}, ${last.data.worker}'s ${last.data.write})`]
-    : [`Row ${data.refund} was still pending: no write had changed it`];
-  if (data.event === 'write') {
-    before.push(data.after ? `; this ${data.write} left it ${data.after.state}, fence ${data.after.fence}.` : `; this ${data.write} changed nothing (${data.rows} rows).`);
-  } else before.push(' at that moment.');
-  return before;
+// The lease key event `index` concerns: its own, its epoch's, or its worker's latest lease's.
+function keyOf(v, data, index) {
+  const run = v.run;
+  if (data.key && run.leases.some((b) => b.key === data.key)) return data.key;
+  const own = typeof data.epoch === 'number' ? run.leases.find((b) => b.epoch === data.epoch) : null;
+  if (own) return own.key;
+  const lane = run.workers.indexOf(data.worker);
+  const mine = run.leases.filter((b) => b.worker === lane && b.event <= index);
+  return mine.length ? mine[mine.length - 1].key : null;
 }
 
-function leaseWords(v, data, t) {
+// What the page tells of event `index`, worked out from the history's order (an event
+// came while a lease was live when its index lies between the lease's grant and the event
+// that ended it; milliseconds cannot order the events of one millisecond): the lease
+// Redis held on the key the event concerns once it had happened, the actor's own lease,
+// the row before and after it, and the money it moved. tests/told_truth.rs holds every
+// fact to the history.
+function told(v, index) {
+  const data = eventOf(v, index);
+  if (!data) return null;
   const run = v.run;
-  const held = run.leases.find((b) => b.from <= t && t < b.to);
-  const parts = held
-    ? ['Redis held the ', ['lease', 'lease'], ` for ${run.workers[held.worker]} (`, ['epoch', 'epoch'], ` ${epochOf(held)}, since ${clock(run.base + held.from)})`]
-    : ['Redis held no ', ['lease', 'lease'], ' at that moment'];
-  if (typeof data.epoch === 'number' && data.worker) {
-    const own = run.leases.find((b) => epochOf(b) === data.epoch);
-    if (own && own.from <= t && t < own.to) parts.push(`; ${data.worker}'s own lease (epoch ${data.epoch}) was live.`);
-    else if (own) parts.push(`; ${data.worker}'s own lease (epoch ${data.epoch}) had ended at ${clock(run.base + own.to)}: it acted without a live lease.`);
-    else parts.push('.');
-  } else parts.push('.');
+  const live = (b) => b.event <= index && index < b.until;
+  const key = keyOf(v, data, index);
+  const holders = key ? run.leases.filter((b) => b.key === key && live(b)) : [];
+  const holder = holders[holders.length - 1];
+  const own = typeof data.epoch === 'number' && data.worker ? run.leases.find((b) => b.epoch === data.epoch) : null;
+  return {
+    key,
+    holder: holder ? { worker: run.workers[holder.worker], epoch: holder.epoch, since: holder.from } : null,
+    own: own ? { worker: data.worker, epoch: own.epoch, live: live(own), ended: live(own) ? null : own.to } : null,
+    token: typeof data.token === 'number' || data.token === null ? data.token : undefined,
+    row: rowTold(v, data, index),
+    money: moneyTold(data),
+  };
+}
+
+function rowTold(v, data, index) {
+  if (!data.refund || data.event === 'refunds_arrived') return null;
+  const earlier = (writesOf(v).get(data.refund) || []).filter((w) => w.event < index);
+  const last = earlier[earlier.length - 1];
+  const before = last ? { state: last.data.after.state, fence: last.data.after.fence, at: last.data.at,
+    worker: last.data.worker, write: last.data.write } : null;
+  const changed = data.event === 'write' && data.after && data.rows >= 1;
+  const after = data.event !== 'write' ? undefined : changed ? { state: data.after.state, fence: data.after.fence } : null;
+  return { refund: data.refund, before, after, write: data.write, rows: data.rows };
+}
+
+function moneyTold(data) {
+  if (data.event === 'lookup') return { worker: data.worker, refund: data.refund, found: data.found };
+  if (data.event !== 'refund_called') return null;
+  const moved = data.outcome === 'created' ? data.amount : 0;
+  return { worker: data.worker, refund: data.refund, amount: data.amount, outcome: data.outcome, moved, gateway_ref: data.gateway_ref };
+}
+
+function rowWords(facts) {
+  const row = facts.row;
+  if (!row) return null;
+  const b = row.before;
+  const words = b
+    ? [`Row ${row.refund} held `, `${b.state}, `, ['fence', 'fence'], ` ${b.fence} (since ${b.at}, ${b.worker}'s ${b.write})`]
+    : [`Row ${row.refund} was still pending: no write had changed it`];
+  if (row.after === undefined) words.push(' at that moment.');
+  else if (row.after) words.push(`; this ${row.write} left it ${row.after.state}, fence ${row.after.fence}.`);
+  else words.push(`; this ${row.write} changed nothing (${row.rows} rows).`);
+  return words;
+}
+
+function leaseWords(v, facts) {
+  const run = v.run;
+  if (!facts.key) return null;
+  const h = facts.holder;
+  const parts = h
+    ? ['Redis held the ', ['lease', 'lease'], ` ${facts.key} for ${h.worker} (`, ['epoch', 'epoch'], ` ${h.epoch}, since ${clock(run.base + h.since)})`]
+    : ['Redis held no ', ['lease', 'lease'], ` on ${facts.key} once this had happened`];
+  const own = facts.own;
+  if (!own) parts.push('.');
+  else if (own.live) parts.push(`; ${own.worker}'s own lease (epoch ${own.epoch}) was live.`);
+  else parts.push(`; ${own.worker}'s own lease (epoch ${own.epoch}) had ended at ${clock(run.base + own.ended)}: it acted without a live lease.`);
   return parts;
 }
 
-function moneyWords(data) {
-  if (data.event !== 'refund_called' && data.event !== 'lookup') return null;
-  if (data.event === 'lookup') {
-    return data.found === null ? [`${data.worker} asked the gateway about ${data.refund}: it had no refund for it.`]
-      : [`${data.worker} asked the gateway about ${data.refund}: it had gateway refund #${data.found}.`];
+function moneyWords(facts) {
+  const m = facts.money;
+  if (!m) return null;
+  if (m.found !== undefined) {
+    return m.found === null ? [`${m.worker} asked the gateway about ${m.refund}: it had no refund for it.`]
+      : [`${m.worker} asked the gateway about ${m.refund}: it had gateway refund #${m.found}.`];
   }
   const outcome = {
-    created: `${money(data.amount)} left the merchant as gateway refund #${data.gateway_ref}.`,
-    replayed: ['the gateway answered from its record of the ', ['idempotency-key', 'idempotency key'], `: gateway refund #${data.gateway_ref}, no money moved.`],
+    created: `${money(m.moved)} left the merchant as gateway refund #${m.gateway_ref}.`,
+    replayed: ['the gateway answered from its record of the ', ['idempotency-key', 'idempotency key'], `: gateway refund #${m.gateway_ref}, no money moved.`],
     conflict: ['the gateway refused: a call with the same ', ['idempotency-key', 'idempotency key'], ' was still in flight.'],
-  }[data.outcome] || `${data.outcome}.`;
-  return [`${data.worker} asked the gateway to refund ${data.refund} (${money(data.amount)}): `].concat(outcome);
+  }[m.outcome] || `${m.outcome}.`;
+  return [`${m.worker} asked the gateway to refund ${m.refund} (${money(m.amount)}): `].concat(outcome);
 }
 
 function showEvent(v, index, event, line) {
@@ -248,7 +334,6 @@ function showEvent(v, index, event, line) {
     para(panel, [`Event ${event} is a routine step and not kept on this page, which keeps the events its marks, bars and story tell.`]);
     return;
   }
-  const t = timeOf(v, event);
   el('h3', {}, panel, `${data.at}  ${data.actor}: ${data.event.replace(/_/g, ' ')}`);
   const told = v.run.story[line];
   if (told) {
@@ -264,14 +349,13 @@ function showEvent(v, index, event, line) {
     para(panel, [`${breach.invariant}${breach.diagnostic ? ' (a diagnostic)' : ''}: ${gatewayWords(breach.detail)}`], 'broken');
   }
   if (broken.length > 5) para(panel, [`and ${broken.length - 5} more breaches at this event`], 'broken');
-  if (typeof data.token === 'number' || data.token === null) {
-    para(panel, ['It carried ', ['token', data.token === null ? 'no token' : `token ${data.token}`], '.']);
+  const facts = told(v, event);
+  if (facts.token !== undefined) {
+    para(panel, ['It carried ', ['token', facts.token === null ? 'no token' : `token ${facts.token}`], '.']);
   }
-  const row = rowWords(v, data, event);
-  if (row) para(panel, row);
-  para(panel, leaseWords(v, data, t));
-  const paid = moneyWords(data);
-  if (paid) para(panel, paid);
+  for (const words of [rowWords(facts), leaseWords(v, facts), moneyWords(facts)]) {
+    if (words) para(panel, words);
+  }
   el('h4', {}, panel, 'Raw event (a line of the trace)');
   el('pre', {}, panel, JSON.stringify(data, null, 2));
 }

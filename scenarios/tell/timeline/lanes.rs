@@ -17,7 +17,7 @@ pub struct Lanes {
     /// What each worker believed: from the lease it acquired until its batch ended.
     pub believed: Vec<Bar>,
     /// What Redis really granted: each epoch from its grant until it expired or was released.
-    pub leases: Vec<Bar>,
+    pub leases: Vec<LeaseBar>,
     /// Pauses and crashes.
     pub bands: Vec<Bar>,
     /// Each worker's unbroken stretches of routine rows, one band each.
@@ -28,6 +28,18 @@ pub struct Lanes {
     pub downtime: Vec<Span>,
     pub marks: Vec<Mark>,
     pub rows: Vec<RowView>,
+}
+
+/// A lease Redis granted, as drawn: its bar, its epoch and key, and the index of the event
+/// at which Redis no longer held it (the history's length if it never ended): an event
+/// whose index is below that came while the lease was live, even in its last millisecond.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LeaseBar {
+    #[serde(flatten)]
+    pub bar: Bar,
+    pub epoch: u32,
+    pub key: String,
+    pub until: usize,
 }
 
 fn lane(worker: WorkerId) -> usize {
@@ -73,38 +85,30 @@ fn believed(events: &[Event], end: u64) -> Vec<Bar> {
     bars
 }
 
-/// What Redis really granted: each epoch from its grant until it expired, or until its
-/// holder's value was released or deleted, or the run's end.
-fn leases(outcome: &Outcome) -> Vec<Bar> {
-    let events = &outcome.record.events;
-    let end = outcome.record.ended_at_ms;
-    let mut bars = Vec::new();
-    for epoch in &outcome.record.epochs {
-        let start = events.partition_point(|event| event.at_ms < epoch.granted_at_ms);
-        let removed = events[start..].iter().find_map(|event| match &event.kind {
-            EventKind::LeaseReleased { value, deleted: true, .. } if *value == epoch.value => {
-                Some(event.at_ms)
-            }
-            EventKind::LeaseDeleted { holder: Some(value), .. } if *value == epoch.value => Some(event.at_ms),
-            _ => None,
-        });
-        let to = match (epoch.expired_at_ms, removed) {
-            (Some(expired), Some(removed)) => expired.min(removed),
-            (Some(at), None) | (None, Some(at)) => at,
-            (None, None) => end,
-        };
-        let granted = events[start..].iter().position(|event| {
-            matches!(&event.kind, EventKind::LeaseGranted { epoch: Some(number), .. } if *number == epoch.number)
-        });
-        bars.push(Bar {
-            worker: lane(epoch.worker),
-            from: epoch.granted_at_ms,
-            to,
-            label: format!("Redis: epoch {} ({})", epoch.number, epoch.value),
-            event: start + granted.unwrap_or(0),
-        });
-    }
-    bars
+/// What Redis really granted: each epoch from its grant until Redis no longer held it
+/// (it expired, was released, deleted, overwritten or lost), or the run's end; with the
+/// events that opened and ended it, so that the page tells which events of one
+/// millisecond came before its end.
+fn leases(outcome: &Outcome) -> Vec<LeaseBar> {
+    let record = &outcome.record;
+    let ended = |epoch: &fencesim_sim::Epoch| {
+        epoch.ended.map_or((record.ended_at_ms, record.events.len()), |end| (end.at_ms, end.event))
+    };
+    record
+        .epochs
+        .iter()
+        .map(|epoch| {
+            let (to, until) = ended(epoch);
+            let bar = Bar {
+                worker: lane(epoch.worker),
+                from: epoch.granted_at_ms,
+                to,
+                label: format!("Redis: epoch {} ({})", epoch.number, epoch.value),
+                event: epoch.granted_at_event,
+            };
+            LeaseBar { bar, epoch: epoch.number, key: epoch.key.clone(), until }
+        })
+        .collect()
 }
 
 /// Pauses and crashes, as bands over the worker's lane.

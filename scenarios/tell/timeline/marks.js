@@ -97,7 +97,7 @@ function workerIndex(v, event) {
   const data = eventOf(v, event) || {};
   let w = v.run.workers.indexOf(data.worker);
   if (w < 0 && typeof data.epoch === 'number') {
-    const lease = v.run.leases.find((b) => epochOf(b) === data.epoch);
+    const lease = v.run.leases.find((b) => b.epoch === data.epoch);
     if (lease) w = lease.worker;
   }
   return w;

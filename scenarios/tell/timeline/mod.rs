@@ -7,7 +7,7 @@ mod lanes;
 mod page;
 mod spans;
 
-pub use lanes::Lanes;
+pub use lanes::{Lanes, LeaseBar};
 pub use page::timeline_page;
 
 use crate::runner::{run_with, Outcome};
@@ -153,6 +153,49 @@ fn chain_views(outcome: &Outcome, breaches: &[BreachView]) -> Vec<ChainView> {
         .collect()
 }
 
+/// The money a run moved through the gateway, as its heading states it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MoneyView {
+    /// Cents that left the merchant, in all.
+    pub moved: i64,
+    /// Payments the gateway made (refunds it created).
+    pub payments: usize,
+    /// Refunds paid at least once.
+    pub refunds: usize,
+    /// Refunds paid more than once, and the cents their later payments moved.
+    pub paid_twice: usize,
+    pub extra: i64,
+}
+
+/// What the run's payments moved: every call the gateway answered by creating a refund.
+fn money_view(events: &[fencesim_sim::Event]) -> MoneyView {
+    let mut per_refund: std::collections::BTreeMap<fencesim_model::RefundId, u32> = Default::default();
+    let mut money = MoneyView::default();
+    for event in events {
+        let fencesim_sim::EventKind::RefundCalled {
+            refund,
+            amount,
+            outcome: fencesim_sim::CallOutcome::Created,
+            ..
+        } = &event.kind
+        else {
+            continue;
+        };
+        let paid = per_refund.entry(*refund).or_default();
+        *paid += 1;
+        money.moved += amount.0;
+        money.payments += 1;
+        if *paid == 2 {
+            money.paid_twice += 1;
+        }
+        if *paid > 1 {
+            money.extra += amount.0;
+        }
+    }
+    money.refunds = per_refund.len();
+    money
+}
+
 /// Everything the page draws of one run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunView {
@@ -163,6 +206,9 @@ pub struct RunView {
     pub trace_hash: String,
     pub passed: bool,
     pub replay: String,
+    pub money: MoneyView,
+    /// For each invariant the run broke, the change that would have stopped it, if known.
+    pub fixes: Vec<crate::tell::fix::Fix>,
     /// The wall-clock time of the simulation's zero, in milliseconds since midnight.
     pub base: u64,
     pub end: u64,
@@ -235,7 +281,8 @@ fn selectable(
     story: &[StoryLine],
     chains: &[ChainView],
 ) -> BTreeSet<usize> {
-    let bars = [&lanes.believed, &lanes.leases, &lanes.bands].into_iter().flatten().map(|bar| bar.event);
+    let leases = lanes.leases.iter().flat_map(|lease| [lease.bar.event, lease.until]);
+    let bars = [&lanes.believed, &lanes.bands].into_iter().flatten().map(|bar| bar.event).chain(leases);
     let folds = lanes.folds.iter().map(|fold| fold.bar.event);
     let spans = lanes.delays.iter().chain(&lanes.downtime).map(|span| span.event);
     let marks = lanes.marks.iter().map(|mark| mark.event);
@@ -267,6 +314,8 @@ pub fn run_view(outcome: &Outcome, title: &str) -> RunView {
         trace_hash: format!("{:016x}", outcome.trace_hash),
         passed: outcome.passed(),
         replay: outcome.replay_command(),
+        money: money_view(&outcome.record.events),
+        fixes: fixes(outcome),
         base: outcome.scenario.base.0,
         end: outcome.record.ended_at_ms,
         workers: (0..world.workers).map(|worker| fencesim_model::WorkerId(worker).to_string()).collect(),
@@ -277,6 +326,43 @@ pub fn run_view(outcome: &Outcome, title: &str) -> RunView {
         events,
         event_count: outcome.record.events.len(),
     }
+}
+
+/// The change that would have stopped each broken invariant, where one is known.
+fn fixes(outcome: &Outcome) -> Vec<crate::tell::fix::Fix> {
+    let broken = outcome.checks.iter().filter(|check| check.kind.fails_runs() && !check.breaches.is_empty());
+    broken.filter_map(|check| crate::tell::fix::fix_for(outcome, check.invariant)).collect()
+}
+
+/// A failing run's page title, as a bug report's: what broke, under which mechanism and
+/// planted bug, after which fault (the first that fired), and the seed.
+pub fn page_title(outcome: &Outcome) -> String {
+    let seed = format!("seed {} of scenario {}", outcome.record.seed, outcome.scenario.name);
+    let broken: Vec<&str> = (outcome.checks.iter())
+        .filter(|check| check.kind.fails_runs() && !check.breaches.is_empty())
+        .map(|check| check.invariant)
+        .collect();
+    if broken.is_empty() {
+        return format!("Every invariant held under {}: {seed}", run_title(outcome));
+    }
+    let first = outcome.record.events.iter().find_map(|event| match &event.kind {
+        fencesim_sim::EventKind::FaultFired { fault, .. } => Some((event.at_ms, fault)),
+        _ => None,
+    });
+    let after = match first {
+        Some((at, fault)) => format!(
+            "after {} at {}",
+            crate::tell::story::faults::fault_words(fault).0,
+            outcome.scenario.base.plus(at)
+        ),
+        None => "with no fault at all".to_owned(),
+    };
+    let names = match broken.as_slice() {
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        [] => unreachable!("a failing run broke something"),
+    };
+    format!("{names} broken under {} {after}: {seed}", run_title(outcome))
 }
 
 fn run_title(outcome: &Outcome) -> String {
@@ -304,8 +390,7 @@ pub fn write_run_page(
         view.replay = format!("{again} --html {} --beside {mechanism}", path.display());
         runs.push(view);
     }
-    let title = format!("Seed {} of scenario {}", outcome.record.seed, outcome.scenario.name);
-    write_whole(path, timeline_page(&title, &runs).as_bytes())
+    write_whole(path, timeline_page(&page_title(outcome), &runs).as_bytes())
         .map_err(|e| format!("cannot write the page to {}: {e}", path.display()))
 }
 
@@ -328,7 +413,7 @@ mod tests {
         assert_eq!((a.worker, a.from, a.to), (0, 0, 34_000));
         assert!(a.label.ends_with("token 33"), "{}", a.label);
         let epochs: Vec<(usize, u64, u64)> =
-            view.lanes.leases.iter().map(|bar| (bar.worker, bar.from, bar.to)).collect();
+            view.lanes.leases.iter().map(|lease| (lease.bar.worker, lease.bar.from, lease.bar.to)).collect();
         assert_eq!(epochs[0], (0, 0, 30_001));
         assert_eq!((epochs[1].0, epochs[1].1), (1, 31_000));
         let pause: Vec<(usize, u64, u64)> =
