@@ -3,8 +3,8 @@
 
 use super::Link;
 use crate::fault::{Hop, RefundCall};
-use crate::gateway::{CallOutcome, CallReply};
-use crate::history::EventKind;
+use crate::gateway::CallReply;
+use crate::history::{CallOutcome, EventKind};
 use crate::world::{State, World};
 use fencesim_model::{
     Cents, Gateway, GatewayCall, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId,
