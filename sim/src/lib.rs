@@ -5,11 +5,12 @@
 //! - `config`: the run as data, with its defaults and validation;
 //! - `clock`, `redis`, `gateway`, `queue`: the components' pure cores;
 //! - `port`: one adapter per port of the model; `wiring`: how a worker's ports are put together;
-//! - `fault`: the fault plan and the engine that fires it;
+//! - `fault`: the fault plan, as data;
 //! - `replica`: a replica of the lease's Redis and its failover;
 //! - `ledger`: the epochs, the checkers' ground truth about leases;
 //! - `history`: the typed events; `record`: what a run leaves behind;
-//! - `world`: the shared state; `run`: the loop that keeps time.
+//! - `world`: the shared state, and the fault engine that changes it when a fault fires;
+//!   `run`: the loop that keeps time.
 
 #[cfg(not(madsim))]
 compile_error!(
