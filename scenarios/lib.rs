@@ -2,7 +2,8 @@
 //! token checked by the database. This crate holds the package's rooms: `scenario` (the
 //! worlds a run starts from), `runner` (a scenario and a seed in, verdicts out), `check`
 //! (the table of invariants, coverage), `search` (one parallel pool and what runs on it), `mutant` (the planted bugs),
-//! `tell` (stories, diagrams, reports, replay files), `bench`, `live` (the worked
+//! `tell` (stories, diagrams, reports, replay files), `fault_words` (a fault in words, for
+//! both the stories and the checks' chains), `bench`, `live` (the worked
 //! example with real processes against real servers, judged by the same checkers) and `cli`
 //! (the command line's definitions and subcommands, which the binary dispatches to and the
 //! tests parse with).
@@ -18,6 +19,7 @@ compile_error!(
 pub mod bench;
 pub mod check;
 pub mod cli;
+mod fault_words;
 pub mod live;
 pub mod mechanism_file;
 pub mod mutant;

@@ -15,7 +15,7 @@
 //!   delay drawn from the lease's value, at most `SPLIT_VOTE_TRIES` rounds in all.
 
 use crate::ids::{MerchantId, Token};
-use crate::mechanism::{LeaseKind, Mechanism, Scripts, TokenPolicy};
+use crate::mechanism::{drift_ms, LeaseKind, Mechanism, Scripts, TokenPolicy};
 use crate::ports::{BackendError, Clock, LeaseStore, RedisInstance, RefundStore, TokenSource};
 
 /// The instances a lease is held on and how.
@@ -177,11 +177,6 @@ pub fn wait_timeout_ms(ttl_ms: u64) -> u64 {
 /// as no).
 async fn replicated<I: RedisInstance>(instance: &I, ttl_ms: u64) -> bool {
     instance.wait_replicas(wait_timeout_ms(ttl_ms)).await.unwrap_or(false)
-}
-
-/// Redlock's allowance for clock drift between instances: 1% of the TTL plus 2 ms.
-pub fn drift_ms(ttl_ms: u64) -> u64 {
-    ttl_ms / 100 + 2
 }
 
 /// How much validity a Redlock holder wants left before it writes: a tenth of the TTL, so

@@ -36,11 +36,12 @@ pub use lease::{counter_key, LeaseClient, TokenClient};
 pub use mechanism::{Mechanism, Safety};
 pub use payment::{Retry, RETRY};
 pub use ports::{
-    BackendError, Clock, Gateway, GatewayCall, GatewayError, IdempotencyKey, JobQueue, LeaseStore, Probe,
-    RedisInstance, RefundStore, SettlementStore, TokenSource,
+    BackendError, Clock, Gateway, IdempotencyKey, JobQueue, LeaseStore, Probe, RedisInstance, RefundStore,
+    SettlementStore, TokenSource,
 };
 pub use refund::{
-    FenceViolation, Receipt, RefundRow, RefundState, RowImage, WriteGuard, WriteKind, WriteOutcome,
+    FenceViolation, GatewayCall, GatewayError, Receipt, RefundRow, RefundState, RowImage, WriteGuard,
+    WriteKind, WriteOutcome,
 };
 pub use settlement::{
     Posting, SettlementEntry, SettlementOutcome, SettlementStatements, SettlementViolation, SettlementWrite,

@@ -10,8 +10,8 @@
 //! - give up, and abandon the batch, when the tries run out or no lookup can tell.
 
 use crate::ids::RefundId;
-use crate::ports::{Clock, Gateway, GatewayCall, GatewayError, IdempotencyKey, Probe};
-use crate::refund::{Receipt, RefundRow};
+use crate::ports::{Clock, Gateway, IdempotencyKey, Probe};
+use crate::refund::{GatewayCall, GatewayError, Receipt, RefundRow};
 use crate::step::{AbandonReason, Step};
 
 /// How often a gateway request is tried, and how long the worker waits after the first

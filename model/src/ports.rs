@@ -3,10 +3,9 @@
 
 use crate::ids::{Cents, MerchantId, RefundId, Token};
 use crate::job::Delivery;
-use crate::refund::{Receipt, RefundRow, WriteGuard, WriteOutcome};
+use crate::refund::{GatewayError, Receipt, RefundRow, WriteGuard, WriteOutcome};
 use crate::settlement::{Posting, SettlementOutcome};
 use crate::step::Step;
-use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::future::Future;
 
@@ -152,50 +151,6 @@ pub trait SettlementStore {
         posting: Posting,
         guard: WriteGuard,
     ) -> impl Future<Output = Result<SettlementOutcome, BackendError>> + Send;
-}
-
-/// How a gateway call can fail. What the caller may conclude differs by kind, so a
-/// careful caller handles each on its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GatewayError {
-    /// Refused before it was processed (overloaded, down for a moment): nothing moved, and
-    /// the same call may be tried again later.
-    Unavailable,
-    /// No answer in time: the call may or may not have moved money, now or later. Only a
-    /// lookup by reference can tell.
-    Timeout,
-    /// Another call with the same idempotency key is in flight.
-    Conflict,
-}
-
-impl fmt::Display for GatewayError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            GatewayError::Unavailable => "gateway unavailable",
-            GatewayError::Timeout => "timed out, outcome unknown",
-            GatewayError::Conflict => "conflict: a call with the same idempotency key is in flight",
-        })
-    }
-}
-
-/// The two requests a worker makes to the gateway.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GatewayCall {
-    /// "Is there already a refund with this reference?"
-    Lookup,
-    /// "Refund this amount under this idempotency key."
-    Refund,
-}
-
-impl fmt::Display for GatewayCall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            GatewayCall::Lookup => "lookup",
-            GatewayCall::Refund => "refund call",
-        })
-    }
 }
 
 /// The key the gateway deduplicates calls by, as the gateway's API takes it: text. The

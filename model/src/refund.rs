@@ -1,4 +1,5 @@
-//! The refund row, the write guard a mechanism puts on each write, and the fence violation.
+//! The refund row, the write guard a mechanism puts on each write, and the fence violation;
+//! the gateway's receipt, the calls a worker makes to the gateway and how they fail.
 
 use crate::ids::{Cents, MerchantId, RefundId, Token};
 use serde::{Deserialize, Serialize};
@@ -149,4 +150,48 @@ impl std::error::Error for FenceViolation {}
 pub struct Receipt {
     pub gateway_ref: u32,
     pub amount: Cents,
+}
+
+/// How a gateway call can fail. What the caller may conclude differs by kind, so a
+/// careful caller handles each on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GatewayError {
+    /// Refused before it was processed (overloaded, down for a moment): nothing moved, and
+    /// the same call may be tried again later.
+    Unavailable,
+    /// No answer in time: the call may or may not have moved money, now or later. Only a
+    /// lookup by reference can tell.
+    Timeout,
+    /// Another call with the same idempotency key is in flight.
+    Conflict,
+}
+
+impl fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GatewayError::Unavailable => "gateway unavailable",
+            GatewayError::Timeout => "timed out, outcome unknown",
+            GatewayError::Conflict => "conflict: a call with the same idempotency key is in flight",
+        })
+    }
+}
+
+/// The two requests a worker makes to the gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GatewayCall {
+    /// "Is there already a refund with this reference?"
+    Lookup,
+    /// "Refund this amount under this idempotency key."
+    Refund,
+}
+
+impl fmt::Display for GatewayCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GatewayCall::Lookup => "lookup",
+            GatewayCall::Refund => "refund call",
+        })
+    }
 }

@@ -4,8 +4,7 @@
 
 use crate::ids::{MerchantId, RefundId, Token};
 use crate::job::Job;
-use crate::ports::{GatewayCall, GatewayError};
-use crate::refund::{FenceViolation, Receipt, WriteKind};
+use crate::refund::{FenceViolation, GatewayCall, GatewayError, Receipt, WriteKind};
 use crate::settlement::SettlementViolation;
 use serde::{Deserialize, Serialize};
 use strum::{EnumCount, EnumDiscriminants, EnumIter, IntoStaticStr};

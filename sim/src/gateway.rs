@@ -5,9 +5,9 @@
 //! idempotent mode a key seen before moves no money: a finished key answers from its
 //! record at once, a key still in flight answers when the first call completes.
 
-use crate::history::EventKind;
+use crate::history::{CallOutcome, EventKind};
 use fencesim_model::{Cents, IdempotencyKey, Receipt, RefundId, WorkerId};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -46,18 +46,6 @@ pub struct LedgerEntry {
 struct KeyRecord {
     receipt: Receipt,
     completes_at_ms: u64,
-}
-
-/// How a refund call was answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallOutcome {
-    /// Money moved; this is a new ledger entry.
-    Created,
-    /// The key was seen before: the earlier refund is returned and no money moves.
-    Replayed,
-    /// Another call with the key was in flight and the gateway refused this one.
-    Conflict,
 }
 
 /// The gateway's answer to a call, and when the caller receives it.

@@ -2,7 +2,6 @@
 
 use crate::clock::WallMs;
 use crate::fault::{FaultKind, Trigger};
-use crate::gateway::CallOutcome;
 use fencesim_model::{
     Cents, GatewayCall, JobId, MerchantId, RefundId, RowImage, Step, Token, WorkerId, WriteKind,
 };
@@ -259,6 +258,18 @@ pub enum EventKind {
         reply: String,
     },
     // New events go last: a trace's hash includes each event's variant position.
+}
+
+/// How a refund call was answered: what the gateway replies and a `RefundCalled` event records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// Money moved; this is a new ledger entry.
+    Created,
+    /// The key was seen before: the earlier refund is returned and no money moves.
+    Replayed,
+    /// Another call with the key was in flight and the gateway refused this one.
+    Conflict,
 }
 
 /// Who an event belongs to, as a trace shows it.

@@ -5,11 +5,12 @@
 //! - `config`: the run as data, with its defaults and validation;
 //! - `clock`, `redis`, `gateway`, `queue`: the components' pure cores;
 //! - `port`: one adapter per port of the model; `wiring`: how a worker's ports are put together;
-//! - `fault`: the fault plan and the engine that fires it;
+//! - `fault`: the fault plan, as data;
 //! - `replica`: a replica of the lease's Redis and its failover;
 //! - `ledger`: the epochs, the checkers' ground truth about leases;
 //! - `history`: the typed events; `record`: what a run leaves behind;
-//! - `world`: the shared state; `run`: the loop that keeps time.
+//! - `world`: the shared state, and the fault engine that changes it when a fault fires;
+//!   `run`: the loop that keeps time.
 
 #[cfg(not(madsim))]
 compile_error!(
@@ -38,8 +39,8 @@ mod world;
 pub use clock::{SimClock, WallMs};
 pub use config::{Arrival, Latency, Limits, Settlement, WorldConfig};
 pub use fault::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Timing, Trigger};
-pub use gateway::{CallOutcome, GatewayMode, LedgerEntry};
-pub use history::{trace_hash, write_trace, Actor, Event, EventKind};
+pub use gateway::{GatewayMode, LedgerEntry};
+pub use history::{trace_hash, write_trace, Actor, CallOutcome, Event, EventKind};
 pub use ledger::{Epoch, EpochEnd, Moment};
 pub use record::RunRecord;
 pub use redis::Persistence;

@@ -5,7 +5,6 @@
 use crate::clock::SimClock;
 use crate::config::WorldConfig;
 use crate::databases;
-use crate::fault::{CallCounter, FaultState};
 use crate::history::EventKind;
 use crate::port::{
     ClockClient, GatewayClient, Link, ProbeClient, QueueClient, RedisClient, SettlementClient, StoreClient,
@@ -13,7 +12,7 @@ use crate::port::{
 use crate::record::RunRecord;
 use crate::redis::RedisCore;
 use crate::wiring::{Connections, Plain, Wired, Wiring};
-use crate::world::{State, World};
+use crate::world::{CallCounter, FaultState, State, World};
 use fencesim_model::{Ports, RefundRow, Worker, WorkerConfig, WorkerId};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::JoinHandle;

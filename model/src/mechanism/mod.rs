@@ -39,6 +39,12 @@ pub enum LeaseKind {
     Redlock,
 }
 
+/// Redlock's allowance for clock drift between instances: 1% of the TTL plus 2 ms. Both a
+/// lease's validity (`lease.rs`) and a restarted instance's time out of service leave it.
+pub fn drift_ms(ttl_ms: u64) -> u64 {
+    ttl_ms / 100 + 2
+}
+
 /// How the lease is given back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleasePolicy {
@@ -219,7 +225,7 @@ impl Mechanism {
     pub fn restart_down_ms(self, restart_ms: u64, ttl_ms: u64) -> u64 {
         match self.spec().lease {
             LeaseKind::Single => restart_ms,
-            LeaseKind::Redlock => restart_ms.max(ttl_ms + crate::lease::drift_ms(ttl_ms)),
+            LeaseKind::Redlock => restart_ms.max(ttl_ms + drift_ms(ttl_ms)),
         }
     }
 

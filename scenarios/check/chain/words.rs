@@ -3,7 +3,7 @@
 
 use super::Cx;
 use crate::check::before::{rule_accepts, rule_words};
-use crate::tell::story::faults::fault_words;
+use crate::fault_words::fault_words;
 use fencesim_model::{group_thousands, Step};
 use fencesim_sim::{CallOutcome, EventKind};
 

@@ -2,7 +2,7 @@
 //! settling row after row folded into one line. Each component's events are told in a
 //! file of their own; the same lines drive the sequence diagram.
 
-pub(crate) mod faults;
+mod faults;
 mod gateway;
 mod lease;
 mod narrator;

@@ -352,7 +352,7 @@ pub fn page_title(outcome: &Outcome) -> String {
     let after = match first {
         Some((at, fault)) => format!(
             "after {} at {}",
-            crate::tell::story::faults::fault_words(fault).0,
+            crate::fault_words::fault_words(fault).0,
             outcome.scenario.base.plus(at)
         ),
         None => "with no fault at all".to_owned(),

@@ -1,10 +1,8 @@
-//! Faults: the plan (kinds, targets, triggers, validation) and the engine that fires them
-//! (timed faults, step triggers, faults armed for a worker's next request, pauses to
-//! resume and crashed workers to start again).
+//! Faults: the plan (kinds, targets, triggers, validation), as data that the config, the
+//! history and the adapters name. What a fault does to the world when it fires, and the
+//! world's bookkeeping of faults, are the world's (`world/fault_engine.rs`,
+//! `world/fault_state.rs`), above the history that records them.
 
-mod engine;
 mod plan;
-mod state;
 
 pub use plan::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Timing, Trigger};
-pub(crate) use state::{CallCounter, Counted, FaultState, RefundCall};

@@ -2,10 +2,10 @@
 //! the latency, outages, timeouts, lost answers and conflicts that faults arm.
 
 use super::Link;
-use crate::fault::{Hop, RefundCall};
-use crate::gateway::{CallOutcome, CallReply};
-use crate::history::EventKind;
-use crate::world::{State, World};
+use crate::fault::Hop;
+use crate::gateway::CallReply;
+use crate::history::{CallOutcome, EventKind};
+use crate::world::{RefundCall, State, World};
 use fencesim_model::{
     Cents, Gateway, GatewayCall, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId,
 };

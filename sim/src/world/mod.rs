@@ -1,10 +1,15 @@
 //! The world one run happens in: the components' pure cores under one lock, and the few
 //! helpers every adapter shares (record an event, send a Redis command, move the queue).
-//! The run loop (`run`), the fault engine (`fault`) and the adapters (`port`) build on it.
+//! The fault engine (`fault_engine.rs`, beside it), the run loop (`run`) and the adapters
+//! (`port`) build on it.
+
+mod fault_engine;
+mod fault_state;
+
+pub(crate) use fault_state::{CallCounter, Counted, FaultState, RefundCall};
 
 use crate::clock::SimClock;
 use crate::config::WorldConfig;
-use crate::fault::{CallCounter, FaultState};
 use crate::gateway::GatewayCore;
 use crate::history::{Event, EventKind};
 use crate::ledger::{EpochLedger, Moment};

@@ -2,8 +2,8 @@
 //! request, the timed faults still to come, and the bookkeeping of paused and crashed
 //! workers. Plain data, so that the world can hold it without knowing the engine.
 
-use super::{Hop, Trigger};
 use crate::config::WorldConfig;
+use crate::fault::{Hop, Trigger};
 use fencesim_model::{Cents, IdempotencyKey, RefundId, StepKind, WorkerId};
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use strum::EnumCount;

@@ -1,9 +1,9 @@
 //! The fault engine: what each fault kind does to the world when it fires, and which
 //! faults a step or the clock triggers. Every fault kind is handled here and only here.
 
-use super::{Counted, Fault, FaultKind, Hop, Trigger};
+use super::{value_text, Counted, State, World};
+use crate::fault::{Fault, FaultKind, Hop, Trigger};
 use crate::history::EventKind;
-use crate::world::{value_text, State, World};
 use fencesim_model::{StepKind, WorkerId};
 use madsim::runtime::Handle;
 
