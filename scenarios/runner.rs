@@ -237,9 +237,12 @@ impl Outcome {
         {
             let breach = &check.breaches[0];
             out.push_str(&format!(
-                "{prefix}{} ({} time(s)), first at {}: {}\n",
+                "{prefix}{} ({}), first at {}: {}\n",
                 check.invariant,
-                check.breaches.len(),
+                match check.breaches.len() {
+                    1 => "once".to_owned(),
+                    count => format!("{count} times"),
+                },
                 self.scenario.base.plus(breach.at_ms),
                 breach.detail
             ));

@@ -397,3 +397,21 @@ fn the_guide_names_every_invariant_and_every_mechanism() {
         "docs/mechanisms.md's table"
     );
 }
+
+/// The guide's table of invariants says when each holds in the words of the catalogue
+/// (`scenarios/check/table.rs`), which the pages' glossaries quote.
+#[test]
+fn the_guides_table_of_invariants_is_the_catalogues() {
+    let page = read("docs/invariants.md");
+    let rows = table(&page, "| name | kind | holds when |").split_off(1);
+    assert_eq!(rows.len(), fencesim::check::table::INVARIANTS.len(), "one row per invariant");
+    for invariant in fencesim::check::table::INVARIANTS {
+        let row = rows.iter().find(|row| row[0] == invariant.name);
+        let row = row.unwrap_or_else(|| panic!("docs/invariants.md has no row for {}", invariant.name));
+        assert_eq!(
+            row[2], invariant.holds,
+            "docs/invariants.md says when {} holds otherwise",
+            invariant.name
+        );
+    }
+}

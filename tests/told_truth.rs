@@ -409,3 +409,59 @@ fn every_fact_the_page_tells_of_an_event_is_the_historys() {
         wrong[..wrong.len().min(40)].join("\n")
     );
 }
+
+/// Where a chain's summary tells an act of its steps after "at" and a time, the time is
+/// the act's own (a summary once put one act's time before another act's words).
+fn times_told_twice(name: &str, view: &RunView) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for chain in &view.chains {
+        for step in &chain.steps {
+            let when = WallMs(view.base).plus(step.at).to_string();
+            for (at, _) in chain.summary.match_indices(step.text.as_str()) {
+                let before = &chain.summary[..at];
+                let Some(told) = before.strip_suffix(' ').and_then(|b| b.rsplit_once("at ")).map(|(_, t)| t)
+                else {
+                    continue;
+                };
+                if told.len() == when.len()
+                    && told.chars().all(|c| c.is_ascii_digit() || c == ':' || c == '.')
+                    && told != when
+                {
+                    wrong.push(format!(
+                        "{name}, {}: the summary tells \"{}\" at {told}, its step at {when}",
+                        chain.invariant, step.text
+                    ));
+                }
+            }
+        }
+    }
+    wrong
+}
+
+/// Every chain of the worked example's runs and of every committed failing run tells each
+/// of its acts at the time its step gives.
+#[test]
+fn a_chain_tells_each_act_at_its_own_time() {
+    let mut runs: Vec<(String, Outcome)> = comparison(1)
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| (format!("worked example, run {i}"), o))
+        .collect();
+    runs.extend(failing_runs());
+    let mut wrong = Vec::new();
+    let mut told = 0;
+    for (name, outcome) in &runs {
+        let view = run_view(outcome, name);
+        told += view.chains.iter().map(|chain| chain.steps.len()).sum::<usize>();
+        wrong.extend(times_told_twice(name, &view));
+    }
+    assert!(told > 200, "the chains told {told} steps");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // and the check sees a time that is not the act's
+    let mut view = run_view(&runs[3].1, "ttl-only");
+    let chain = view.chains.iter_mut().find(|chain| !chain.steps.is_empty()).unwrap();
+    let step = chain.steps[0].clone();
+    chain.summary = format!("at 09:59:59.999 {}", step.text);
+    assert_eq!(times_told_twice("planted", &view).len(), 1);
+}

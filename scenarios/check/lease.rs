@@ -42,7 +42,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
                         breaches.push(Breach {
                             at_ms: event.at_ms, event: Some(index),
                             detail: format!(
-                                "{worker} re-armed the expiry of {key} while it held {owner}'s lease (value {value}): a lease was kept alive by someone who does not hold it"
+                                "{worker} re-armed the expiry of {key} while the key held {owner}'s lease (value {value}), not {worker}'s: a lease was kept alive by someone who does not hold it"
                             ),
                         });
                     }
@@ -60,7 +60,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
                         breaches.push(Breach {
                             at_ms: event.at_ms, event: Some(index),
                             detail: format!(
-                                "{worker} deleted {key} while it held {owner}'s lease (value {value}): the lock was freed under its holder"
+                                "{worker} deleted {key} while the key held {owner}'s lease (value {value}), not {worker}'s: the lock was freed under its holder"
                             ),
                         });
                     }

@@ -62,7 +62,7 @@ fn fence_sql() -> String {
 }
 
 /// `once`, `twice` or `3 times`.
-fn times(count: usize) -> String {
+pub(crate) fn times(count: usize) -> String {
     match count {
         1 => "once".to_owned(),
         2 => "twice".to_owned(),
@@ -70,17 +70,23 @@ fn times(count: usize) -> String {
     }
 }
 
-/// The invariants a run broke, or that every one held.
+use crate::tell::money::money_view;
+
+/// The money the run moved, the invariants it broke (or that every one held), and what
+/// would have stopped each breach.
 fn invariant_lines(outcome: &Outcome) -> String {
     let broken: Vec<&Check> = outcome.checks.iter().filter(|check| check.is_violation()).collect();
+    let money =
+        format!("   Money: {}.\n", crate::tell::money::money_words(&money_view(&outcome.record.events)));
     if broken.is_empty() {
-        return "   Invariants: every invariant held.\n".to_owned();
+        return format!("{money}   Invariants: every invariant held.\n");
     }
     let names: Vec<&str> = broken.iter().map(|check| check.invariant).collect();
-    let mut out = format!("   Invariants: broke {}.\n", names.join(", "));
+    let mut out = format!("{money}   Invariants: broke {}.\n", names.join(", "));
     for check in broken {
         out.push_str(&breach_line(outcome, check));
     }
+    out.push_str(&crate::tell::fix::fix_lines(outcome, "   "));
     out
 }
 

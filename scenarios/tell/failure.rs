@@ -25,6 +25,9 @@ pub fn tell_failure(outcome: &Outcome, lines_before: usize) -> String {
     }
     out.push_str(&render_story(outcome, &upto[skip..], usize::MAX));
     out.push_str(&violations_told(outcome));
+    let money = crate::tell::money::money_words(&crate::tell::money::money_view(&outcome.record.events));
+    let _ = writeln!(out, "money: {money}");
+    out.push_str(&crate::tell::fix::fix_lines(outcome, ""));
     out
 }
 
@@ -36,9 +39,9 @@ pub fn violations_told(outcome: &Outcome) -> String {
         let breach = &check.breaches[0];
         let _ = writeln!(
             out,
-            "VIOLATION {} ({} time(s)), first at {}: {}",
+            "VIOLATION {} ({}), first at {}: {}",
             check.invariant,
-            check.breaches.len(),
+            crate::tell::demo::times(check.breaches.len()),
             outcome.scenario.base.plus(breach.at_ms),
             breach.detail
         );

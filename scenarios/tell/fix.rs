@@ -121,3 +121,26 @@ pub fn fix_for(outcome: &Outcome, invariant: &'static str) -> Option<Fix> {
     };
     Some(Fix { invariant, change, concerns })
 }
+
+/// "   What would have stopped it:" and one line per change, each with the invariants it
+/// would have kept and what it concerns; empty when the run broke nothing or no change
+/// is known.
+pub fn fix_lines(outcome: &Outcome, indent: &str) -> String {
+    let broken = outcome.checks.iter().filter(|check| check.is_violation());
+    let mut kept: Vec<(Vec<&'static str>, Fix)> = Vec::new();
+    for fix in broken.filter_map(|check| fix_for(outcome, check.invariant)) {
+        match kept.iter_mut().find(|(_, other)| other.change == fix.change && other.concerns == fix.concerns)
+        {
+            Some((names, _)) => names.push(fix.invariant),
+            None => kept.push((vec![fix.invariant], fix)),
+        }
+    }
+    if kept.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("{indent}What would have stopped it:\n");
+    for (names, fix) in kept {
+        out.push_str(&format!("{indent}- {}: {} (where: {})\n", names.join(", "), fix.change, fix.concerns));
+    }
+    out
+}

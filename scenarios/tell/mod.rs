@@ -8,6 +8,7 @@ pub mod diagram;
 pub mod failure;
 pub mod fix;
 pub mod junit;
+pub mod money;
 pub mod outcomes;
 pub mod replay_file;
 pub mod reports;

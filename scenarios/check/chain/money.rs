@@ -99,8 +99,14 @@ pub fn double_refund_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
         unreachable!("found as a payment")
     };
     let second = epoch.and_then(|number| stale(&cx, *worker, number, index));
+    let second_is_stale = second.is_some();
     let first_stale = || first_epoch.and_then(|number| stale(&cx, *first_worker, number, first));
     let stale = second.or_else(first_stale);
+    // the stale call was the first one: it is told at its own time, and the second at its own
+    let act = match stale.is_some() && !second_is_stale {
+        true => format!("{}; then at {} {act}", cx.step(first).text, cx.at(index)),
+        false => act,
+    };
     if stale.is_none()
         && late.is_empty()
         && tries.is_empty()

@@ -51,10 +51,18 @@ pub fn row_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
         };
         stale(&cx, *worker, *number, other?)
     };
-    let stale = epoch.and_then(|number| stale(&cx, *worker, number, index)).or_else(stale_other);
+    let own = epoch.and_then(|number| stale(&cx, *worker, number, index));
+    let stale_is_other = own.is_none();
+    let stale = own.or_else(stale_other);
     let broken = against_the_rule(&cx, index);
     let act = cx.step(index).text;
     let summary = match (&stale, broken) {
+        // the stale act was the other lease's write: it is told at its own time, and the
+        // write that broke the invariant at its own
+        (Some(stale), _) if stale_is_other => {
+            let other = other.expect("a stale other write was found");
+            format!("{}{}; then at {} {act}", stale.summary, cx.step(other).text, cx.at(index))
+        }
         (Some(stale), _) => format!("{}{act}", stale.summary),
         (None, true) => format!(
             "the store accepted a write that the protocol's rule turns away, at {}: {act}",

@@ -51,7 +51,7 @@ function moneyLine(run, box) {
     ? `; ${refunds(m.paid_twice)} paid more than once, ${money(m.extra)} more than was owed`
     : '; no refund was paid twice';
   p.appendChild(document.createTextNode(
-    `${money(m.moved)} left the merchant in ${m.payments.toLocaleString('en')} payments for ${refunds(m.refunds)}${twice}.`));
+    `${money(m.moved)} left the merchant in ${m.payments.toLocaleString('en')} payment${m.payments === 1 ? '' : 's'} for ${refunds(m.refunds)}${twice}.`));
 }
 
 function section(v, index, parent) {
@@ -61,7 +61,7 @@ function section(v, index, parent) {
   fill(el('h2', {}, box), withTerms(run.title));
   why(v, index, box);
   const broken = [...new Set(run.breaches.filter((b) => !b.diagnostic).map((b) => b.invariant))];
-  const p = para(box, [`mechanism ${run.mechanism}, ${run.gateway} gateway, seed ${run.seed}, `, ['trace-hash', 'trace hash'], ` ${run.trace_hash}: `]);
+  const p = para(box, ['mechanism ', [`mechanism-${run.mechanism}`, run.mechanism], `, ${run.gateway} gateway, seed ${run.seed}, `, ['trace-hash', 'trace hash'], ` ${run.trace_hash}: `]);
   el('span', { class: run.passed ? 'verdict passed' : 'verdict failed' }, p,
     run.passed ? 'every invariant held' : `broke ${broken.join(', ')}`);
   moneyLine(run, box);
@@ -131,7 +131,7 @@ function broken(v, p, names) {
   const at = (name) => (when(name) ? ` at ${when(name)}` : '');
   names.forEach((name, i) => {
     if (i) text(i === names.length - 1 ? ' and ' : ', ');
-    el('strong', {}, p, name);
+    fill(el('strong', {}, p), [[`invariant-${name}`, name]]);
     if (!one) text(`${i ? '' : ' broke'}${at(name)}`);
   });
   if (one) text(` broke${at(names[0])}`);
@@ -153,9 +153,18 @@ function fixes(run, div) {
   for (const { fix, names } of kept.values()) {
     const item = el('li', { class: 'fix' }, list);
     el('strong', {}, item, `${names.join(', ')}: `);
-    fill(item, withTerms(`${fix.change.replace(/^./, (c) => c.toUpperCase())}.`));
-    el('span', { class: 'concerns' }, item, ` Where: ${fix.concerns}.`);
+    coded(item, `${fix.change.replace(/^./, (c) => c.toUpperCase())}.`);
+    coded(el('span', { class: 'concerns' }, item, ' Where: '), `${fix.concerns}.`);
   }
+}
+
+// `text` into `node`, each `...` part (a statement, a setting, a name) as code.
+function coded(node, text) {
+  text.split(/`([^`]*)`/).forEach((part, i) => {
+    if (i % 2) el('code', {}, node, part);
+    else if (part) fill(node, withTerms(part));
+  });
+  return node;
 }
 
 // "Why it broke": per chain of a failing run, what broke and when, its summary and its
@@ -201,7 +210,7 @@ function broke(v, index, parent) {
   if (!firsts.size) return;
   const list = el('ul', { class: 'broke' }, parent);
   for (const [name, { breach, count }] of firsts) {
-    const item = el('li', { class: breach.diagnostic ? 'diagnostic' : 'invariant', 'data-event': breach.event, 'data-line': breach.line }, list, `${name}`);
+    const item = el('li', { class: breach.diagnostic ? 'diagnostic' : 'invariant', 'data-event': breach.event, 'data-line': breach.line }, list, name);
     if (breach.diagnostic) para(item, [' (a ', ['diagnostic', 'diagnostic'], ': shown, does not fail a run)'], 'inline');
     item.appendChild(document.createTextNode(`: ${count === 1 ? 'once' : `${count} times`}, first at ${clock(v.run.base + breach.at)}: ${breach.detail.replace(/gw#(\d+)/g, 'gateway refund #$1')}`));
     item.addEventListener('click', (event) => { if (!event.target.closest('a')) select(index, breach.event, breach.line); });

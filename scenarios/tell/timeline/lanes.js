@@ -201,8 +201,13 @@ function workerBars(svg, v, index, rows) {
       label: b.label, title: `${b.label} (${clock(run.base + b.from)} to ${clock(run.base + b.to)})`, attrs: { stroke: COLORS[b.worker % COLORS.length] } });
   }
   for (const b of run.leases) {
-    bar(svg, v, index, { rowBox: rows.get(`w${b.worker}:redis`), from: b.from, to: b.to, event: b.event, kind: 'lease', cls: 'lease',
+    const row = rows.get(`w${b.worker}:redis`);
+    const group = bar(svg, v, index, { rowBox: row, from: b.from, to: b.to, event: b.event, kind: 'lease', cls: 'lease',
       label: b.label, title: `${b.label}, from ${clock(run.base + b.from)} to ${clock(run.base + b.to)}`, attrs: { fill: COLORS[b.worker % COLORS.length] } });
+    // each renewal a tick on the bar: the TTL started again there
+    for (const at of b.renewals || []) {
+      el('svg:line', { class: 'renewal', x1: x(at), x2: x(at), y1: row.y + 1, y2: row.y + row.h - 1 }, group);
+    }
   }
   for (const b of run.bands) {
     bar(svg, v, index, { rowBox: rows.get(`w${b.worker}:process`), from: b.from, to: b.to, event: b.event, kind: 'band', cls: 'band',

@@ -40,6 +40,23 @@ pub struct LeaseBar {
     pub epoch: u32,
     pub key: String,
     pub until: usize,
+    /// When its holder's renewals extended it (each starts its TTL again): why a lease can
+    /// last many times its TTL.
+    pub renewals: Vec<u64>,
+}
+
+/// The renewals among `events` (the lease's own span) that extended `epoch`'s key for its holder.
+fn renewals(events: &[Event], epoch: &fencesim_sim::Epoch) -> Vec<u64> {
+    let renewed = |kind: &EventKind| match kind {
+        EventKind::LeaseExtended { worker, key, extended: true, .. } => {
+            *worker == epoch.worker && *key == epoch.key
+        }
+        EventKind::LeaseRearmed { key, holder: Some(holder), .. } => {
+            *key == epoch.key && *holder == epoch.value
+        }
+        _ => false,
+    };
+    events.iter().filter(|event| renewed(&event.kind)).map(|event| event.at_ms).collect()
 }
 
 fn lane(worker: WorkerId) -> usize {
@@ -99,14 +116,21 @@ fn leases(outcome: &Outcome) -> Vec<LeaseBar> {
         .iter()
         .map(|epoch| {
             let (to, until) = ended(epoch);
+            let renewals =
+                renewals(&record.events[epoch.granted_at_event..until.min(record.events.len())], epoch);
+            let kept = match renewals.len() {
+                0 => String::new(),
+                1 => ", renewed once".to_owned(),
+                n => format!(", renewed {n} times"),
+            };
             let bar = Bar {
                 worker: lane(epoch.worker),
                 from: epoch.granted_at_ms,
                 to,
-                label: format!("Redis: epoch {} ({})", epoch.number, epoch.value),
+                label: format!("Redis: epoch {} ({}){kept}", epoch.number, epoch.value),
                 event: epoch.granted_at_event,
             };
-            LeaseBar { bar, epoch: epoch.number, key: epoch.key.clone(), until }
+            LeaseBar { bar, epoch: epoch.number, key: epoch.key.clone(), until, renewals }
         })
         .collect()
 }

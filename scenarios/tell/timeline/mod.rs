@@ -6,6 +6,7 @@
 mod lanes;
 mod page;
 mod spans;
+mod terms;
 
 pub use lanes::{Lanes, LeaseBar};
 pub use page::timeline_page;
@@ -153,49 +154,6 @@ fn chain_views(outcome: &Outcome, breaches: &[BreachView]) -> Vec<ChainView> {
         .collect()
 }
 
-/// The money a run moved through the gateway, as its heading states it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct MoneyView {
-    /// Cents that left the merchant, in all.
-    pub moved: i64,
-    /// Payments the gateway made (refunds it created).
-    pub payments: usize,
-    /// Refunds paid at least once.
-    pub refunds: usize,
-    /// Refunds paid more than once, and the cents their later payments moved.
-    pub paid_twice: usize,
-    pub extra: i64,
-}
-
-/// What the run's payments moved: every call the gateway answered by creating a refund.
-fn money_view(events: &[fencesim_sim::Event]) -> MoneyView {
-    let mut per_refund: std::collections::BTreeMap<fencesim_model::RefundId, u32> = Default::default();
-    let mut money = MoneyView::default();
-    for event in events {
-        let fencesim_sim::EventKind::RefundCalled {
-            refund,
-            amount,
-            outcome: fencesim_sim::CallOutcome::Created,
-            ..
-        } = &event.kind
-        else {
-            continue;
-        };
-        let paid = per_refund.entry(*refund).or_default();
-        *paid += 1;
-        money.moved += amount.0;
-        money.payments += 1;
-        if *paid == 2 {
-            money.paid_twice += 1;
-        }
-        if *paid > 1 {
-            money.extra += amount.0;
-        }
-    }
-    money.refunds = per_refund.len();
-    money
-}
-
 /// Everything the page draws of one run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunView {
@@ -206,9 +164,12 @@ pub struct RunView {
     pub trace_hash: String,
     pub passed: bool,
     pub replay: String,
-    pub money: MoneyView,
+    pub money: crate::tell::money::MoneyView,
     /// For each invariant the run broke, the change that would have stopped it, if known.
     pub fixes: Vec<crate::tell::fix::Fix>,
+    /// The glossary's entries for the names this run's page uses: its mechanism, the
+    /// invariants and diagnostics it names.
+    pub terms: Vec<terms::Term>,
     /// The wall-clock time of the simulation's zero, in milliseconds since midnight.
     pub base: u64,
     pub end: u64,
@@ -314,8 +275,9 @@ pub fn run_view(outcome: &Outcome, title: &str) -> RunView {
         trace_hash: format!("{:016x}", outcome.trace_hash),
         passed: outcome.passed(),
         replay: outcome.replay_command(),
-        money: money_view(&outcome.record.events),
+        money: crate::tell::money::money_view(&outcome.record.events),
         fixes: fixes(outcome),
+        terms: terms::terms(outcome),
         base: outcome.scenario.base.0,
         end: outcome.record.ended_at_ms,
         workers: (0..world.workers).map(|worker| fencesim_model::WorkerId(worker).to_string()).collect(),

@@ -198,7 +198,7 @@ async function main() {
   legend(document.getElementById('legend'), data.runs);
   view.runs.forEach((v, i) => section(v, i, root));
   view.runs.forEach((v, i) => { draw(i); relabel(v); });
-  glossary(document.getElementById('glossary'));
+  glossary(document.getElementById('glossary'), data.runs);
   document.addEventListener('keydown', keys);
   document.getElementById('zoom-in').addEventListener('click', () => zoom(2));
   document.getElementById('zoom-out').addEventListener('click', () => zoom(0.5));

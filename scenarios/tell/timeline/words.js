@@ -4,7 +4,7 @@
 const TERMS = [
   ['lease', 'lease', 'The right to work on a merchant\'s refunds for a while, held as a key in Redis with a time to live (TTL). When the TTL runs out Redis deletes the key and may grant it to another worker; nothing tells the first holder, which may still believe it holds the lease.'],
   ['epoch', 'epoch', 'One grant of the lease by Redis, numbered in order: epoch 1 from A\'s grant until the key expired, epoch 2 from B\'s grant. A worker whose epoch has ended no longer holds the lease, whatever it believes.'],
-  ['token', 'token', 'A number a worker takes from a counter in Redis (INCR) right after it is granted the lease: each grant gets a larger one. The worker sends it with every write to the database.'],
+  ['token', 'token', 'A number a worker takes right after it is granted the lease, from a counter in Redis (INCR) or from a sequence in the refund database, as its mechanism says (each mechanism\'s entry below names its source): each grant gets a larger one. The worker sends it with every write to the database.'],
   ['fence', 'fence', 'The largest token a row has seen, stored in the row itself. The database accepts a claim only with a token greater than the row\'s fence, and a confirm only with a token equal to it, so a writer whose lease has been handed on is turned away. In a run without a fence (the TTL lease alone) every write carries no token and the column stays at fence 0: nothing is compared.'],
   ['diagnostic', 'diagnostic (two holders)', 'A check that is shown but does not fail a run. Two workers believing they hold the lease at once (single-holder) is one: with a TTL lease it happens whenever a holder freezes past its TTL, and it is harmless if the fence turns the stale holder away. What must never happen is its effect: a row confirmed by a stale holder, or money paid twice.'],
   ['mutant', 'mutant', 'A bug planted on purpose in the code under test (for example, releasing the lock with a GET and then a DEL) to show that the checks catch it: a mutant\'s run must fail.'],
@@ -31,6 +31,7 @@ const LEGEND = [
   ['cluster none', 'several events too close to tell apart at this zoom: the number says how many; click it to list them, or zoom in'],
   ['bar believed', 'what a worker believes: it holds the lease, with its token'],
   ['bar lease', 'what Redis really granted: one epoch of the lease'],
+  ['tick renewal', 'a renewal: its holder extended the lease, whose TTL started again there'],
   ['bar band', 'a worker frozen (paused) or crashed; the shade covers its lane'],
   ['bar delay', 'a message held up on its way (on a row below its hop\'s: Redis, the database or the gateway)'],
   ['bar downtime', 'a Redis instance down'],
@@ -54,6 +55,9 @@ function swatch(parent, kind) {
     group.setAttribute('class', 'cluster none');
     el('svg:rect', { class: 'shape', x: 3, y: 1, width: 20, height: 12, rx: 3 }, group);
     el('svg:text', { class: 'count', x: 13, y: 11, 'text-anchor': 'middle' }, group, '12');
+  } else if (form === 'tick') {
+    el('svg:rect', { class: 'shape lease', x: 1, y: 2, width: 24, height: 10, fill: COLORS[0] }, group);
+    el('svg:line', { class: 'renewal', x1: 13, x2: 13, y1: 2, y2: 12 }, group);
   } else {
     if (classes[0] === 'fold') group.setAttribute('class', classes.join(' '));
     el('svg:rect', { class: `shape ${classes.join(' ')}`, x: 1, y: 2, width: 24, height: 10, stroke: COLORS[0], fill: classes[0] === 'lease' ? COLORS[0] : undefined }, group);
@@ -69,6 +73,7 @@ function drawnKinds(runs) {
     for (const mark of run.marks) kinds.add(mark.lane === 'fault' ? 'triangle fault' : `circle ${mark.kind}`);
     for (const breach of run.breaches) kinds.add(breach.diagnostic ? 'triangle diagnostic' : 'triangle breach');
     for (const [key, kind] of Object.entries(bars)) if ((run[key] || []).length) kinds.add(kind);
+    if (run.leases.some((b) => (b.renewals || []).length)) kinds.add('tick renewal');
     for (const fold of run.folds) kinds.add(fold.kind === 'skipped' ? 'bar fold skipped' : 'bar fold');
     for (const row of run.rows) {
       kinds.add('bar state-pending');
@@ -77,6 +82,19 @@ function drawnKinds(runs) {
     if ((run.chains || []).some((c) => (c.steps || []).length)) ['circle ok on-chain', 'diamond chain-marker'].forEach((k) => kinds.add(k));
   }
   return kinds;
+}
+
+// "; in its worker's colour: A ▬, B ▬": the colours the bars of one kind are drawn in.
+function workerColours(item, kind, runs) {
+  const names = runs.reduce((most, run) => (run.workers.length > most.length ? run.workers : most), []);
+  item.appendChild(document.createTextNode('; in its worker\'s colour:'));
+  names.forEach((name, w) => {
+    const svg = el('svg:svg', { width: 18, height: 12, class: 'swatch worker-colour' }, item);
+    const colour = COLORS[w % COLORS.length];
+    el('svg:rect', kind === 'bar lease' ? { x: 1, y: 2, width: 16, height: 8, fill: colour }
+      : { x: 1, y: 2, width: 16, height: 8, fill: 'none', stroke: colour, 'stroke-width': 2 }, svg);
+    item.appendChild(document.createTextNode(`${name}${w < names.length - 1 ? ',' : ''}`));
+  });
 }
 
 function legend(parent, runs) {
@@ -90,6 +108,7 @@ function legend(parent, runs) {
     const item = el('li', {}, list);
     swatch(item, kind);
     item.appendChild(document.createTextNode(` ${words}`));
+    if (kind === 'bar believed' || kind === 'bar lease') workerColours(item, kind, runs);
   }
   para(details, ['Each worker has its rows: what it believes, its ', ['lease', 'lease'], ' in Redis (',
     ['epoch', 'epochs'], '), its writes to the database (each with its ', ['token', 'token'], ', checked against the row\'s ',
@@ -97,12 +116,18 @@ function legend(parent, runs) {
     'Hover over a mark for its words; click it for its event.'], 'lanes-help');
 }
 
-function glossary(parent) {
+// The fixed terms, then the names the page's runs use (their mechanisms, the invariants
+// and diagnostics they name), each once.
+function glossary(parent, runs) {
   if (!parent) return;
   parent.replaceChildren();
   el('h2', {}, parent, 'Glossary');
   const list = el('dl', {}, parent);
-  for (const [id, term, words] of TERMS) {
+  const seen = new Set();
+  const named = (runs || []).flatMap((run) => run.terms || []).map((t) => [t.id, t.term, t.words]);
+  for (const [id, term, words] of [...TERMS, ...named]) {
+    if (seen.has(id)) continue;
+    seen.add(id);
     el('dt', { id: `term-${id}` }, list, term);
     el('dd', {}, list, words);
   }
