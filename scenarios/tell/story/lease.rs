@@ -99,7 +99,7 @@ impl Narrator<'_> {
                     self.push(
                         at,
                         self.redis(*instance),
-                        format!("{worker} checks {key} before its next write: held by {who}{counted}"),
+                        format!("{worker} reads {key} (GET): held by {who}, not by {worker}{counted}"),
                         vec![format!("{worker}->>R: GET {key}"), format!("R-->>{worker}: {who}")],
                     )
                 }

@@ -189,7 +189,10 @@ function why(v, index, box) {
   fixes(v.run, div);
   div.addEventListener('click', (event) => {
     const item = event.target.closest('li[data-event]');
-    if (item) select(index, Number(item.dataset.event));
+    if (!item) return;
+    select(index, Number(item.dataset.event));
+    // the chain sits above the timeline: bring the event's words into the window
+    v.detail.scrollIntoView({ block: 'nearest' });
   });
   if (!chains.some((c) => c.found && (c.steps || []).length)) return;
   const label = el('label', { class: 'only' }, div);
@@ -344,10 +347,10 @@ function showEvent(v, index, event, line) {
     return;
   }
   el('h3', {}, panel, `${data.at}  ${data.actor}: ${data.event.replace(/_/g, ' ')}`);
-  const told = v.run.story[line];
-  if (told) {
-    const own = told.event === event ? 'The story' : 'The story, last told before it';
-    para(panel, [`${own}: `, ...withTerms(`${told.actor} ${told.text.replace(/\(gw#(\d+)\)/g, '(gateway refund #$1)')}`)], 'told');
+  const storyLine = v.run.story[line];
+  if (storyLine) {
+    const own = storyLine.event === event ? 'The story' : 'The story, last told before it';
+    para(panel, [`${own}: `, ...withTerms(`${storyLine.actor} ${storyLine.text.replace(/\(gw#(\d+)\)/g, '(gateway refund #$1)')}`)], 'told');
   }
   for (const mark of v.run.marks.filter((m) => m.event === event)) {
     para(panel, withTerms(gatewayWords(markLabel(v, mark))));

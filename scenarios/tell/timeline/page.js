@@ -65,8 +65,10 @@ function timeOf(v, index) {
   return at === null ? 0 : at - v.run.base;
 }
 
+// The time the axis covers: the runs' end and a margin after it, so that what happened
+// last (often the breach) is not squeezed against the right edge.
 function span() {
-  return Math.max(1, ...view.runs.map((v) => v.run.end)) * 1.01;
+  return Math.max(1, ...view.runs.map((v) => v.run.end)) * 1.06;
 }
 
 function fit() {
@@ -138,10 +140,27 @@ function steps() {
   return all;
 }
 
+// How much of run `index`'s section the window shows, in pixels of height.
+function shown(index) {
+  const box = view.runs[index].box.getBoundingClientRect();
+  return Math.max(0, Math.min(box.bottom, window.innerHeight) - Math.max(box.top, 0));
+}
+
 function step(direction) {
   const all = steps();
   if (!all.length) return;
-  const now = view.selected;
+  let now = view.selected;
+  // a selection in a run scrolled out of the window: the keys act on the run in view
+  if (now && !shown(now.run)) {
+    const inView = view.runs.map((_, i) => i).sort((a, b) => shown(b) - shown(a))[0];
+    if (shown(inView) > 0 && inView !== now.run) now = null;
+    if (now === null) {
+      const first = all.filter((s) => s.run === inView);
+      const pick = direction > 0 ? first[0] : first[first.length - 1];
+      if (pick) select(pick.run, pick.event);
+      return;
+    }
+  }
   let at = now ? all.findIndex((s) => s.run === now.run && s.event === now.event) : -1;
   if (at < 0 && now) {
     // the selection is not a mark: step from where it is
@@ -149,7 +168,11 @@ function step(direction) {
     at = direction > 0 ? (after < 0 ? all.length : after) - 1 : (after < 0 ? all.length : after);
   }
   const next = now === null ? (direction > 0 ? 0 : all.length - 1) : at + direction;
-  if (next >= 0 && next < all.length) select(all[next].run, all[next].event);
+  if (next >= 0 && next < all.length) {
+    select(all[next].run, all[next].event);
+    // stepping into the next run brings its timeline into the window
+    view.runs[all[next].run].scroll.scrollIntoView({ block: 'nearest' });
+  }
 }
 
 // The time zoom keeps at the centre of run `v`'s visible window: the selected event's

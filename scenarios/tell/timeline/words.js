@@ -97,10 +97,14 @@ function workerColours(item, kind, runs) {
   });
 }
 
+const WIDE_PX = 1300;
+
 function legend(parent, runs) {
   if (!parent) return;
   parent.replaceChildren();
-  const details = el('details', { open: '' }, parent);
+  // open where there is room for it beside the timeline's height; folded on a narrow
+  // window, where it would push the timeline below the fold
+  const details = el('details', window.innerWidth >= WIDE_PX ? { open: '' } : {}, parent);
   el('summary', {}, details, 'Legend: what each mark and bar on this page means');
   const list = el('ul', { class: 'legend' }, details);
   const drawn = drawnKinds(runs);
