@@ -49,8 +49,10 @@ const SEEN: &str = "({
 fn click_on(browser: &mut Chromium, selector: &str) {
     let aim = browser
         .eval(&format!(
-            "(() => {{ const n = document.querySelector('{selector}'); n.scrollIntoView({{ block: 'center' }});
-              const r = n.getBoundingClientRect(); return {{ x: (r.left + r.right) / 2, y: (r.top + r.bottom) / 2 }}; }})()"
+            "(() => {{ const n = document.querySelector('{selector}'); n.scrollIntoView({{ block: 'center', inline: 'center' }});
+              const r = n.getBoundingClientRect(); const scroll = n.closest('.scroll');
+              const b = scroll ? scroll.getBoundingClientRect() : {{ left: r.left, right: r.right }};
+              return {{ x: (Math.max(r.left, b.left) + Math.min(r.right, b.right)) / 2, y: (r.top + r.bottom) / 2 }}; }})()"
         ))
         .unwrap();
     browser.click(aim["x"].as_f64().unwrap(), aim["y"].as_f64().unwrap()).unwrap();
@@ -105,6 +107,10 @@ fn a_failing_page_reads_like_a_bug_report_at_every_width() {
                 "{file}: the fix for {invariant}: {fixes}"
             );
             assert!(seen["replay"][0].as_str().unwrap().contains(file), "{file}: {}", seen["replay"]);
+            let text = browser.eval("document.body.innerText").unwrap();
+            for machine in ["time(s)", "while it held"] {
+                assert!(!text.as_str().unwrap().contains(machine), "{file}: the page reads \"{machine}\"");
+            }
             for id in [format!("term-mechanism-{mechanism}"), format!("term-invariant-{invariant}")] {
                 assert!(
                     seen["terms"].as_array().unwrap().iter().any(|t| t == &id),
@@ -143,6 +149,40 @@ fn the_worked_examples_runs_each_say_the_money_they_moved() {
         "{}",
         money[2]
     );
+    // each worker's bars are drawn in its colour, and the legend shows both colours
+    let colours = browser.eval("document.querySelectorAll('#legend .worker-colour').length").unwrap();
+    assert_eq!(colours, Value::from(4), "A and B, for the beliefs and for the leases");
+}
+
+/// A lease kept alive by renewals draws each renewal on its bar, and its label counts them.
+#[test]
+fn a_renewed_lease_shows_its_renewals() {
+    let Some(mut browser) = Chromium::start("renewals_drawn") else { return };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-report");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("renewal.html");
+    let args = ["run", "--scenario", "worked-example", "--mechanism", "fenced-renewal", "--html"];
+    let out = Command::new(FENCESIM).args(args).arg(&page).output().unwrap();
+    assert!(out.status.code().is_some_and(|code| code <= 1), "{}", String::from_utf8_lossy(&out.stderr));
+    open(&mut browser, &page, 1440);
+    let ticks =
+        browser.eval("document.querySelectorAll('section.run svg .lease line.renewal').length").unwrap();
+    assert!(ticks.as_u64().unwrap() > 0, "the renewals are drawn: {ticks}");
+    let legend = browser.eval("document.querySelector('#legend').innerText").unwrap();
+    assert!(legend.as_str().unwrap().contains("a renewal"), "the legend names the tick: {legend}");
+    let counted = browser.eval("view.runs[0].run.leases.map((b) => [b.renewals.length, b.label])").unwrap();
+    let mut renewed = 0;
+    for lease in counted.as_array().unwrap() {
+        let (n, label) = (lease[0].as_u64().unwrap(), lease[1].as_str().unwrap());
+        renewed += n;
+        let said = match n {
+            0 => !label.contains("renewed"),
+            1 => label.ends_with("renewed once"),
+            n => label.ends_with(&format!("renewed {n} times")),
+        };
+        assert!(said, "{label} counts its {n} renewals");
+    }
+    assert_eq!(ticks.as_u64().unwrap(), renewed, "one tick a renewal");
 }
 
 #[test]
@@ -207,4 +247,78 @@ fn a_failure_is_drawn_inside_the_chart_and_the_timeline_starts_on_the_first_scre
             "at {width} px the timeline starts at {top} px, below the first screen"
         );
     }
+}
+
+/// Every committed shrunk failure's and planted bug's page, as drawn at 1440 px: no two
+/// marks on one spot (three were once stacked on a shrunk page) and no label cut or
+/// outside its bar.
+#[test]
+fn no_committed_failures_page_stacks_marks_or_cuts_labels() {
+    let Some(mut browser) = Chromium::start("committed_failures_laid_out") else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<String> = ["reports/shrunk", "reports/mutants"]
+        .iter()
+        .flat_map(|dir| {
+            std::fs::read_dir(root.join(dir))
+                .unwrap()
+                .map(move |e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
+        })
+        .filter(|file| file.ends_with(".json"))
+        .collect();
+    files.sort();
+    let mut found = Vec::new();
+    for file in &files {
+        let page = replay_page(file, None, "laid-out");
+        open(&mut browser, &page, 1440);
+        let layout = browser.eval(include_str!("support/layout.js")).unwrap();
+        for list in ["outside", "spots"] {
+            for item in layout[list].as_array().unwrap() {
+                found.push(format!("{file}: {list}: {item}"));
+            }
+        }
+    }
+    assert!(files.len() >= 50, "{} pages", files.len());
+    assert!(found.is_empty(), "{} problems:\n{}", found.len(), found[..found.len().min(30)].join("\n"));
+}
+
+/// Whether the detail panel's list of a cluster's events marks the event the panel shows
+/// (or is gone): what the panel shows, and what its list marks.
+const PICKED: &str = "(() => { const panel = document.getElementById('cluster-detail');
+    const picked = panel.querySelector('.cluster-list li.picked');
+    const listed = panel.querySelector('.cluster-list') !== null;
+    return { shows: panel.dataset.event === undefined ? null : Number(panel.dataset.event), listed,
+             picked: picked ? Number(picked.dataset.pick) : null }; })()";
+
+/// A cluster mark opened, one of its events picked, then the keys stepping on: the list
+/// in the panel always marks the event the panel shows, never another.
+#[test]
+fn a_clusters_list_marks_the_event_the_panel_shows() {
+    let Some(mut browser) = Chromium::start("cluster_list_marks_its_event") else { return };
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/worked-example.html");
+    open(&mut browser, &page, 1440);
+    let found = browser
+        .eval(
+            "(() => { const all = [...document.querySelectorAll('section.run svg .cluster')];
+               const shown = all.find((n) => n.getBoundingClientRect().width > 0);
+               if (shown) { shown.id = 'first-cluster'; shown.closest('section.run').querySelector('.detail').id = 'cluster-detail'; }
+               return [all.length, Boolean(shown)]; })()",
+        )
+        .unwrap();
+    assert_eq!(found[1], Value::Bool(true), "the page draws a cluster mark: {found}");
+    click_on(&mut browser, "#first-cluster");
+    let opened = browser.eval(PICKED).unwrap();
+    assert_eq!(opened["listed"], Value::Bool(true), "a cluster's click lists its events: {opened}");
+    click_on(&mut browser, "#cluster-detail .cluster-list li:nth-child(2)");
+    let mut seen = vec![browser.eval(PICKED).unwrap()];
+    for _ in 0..4 {
+        browser.press("ArrowRight", 39).unwrap();
+        seen.push(browser.eval(PICKED).unwrap());
+    }
+    for state in &seen {
+        assert!(state["shows"].is_number(), "the panel shows an event: {seen:?}");
+        if state["listed"] == Value::Bool(true) {
+            assert_eq!(state["picked"], state["shows"], "the list marks the shown event: {seen:?}");
+        }
+    }
+    assert_eq!(seen[0]["listed"], Value::Bool(true), "a picked member keeps its list: {seen:?}");
 }

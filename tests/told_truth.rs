@@ -465,3 +465,31 @@ fn a_chain_tells_each_act_at_its_own_time() {
     chain.summary = format!("at 09:59:59.999 {}", step.text);
     assert_eq!(times_told_twice("planted", &view).len(), 1);
 }
+
+/// Every chain step of those runs has a story line of its own on the page (a routine read
+/// on a chain had none, and its click selected the line before it).
+#[test]
+fn every_chain_step_has_a_story_line_of_its_own() {
+    let mut runs: Vec<(String, Outcome)> = comparison(1)
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| (format!("worked example, run {i}"), o))
+        .collect();
+    runs.extend(failing_runs());
+    let mut untold = Vec::new();
+    for (name, outcome) in &runs {
+        let view = run_view(outcome, name);
+        for step in view.chains.iter().flat_map(|chain| &chain.steps) {
+            if !view.story.iter().any(|line| line.event == step.event) {
+                untold.push(format!("{name}: {} {}", step.at, step.text));
+            }
+        }
+        let order: Vec<usize> = view.story.iter().map(|line| line.event).collect();
+        assert!(
+            order.windows(2).all(|pair| pair[0] <= pair[1]),
+            "{name}: the story is in the history's order"
+        );
+    }
+    assert!(untold.is_empty(), "{}", untold.join("\n"));
+}

@@ -107,7 +107,7 @@ pub fn fix_for(outcome: &Outcome, invariant: &'static str) -> Option<Fix> {
         match invariant {
             "no-double-refund" if world.gateway_mode == GatewayMode::NonIdempotent => (
                 "send the refund id as the gateway call's idempotency key: the fence cannot see the call between claim and confirm, the key makes a second call harmless".to_owned(),
-                "the gateway (`--gateway idempotent`)".to_owned(),
+                "the gateway call, `--gateway idempotent`".to_owned(),
             ),
             "lease-integrity" => lease_fix(outcome, mechanism),
             "posted-once" | "balance-matches-sent" if !spec.fence_settlement => (

@@ -197,11 +197,31 @@ fn event_at(outcome: &Outcome, at_ms: u64) -> usize {
     events.partition_point(|event| event.at_ms < at_ms).min(events.len().saturating_sub(1))
 }
 
+/// The run's story, and a line of its own for each chain step the story leaves untold (a
+/// routine read, say): a click on any step then selects a line that tells that step.
 fn story_lines(outcome: &Outcome) -> Vec<StoryLine> {
-    story(outcome)
+    let mut lines: Vec<StoryLine> = story(outcome)
         .into_iter()
         .map(|line| StoryLine { at: line.at_ms, event: line.event, actor: line.actor, text: line.text })
-        .collect()
+        .collect();
+    let told: BTreeSet<usize> = lines.iter().map(|line| line.event).collect();
+    let mut untold: Vec<StoryLine> = (outcome.chains().into_iter())
+        .flat_map(|(_, chain)| chain.steps)
+        .filter(|step| !told.contains(&step.event))
+        .map(|step| StoryLine {
+            at: step.at_ms,
+            actor: outcome.record.events[step.event].kind.actor().to_string(),
+            text: step.text,
+            event: step.event,
+        })
+        .collect();
+    untold.sort_by_key(|line| line.event);
+    untold.dedup_by_key(|line| line.event);
+    for line in untold {
+        let at = lines.partition_point(|told| told.event <= line.event);
+        lines.insert(at, line);
+    }
+    lines
 }
 
 /// The story line that tells `event`, or the last one before it.
