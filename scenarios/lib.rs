@@ -20,6 +20,7 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 mod fault_words;
+pub mod files;
 pub mod live;
 pub mod mechanism_file;
 pub mod mutant;

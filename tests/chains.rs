@@ -3,9 +3,9 @@
 //! order and end at the breach, and `fencesim replay` prints it under the violation. Each
 //! mutant's file has a violation whose chain passes through the planted bug's act.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::mutant::acts;
 use fencesim::runner::{run_with, Outcome};
-use fencesim::tell::replay_file::ReplayFile;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -328,13 +328,13 @@ fn a_misspelled_field_at_any_level_of_a_replay_file_is_refused_by_name() {
     // a file with rows, jobs, counters, per-refund latencies and faults of both trigger kinds
     let text = std::fs::read_to_string(root.join("tests/data/many-fields.json")).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert!(fencesim::tell::replay_file::ReplayFile::parse(&text).is_ok());
+    assert!(fencesim::files::replay_file::ReplayFile::parse(&text).is_ok());
     let mut edits = Vec::new();
     misspell_each_key(&value, "", &mut edits);
     assert!(edits.len() > 40, "{} keys", edits.len());
     let mut failures = Vec::new();
     for (where_, edited) in &edits {
-        let Err(refused) = fencesim::tell::replay_file::ReplayFile::parse(&edited.to_string()) else {
+        let Err(refused) = fencesim::files::replay_file::ReplayFile::parse(&edited.to_string()) else {
             failures.push(format!("{where_}: accepted"));
             continue;
         };
@@ -361,7 +361,7 @@ fn a_misspelled_field_at_any_level_of_a_replay_file_is_refused_by_name() {
 fn a_replay_file_with_a_key_twice_an_unknown_invariant_or_past_a_limit_is_refused() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("tests/data/many-fields.json")).unwrap();
-    let parse = |text: &str| fencesim::tell::replay_file::ReplayFile::parse(text).unwrap_err();
+    let parse = |text: &str| fencesim::files::replay_file::ReplayFile::parse(text).unwrap_err();
     let twice = text.replacen("\"seed\":", "\"seed\": 5, \"seed\":", 1);
     assert!(parse(&twice).contains("the key \"seed\" appears twice"), "{}", parse(&twice));
     let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -1,6 +1,7 @@
 //! Exploration, replay files and the matrix: the search finds what it should, keeps it,
 //! and gives the same answer however many threads ran it.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::model::{Mechanism, Safety};
 use fencesim::runner::run;
 use fencesim::scenario::{self, FaultMask};
@@ -9,7 +10,6 @@ use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, SearchKin
 use fencesim::search::false_alarms::promised;
 use fencesim::search::matrix::{sweep_scenario, SWEEP_TTLS_MS};
 use fencesim::sim::GatewayMode;
-use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::{
     parse_debate, parse_first_failures, sweep_chart, DebateLine, FirstFailure, GUARANTEES_REPORT, SWEEP_CHART,
 };

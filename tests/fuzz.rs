@@ -3,8 +3,8 @@
 //! hang or grow without bound: a bad file or argument gets exit code 2 and a reason.
 //! The cases are the same every run (a fixed seed); `FUZZ_CASES` runs more of them.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::runner::run;
-use fencesim::tell::replay_file::ReplayFile;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use std::process::{Command, Stdio};

@@ -2,6 +2,7 @@
 //! two, a failure it finds kept as an ordinary replay file, and plans that really grow
 //! from the ones it kept.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::model::Mechanism;
 use fencesim::mutant::Mutant;
 use fencesim::runner::run;
@@ -11,7 +12,6 @@ use fencesim::search::guided::{self, features::Features, Bounds, Judged};
 use fencesim::search::mutants::{median, search_guided, START_STRIDE};
 use fencesim::search::Pool;
 use fencesim::sim::GatewayMode;
-use fencesim::tell::replay_file::ReplayFile;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;

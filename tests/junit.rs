@@ -5,11 +5,11 @@
 mod support;
 
 use fencesim::check::coverage::Coverage;
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::search::matrix::matrix;
 use fencesim::search::seeds::SeedRange;
 use fencesim::tell::junit::matrix::matrix_suites;
 use fencesim::tell::junit::{judged_invariants, junit_xml};
-use fencesim::tell::replay_file::ReplayFile;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use support::xmllint::validate_junit;

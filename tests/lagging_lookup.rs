@@ -4,6 +4,7 @@
 //! and without it r_815 is paid twice.
 
 use fencesim::check::coverage::{Sometimes, Touched};
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::model::{Mechanism, RefundId, Step};
 use fencesim::runner::{run, Outcome, DEFAULT_SEED};
 use fencesim::scenario;
@@ -11,7 +12,6 @@ use fencesim::scenario::lagging_lookup::{lagging_lookup, LOOKUP_LAG_MS};
 use fencesim::scenario::{A, B, R_815};
 use fencesim::search::lagging::{doubled_by_a_lie, Lag, LAG_MECHANISMS, LAG_SEEDS};
 use fencesim::sim::{CallOutcome, EventKind, FaultKind, GatewayMode, Trigger, WorldConfig};
-use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::guarantees::GUARANTEES_REPORT;
 use fencesim::tell::reports::lagging::{parse_lagging, LAGGING_HEADING};
 

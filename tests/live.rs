@@ -408,7 +408,7 @@ fn a_replay_file_the_live_run_cannot_play_is_refused_with_what_it_lacks() {
     refused(&["--replay", two_stores.to_str().unwrap()], "the world has the second store");
     let dir = std::env::temp_dir().join(format!("fencesim-live-refused-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut file = fencesim::tell::replay_file::ReplayFile::load(
+    let mut file = fencesim::files::replay_file::ReplayFile::load(
         &root.join("reports/shrunk/fenced-non-idempotent.json"),
     )
     .unwrap();

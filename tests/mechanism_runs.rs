@@ -4,6 +4,7 @@
 //! copied from does not have on the same seed, and shrink to at most 3 faults; a replay
 //! file of such a run replays in a process that never saw the mechanism file.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::mechanism_file::builtin::text_of;
 use fencesim::mechanism_file::define;
 use fencesim::model::Mechanism;
@@ -11,7 +12,6 @@ use fencesim::runner::{run, Outcome};
 use fencesim::scenario::{self, FaultMask, Scenario};
 use fencesim::search::shrink::shrink_scenario;
 use fencesim::sim::{EventKind, GatewayMode};
-use fencesim::tell::replay_file::ReplayFile;
 use std::path::Path;
 use std::process::Command;
 

@@ -422,6 +422,35 @@ fn crossing_circles(prefix: &str, files: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// One line per circle of rooms: rooms that import each other round a loop, each with a
+/// file that makes one of its steps. Files in no circle of their own can still make one
+/// (a room whose first file imports the second room, whose other file imports the first).
+fn room_circles(prefix: &str, files: &[(String, String)]) -> Vec<String> {
+    let graph = graph(files);
+    let rooms: Vec<String> = graph.rooms.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect();
+    let room = |n: usize| rooms.iter().position(|r| *r == graph.rooms[n]).unwrap();
+    let mut next = vec![BTreeSet::new(); rooms.len()];
+    let mut why: BTreeMap<(usize, usize), (usize, usize)> = BTreeMap::new();
+    for (u, targets) in graph.next.iter().enumerate() {
+        for &v in targets.iter().filter(|&&v| room(u) != room(v)) {
+            next[room(u)].insert(room(v));
+            why.entry((room(u), room(v))).or_insert((u, v));
+        }
+    }
+    components(&next)
+        .iter()
+        .filter(|component| component.len() > 1)
+        .map(|component| {
+            let steps: Vec<String> = (why.iter())
+                .filter(|((a, b), _)| component.contains(a) && component.contains(b))
+                .map(|(_, (u, v))| format!("{prefix}{} -> {prefix}{}", graph.names[*u], graph.names[*v]))
+                .collect();
+            let names: Vec<&str> = component.iter().map(|&r| rooms[r].as_str()).collect();
+            format!("rooms {} import each other: {}", names.join(", "), steps.join("; "))
+        })
+        .collect()
+}
+
 /// The files over the line limit, with their lengths.
 fn long_files(prefix: &str, files: &[(String, String)]) -> Vec<String> {
     files
@@ -443,6 +472,40 @@ fn no_circle_of_imports_spans_two_rooms() {
         "each circle of imports below holds files of two rooms; give what both sides need a room \
          below both (docs/layout.md):\n{}",
         circles.join("\n")
+    );
+}
+
+/// Rooms import one way: no room imports one that imports it back, however many rooms
+/// the loop goes through.
+#[test]
+fn no_circle_of_rooms() {
+    let circles: Vec<String> = CRATES
+        .iter()
+        .flat_map(|dir| room_circles(&format!("{dir}/"), &files_under(&root().join(dir), &["rs"])))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "rooms that import each other; give what both need a room below both (docs/layout.md):\n{}",
+        circles.join("\n")
+    );
+}
+
+/// Two rooms whose files import each other without a circle of files are a circle of rooms.
+#[test]
+fn the_checker_finds_rooms_that_import_each_other() {
+    let files = made_up(&[
+        ("lib.rs", "pub mod a;\npub mod b;\n"),
+        ("a/mod.rs", "pub mod one;\npub mod two;\n"),
+        ("a/one.rs", "use crate::b::B;\npub struct One(B);\n"),
+        ("a/two.rs", "pub struct Two;\n"),
+        ("b.rs", "use crate::a::two::Two;\npub struct B(Two);\n"),
+    ]);
+    assert_eq!(crossing_circles("", &files), Vec::<String>::new(), "no circle of files");
+    let circles = room_circles("", &files);
+    assert_eq!(circles.len(), 1, "{circles:?}");
+    assert!(
+        circles[0].starts_with("rooms a, b.rs import each other: a/one.rs -> b.rs; b.rs -> a/two.rs"),
+        "{circles:?}"
     );
 }
 

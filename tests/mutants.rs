@@ -1,10 +1,10 @@
 //! The mutant catalogue: every planted bug is caught, and the committed detection report
 //! is what the project's command gives today.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::mutant::Mutant;
 use fencesim::runner::{run, run_with};
 use fencesim::search::mutants::{catches, scenario_for, MUTANT_FILES};
-use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::detection::{
     detection_chart, parse_detections, Detection, DETECTION_CHART, DETECTION_REPORT,
 };

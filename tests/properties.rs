@@ -1,11 +1,11 @@
 //! The property suite CI runs. `PROPTEST_CASES` deepens it without a code change.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::model::Mechanism;
 use fencesim::runner::run;
 use fencesim::scenario::small::small_world_failing_over;
 use fencesim::search::props::{cases, check, check_over, every_invariant_holds, no_double_refund};
 use fencesim::sim::{FaultKind, GatewayMode};
-use fencesim::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 
 fn out() -> PathBuf {

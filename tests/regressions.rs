@@ -1,9 +1,9 @@
 //! Bugs found once stay found: each is a named test with a short post-mortem.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::model::{Step, WorkerId};
 use fencesim::runner::{run, run_with};
 use fencesim::sim::EventKind;
-use fencesim::tell::replay_file::ReplayFile;
 
 /// Replays a committed file; it must still replay to the hash it was saved with (a new
 /// event or fault kind placed anywhere but last would change every hash).

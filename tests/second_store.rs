@@ -3,12 +3,12 @@
 //! still means what it meant, and the mechanisms that fence both stores keep it clean.
 
 use fencesim::check::{check_all, Check, Facts};
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::model::{Cents, Mechanism, MerchantId, RefundId, RefundState, Token, WorkerId};
 use fencesim::runner::{run, run_with};
 use fencesim::scenario::{self, worked_example, worked_example_two_stores, FaultMask, A, B, M_4471, R_815};
 use fencesim::search::second_store::STORE_SCENARIO;
 use fencesim::sim::{Epoch, EpochEnd, Event, EventKind, GatewayMode, RunRecord, WallMs};
-use fencesim::tell::replay_file::ReplayFile;
 
 fn record(events: Vec<EventKind>) -> RunRecord {
     let world = worked_example_two_stores().world;

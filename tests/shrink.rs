@@ -1,8 +1,8 @@
 //! `fencesim shrink FILE`: a failure found by exploration, made small, still fails the
 //! same way and replays to its own hash.
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::runner::run;
-use fencesim::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 use std::process::Command;
 

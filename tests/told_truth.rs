@@ -12,9 +12,9 @@
 
 mod support;
 
+use fencesim::files::replay_file::ReplayFile;
 use fencesim::runner::{run_with, Outcome};
 use fencesim::sim::{CallOutcome, EventKind, RunRecord, WallMs};
-use fencesim::tell::replay_file::ReplayFile;
 use fencesim::tell::reports::worked_example::comparison;
 use fencesim::tell::timeline::{run_view, timeline_page, RunView};
 use serde_json::{json, Value};

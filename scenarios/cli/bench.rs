@@ -5,8 +5,8 @@ use crate::bench::scale::{ScalePoint, ScaleSize};
 use crate::bench::{bench, bench_explore, BenchResult, ExploreBench};
 use crate::cli::args::{parse_count, parse_runs};
 use crate::cli::bad_input;
+use crate::files::write::write_report;
 use crate::tell::reports::bench::{bench_report, scale_report, BENCH_REPORT, SCALE_REPORT};
-use crate::tell::write::write_report;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -6,6 +6,7 @@ use crate::cli::args::{
 };
 use crate::cli::shrink::print_shrunk;
 use crate::cli::{bad_input, INTERRUPTED};
+use crate::files::replay_file::ReplayFile;
 use crate::model::Mechanism;
 use crate::mutant::Mutant;
 use crate::scenario::FaultMask;
@@ -15,7 +16,6 @@ use crate::search::shrink::{shrink_file, Shrunk};
 use crate::sim::GatewayMode;
 use crate::tell::junit::explore::explore_suite;
 use crate::tell::junit::write_junit;
-use crate::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

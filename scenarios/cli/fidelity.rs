@@ -2,12 +2,12 @@
 //! PostgreSQL: writes `reports/fidelity.md`.
 
 use crate::cli::{bad_input, INTERRUPTED};
+use crate::files::write::write_whole;
 use crate::live::fidelity::{files, judge, play, Sitting};
 use crate::live::interrupt;
 use crate::live::postgres::PostgresServer;
 use crate::live::scale::{measure_lag_on, Probe};
 use crate::tell::reports::fidelity::{read_data, render, Entry, FIDELITY_DATA, FIDELITY_REPORT};
-use crate::tell::write::write_whole;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -5,6 +5,8 @@
 
 use crate::cli::args::{chosen, parse_gateway, parse_mechanism};
 use crate::cli::{bad_input, verdict, INTERRUPTED};
+use crate::files::replay_file::ReplayFile;
+use crate::files::write::write_whole;
 use crate::live::coordinator::{live_scenario, refusal};
 use crate::live::interrupt;
 use crate::live::postgres::PostgresServer;
@@ -15,9 +17,7 @@ use crate::mutant::Mutant;
 use crate::runner::{run_with, Outcome, DEFAULT_SEED};
 use crate::scenario::Scenario;
 use crate::sim::{EventKind, GatewayMode};
-use crate::tell::replay_file::ReplayFile;
 use crate::tell::story::{render_story, story};
-use crate::tell::write::write_whole;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -3,6 +3,7 @@
 
 use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
+use crate::files::write::write_report;
 use crate::mutant::Mutant;
 use crate::search::exhaustive::small_scope;
 use crate::search::explore::SearchKind;
@@ -16,7 +17,6 @@ use crate::tell::reports::detection::{
     detection_chart, detection_report, exhaustive_section, false_alarm_section, mutant_table,
     search_comparison, DETECTION_CHART, DETECTION_REPORT,
 };
-use crate::tell::write::write_report;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

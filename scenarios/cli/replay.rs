@@ -3,11 +3,11 @@
 
 use crate::cli::args::parse_mechanism;
 use crate::cli::{bad_input, verdict};
+use crate::files::replay_file::ReplayFile;
 use crate::model::Mechanism;
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
 use crate::tell::failure::{first_difference, tell_failure};
-use crate::tell::replay_file::ReplayFile;
 use crate::tell::timeline::write_run_page;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -3,8 +3,8 @@
 
 use crate::cli::bad_input;
 use crate::cli::reference::{command_reference, COMMANDS_REFERENCE};
+use crate::files::write::write_report;
 use crate::tell::reports::worked_example::write_reports;
-use crate::tell::write::write_report;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -5,16 +5,16 @@ use crate::cli::args::{
     parse_gateway, parse_mechanism, parse_scenario, parse_seed, parse_ttl, MechanismChoice,
 };
 use crate::cli::{bad_input, verdict};
+use crate::files::replay_file::ReplayFile;
+use crate::files::write::write_whole;
 use crate::model::Mechanism;
 use crate::mutant::Mutant;
 use crate::runner::{run_with, Outcome, DEFAULT_SEED};
 use crate::scenario::{self, FaultMask};
 use crate::sim::GatewayMode;
 use crate::tell::failure::violations_told;
-use crate::tell::replay_file::ReplayFile;
 use crate::tell::story::{render_story, story};
 use crate::tell::timeline::write_run_page;
-use crate::tell::write::write_whole;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

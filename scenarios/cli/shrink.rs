@@ -2,8 +2,8 @@
 //! breaks the same invariant; the smaller file is written beside the original.
 
 use crate::cli::{bad_input, verdict};
+use crate::files::replay_file::ReplayFile;
 use crate::search::shrink::{shrink_file, Shrunk};
-use crate::tell::replay_file::ReplayFile;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -3,11 +3,11 @@
 //! times on each real database, at the time scale `live` would choose. What it measures
 //! is written by `tell::reports::fidelity`.
 
+use crate::files::replay_file::ReplayFile;
 use crate::live::coordinator::{live_scenario, run_live, LiveConfig, StoreChoice};
 use crate::live::scale::{choose, shortest_interval};
 use crate::runner::run_with;
 use crate::search::widen::steady_under;
-use crate::tell::replay_file::ReplayFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,13 +3,13 @@
 
 use crate::check::coverage::{Coverage, Touched};
 use crate::check::INVARIANTS;
+use crate::files::replay_file::ReplayFile;
 use crate::mutant::Mutant;
 use crate::runner::{run_with, Costs, Outcome};
 use crate::scenario::{self, FaultMask};
 use crate::search::guided::{self, features::Features, Bounds, Candidate, Judged};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
-use crate::tell::replay_file::ReplayFile;
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
 use serde::Serialize;

@@ -5,13 +5,13 @@
 //! files are written as that run writes them.
 
 use crate::check::known_invariant;
+use crate::files::replay_file::ReplayFile;
 use crate::mutant::Mutant;
 use crate::search::exhaustive::{plans, scope_from, scope_share, ScopeShare, SmallScope};
 use crate::search::false_alarms::{false_alarm_share, false_alarms_from, FalseAlarmRun};
 use crate::search::merge::{in_order, ShardReport};
 use crate::search::mutants::{evaluate_all, MutantReport};
 use crate::search::seeds::{SeedRange, Shard};
-use crate::tell::replay_file::ReplayFile;
 use serde::Deserialize;
 use serde_json::{json, Value};
 

@@ -5,6 +5,7 @@
 //! that seed. The catching scenario is then shrunk (the plan by delta debugging, then its
 //! numbers, then the world) to the smallest that still catches it.
 
+use crate::files::replay_file::ReplayFile;
 use crate::mutant::Mutant;
 use crate::runner::{run, run_planted, Outcome};
 use crate::scenario::{self, FaultMask, Scenario};
@@ -12,7 +13,6 @@ use crate::search::guided::{self, features::Features, Bounds, Judged};
 use crate::search::pool::Pool;
 use crate::search::seeds::SeedRange;
 use crate::search::shrink::{shrink_scenario, size};
-use crate::tell::replay_file::ReplayFile;
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;

@@ -3,9 +3,9 @@
 //! that still fails (a shrunk seed would mean nothing; a shrunk plan does).
 
 use crate::check::violations;
+use crate::files::replay_file::ReplayFile;
 use crate::runner::{run, Outcome};
 use crate::scenario::small::{small_world, SmallWorld};
-use crate::tell::replay_file::ReplayFile;
 use fencesim_model::Mechanism;
 use fencesim_sim::GatewayMode;
 use proptest::strategy::Strategy;

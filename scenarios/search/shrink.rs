@@ -6,6 +6,7 @@
 //! (`widen`): the settle window brought down to the shrunk world's and the races the
 //! failure rests on widened.
 
+use crate::files::replay_file::ReplayFile;
 use crate::runner::{run_with, Outcome};
 use crate::scenario::Scenario;
 use crate::search::smaller::{
@@ -13,7 +14,6 @@ use crate::search::smaller::{
     without_merchant, without_worker, Rename,
 };
 use crate::search::widen::{shorter_settle, widen};
-use crate::tell::replay_file::ReplayFile;
 use fencesim_model::{MerchantId, RefundId, RefundRow, WorkerId};
 use fencesim_sim::{Fault, FaultPlan, Trigger};
 use std::collections::BTreeSet;

@@ -4,8 +4,8 @@
 //! when one was kept), that run's plan and the command that replays it.
 
 use super::{failure_body, judged_invariants, Case, Failure, Suite};
+use crate::files::replay_file::ReplayFile;
 use crate::runner::{run_with, Outcome};
-use crate::tell::replay_file::ReplayFile;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -13,7 +13,7 @@ pub mod matrix;
 pub mod mutants;
 
 use crate::check::INVARIANTS;
-use crate::tell::write::write_whole;
+use crate::files::write::write_whole;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::path::{Path, PathBuf};
 

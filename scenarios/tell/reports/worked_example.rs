@@ -2,13 +2,13 @@
 //! recorded history, and the outcome table of the same fault plan under each mechanism
 //! and gateway mode. A test fails when the committed file is stale.
 
+use crate::files::write::write_report;
 use crate::runner::{run, Outcome, DEFAULT_SEED};
 use crate::scenario::worked_example;
 use crate::tell::diagram::sequence_diagram;
 use crate::tell::outcomes::explain;
 use crate::tell::story::{render_story, story};
 use crate::tell::timeline::{run_view, timeline_page};
-use crate::tell::write::write_report;
 use fencesim_model::{group_thousands, Cents, Mechanism};
 use fencesim_sim::GatewayMode;
 use std::fmt::Write as _;

@@ -11,9 +11,9 @@ mod terms;
 pub use lanes::{Lanes, LeaseBar};
 pub use page::timeline_page;
 
+use crate::files::write::write_whole;
 use crate::runner::{run_with, Outcome};
 use crate::tell::story::story;
-use crate::tell::write::write_whole;
 use fencesim_model::Mechanism;
 use serde::Serialize;
 use std::collections::BTreeSet;

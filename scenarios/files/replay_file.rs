@@ -3,10 +3,10 @@
 //! changes. A malformed, truncated or future-version file is refused with a reason.
 
 use crate::check::invariant;
+use crate::files::write::write_whole;
 use crate::mutant::Mutant;
 use crate::runner::Outcome;
 use crate::scenario::{known, mechanism_named, Scenario};
-use crate::tell::write::write_whole;
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultPlan, GatewayMode, WallMs, WorldConfig};
 use serde::{Deserialize, Deserializer, Serialize};
