@@ -493,3 +493,53 @@ fn every_chain_step_has_a_story_line_of_its_own() {
     }
     assert!(untold.is_empty(), "{}", untold.join("\n"));
 }
+
+/// The refund numbers a folded story line covers, and the time it says it lasted until:
+/// "claims, pays and confirms r_816 .. r_907 (92 refunds, until 10:00:33.992)".
+fn fold_of(text: &str) -> Option<(u32, u32, &str)> {
+    let (_, rest) = text.split_once("confirms r_")?;
+    let (first, rest) = rest.split_once(" .. r_")?;
+    let (last, rest) = rest.split_once(' ')?;
+    let until = rest.split_once("until ")?.1.trim_end_matches(')');
+    Some((first.parse().ok()?, last.parse().ok()?, until))
+}
+
+/// No payment or confirm is hidden by a folded stretch of the story: each is inside the
+/// time its fold says it lasted, or told by a line of its own. (The worked example's fold
+/// of B's r_816 .. r_907 closed at A's wake-up, and r_907's confirm, 24 ms later, was
+/// told nowhere.)
+#[test]
+fn no_payment_or_confirm_is_hidden_by_a_fold() {
+    let mut runs: Vec<(String, Outcome)> = comparison(1)
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| (format!("worked example, run {i}"), o))
+        .collect();
+    runs.extend(failing_runs());
+    let mut hidden = Vec::new();
+    for (name, outcome) in &runs {
+        let view = run_view(outcome, name);
+        let told: std::collections::BTreeSet<usize> = view.story.iter().map(|line| line.event).collect();
+        let folds: Vec<(u32, u32, String)> = (view.story.iter())
+            .filter_map(|line| fold_of(&line.text).map(|(a, b, until)| (a, b, until.to_owned())))
+            .collect();
+        for (index, event) in outcome.record.events.iter().enumerate() {
+            let refund = match &event.kind {
+                EventKind::RefundCalled { refund, .. } => refund,
+                EventKind::Write {
+                    refund, rows: 1.., write: fencesim::model::WriteKind::Confirm, ..
+                } => refund,
+                _ => continue,
+            };
+            let number: u32 = refund.to_string().trim_start_matches("r_").parse().unwrap();
+            let when = WallMs(view.base).plus(event.at_ms).to_string();
+            let folded = folds.iter().any(|(a, b, until)| (*a..=*b).contains(&number) && when <= *until);
+            if !folded && !told.contains(&index) && folds.iter().any(|(a, b, _)| (*a..=*b).contains(&number))
+            {
+                hidden.push(format!("{name}: event {index} at {when} on {refund}"));
+            }
+        }
+    }
+    assert!(hidden.is_empty(), "{}", hidden.join("\n"));
+}

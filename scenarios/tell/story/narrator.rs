@@ -2,7 +2,7 @@
 
 use crate::runner::Outcome;
 use fencesim_model::{RefundId, WorkerId};
-use fencesim_sim::WallMs;
+use fencesim_sim::{EventKind, WallMs};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub(super) use fencesim_model::group_thousands as fmt_ms;
@@ -170,7 +170,9 @@ impl<'a> Narrator<'a> {
             }
         }
         if !new_row {
-            // the rest of a row whose start was told on its own line
+            // the rest of a row whose start was told on its own line, or in a stretch that
+            // something else closed before the row was done: told, so that no act is hidden
+            self.rest_of_row(at_ms, worker, refund);
             return;
         }
         self.close_fold();
@@ -185,6 +187,26 @@ impl<'a> Narrator<'a> {
             first_event: self.current,
             sent_by: sender.into_iter().collect(),
         });
+    }
+}
+
+impl Narrator<'_> {
+    /// A payment or a confirm of a routine row whose stretch was closed before it came (a
+    /// fault, another worker's act): its own line, at its own time.
+    fn rest_of_row(&mut self, at_ms: u64, worker: WorkerId, refund: RefundId) {
+        let (actor, text) = match &self.outcome.record.events[self.current].kind {
+            EventKind::Write { after: Some(image), .. } => ("store", format!(
+                "{worker} confirms {refund}, claimed in its stretch above: 1 row, now {} with fence {}",
+                image.state.as_sql(),
+                image.fence
+            )),
+            EventKind::RefundCalled { amount, gateway_ref, .. } => (
+                "gateway",
+                format!("{worker} pays {refund}, claimed in its stretch above: {amount} leaves (gw#{gateway_ref})"),
+            ),
+            _ => return,
+        };
+        self.push(at_ms, actor, text, vec![]);
     }
 }
 
