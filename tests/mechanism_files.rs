@@ -64,65 +64,68 @@ fn broken(name: &str, from: &str, to: &str) -> PathBuf {
     path
 }
 
+/// Each mistake: the file, the line changed from, to, and what the check says.
+const MISTAKES: [(&str, &str, &str, &str); 10] = [
+    (
+        "sql.toml",
+        "UPDATE refund SET state = 'sent'",
+        "UPDAT refund SET state = 'sent'",
+        "statements.confirm: SQLite says: near \"UPDAT\": syntax error",
+    ),
+    ("token.toml", "fence < :token", "fence <= :tokn", "statements.claim: the parameter :tokn is not one"),
+    (
+        "builtin-name.toml",
+        "AND fence = :token",
+        "",
+        "name: 'fenced' is a built-in mechanism's name, and this file is not fenced.toml",
+    ),
+    (
+        "columns.toml",
+        "AND fence < :token\"\"\"",
+        "AND fence < :token\n     RETURNING fence, state\"\"\"",
+        "statements.claim: must return state, fence, in that order (or nothing); it returns fence, state",
+    ),
+    (
+        "lua.toml",
+        "release = \"if",
+        "release = \"iff",
+        "scripts.release: Lua says: user_script:1: '=' expected near 'redis'",
+    ),
+    (
+        "acquire.toml",
+        "[scripts]\n",
+        "[scripts]\nacquire = \"return redis.call('set', KEYS[1], ARGV[1], 'NX' 'PX', ARGV[2])\"\n",
+        "scripts.acquire: Lua says: user_script:1: ')' expected near ''PX''",
+    ),
+    (
+        "field.toml",
+        "kind = \"single\"",
+        "kind = \"single\"\ncolour = \"red\"",
+        "line 16: unknown field `colour`",
+    ),
+    (
+        "absent.toml",
+        "key = \"fence:settle:{merchant}\"\n",
+        "",
+        "token.key: redis-incr needs the counter's key",
+    ),
+    (
+        "command.toml",
+        "return redis.call('del', KEYS[1]) else",
+        "return redis.call('unlink', KEYS[1]) else",
+        "scripts.release: sends UNLINK, which the simulated Redis does not run",
+    ),
+    (
+        "kind.toml",
+        "source = \"redis-incr\"",
+        "source = \"zookeeper\"",
+        "line 10: unknown variant `zookeeper`",
+    ),
+];
+
 #[test]
 fn a_file_with_a_mistake_is_refused_naming_the_file_the_field_and_the_cause() {
-    let cases = [
-        (
-            "sql.toml",
-            "UPDATE refund SET state = 'sent'",
-            "UPDAT refund SET state = 'sent'",
-            "statements.confirm: SQLite says: near \"UPDAT\": syntax error",
-        ),
-        (
-            "token.toml",
-            "fence < :token",
-            "fence <= :tokn",
-            "statements.claim: the parameter :tokn is not one",
-        ),
-        ("missing.toml", "AND fence = :token", "", "statements.confirm: the statement must use :token"),
-        (
-            "columns.toml",
-            "AND fence < :token\"\"\"",
-            "AND fence < :token\n     RETURNING fence, state\"\"\"",
-            "statements.claim: must return state, fence, in that order (or nothing); it returns fence, state",
-        ),
-        (
-            "lua.toml",
-            "release = \"if",
-            "release = \"iff",
-            "scripts.release: Lua says: user_script:1: '=' expected near 'redis'",
-        ),
-        (
-            "acquire.toml",
-            "[scripts]\n",
-            "[scripts]\nacquire = \"return redis.call('set', KEYS[1], ARGV[1], 'NX' 'PX', ARGV[2])\"\n",
-            "scripts.acquire: Lua says: user_script:1: ')' expected near ''PX''",
-        ),
-        (
-            "field.toml",
-            "kind = \"single\"",
-            "kind = \"single\"\ncolour = \"red\"",
-            "line 16: unknown field `colour`",
-        ),
-        (
-            "absent.toml",
-            "key = \"fence:settle:{merchant}\"\n",
-            "",
-            "token.key: redis-incr needs the counter's key",
-        ),
-        (
-            "command.toml",
-            "return redis.call('del', KEYS[1]) else",
-            "return redis.call('unlink', KEYS[1]) else",
-            "scripts.release: sends UNLINK, which the simulated Redis does not run",
-        ),
-        (
-            "kind.toml",
-            "source = \"redis-incr\"",
-            "source = \"zookeeper\"",
-            "line 10: unknown variant `zookeeper`",
-        ),
-    ];
+    let cases = MISTAKES;
     for (name, from, to, said) in cases {
         let path = broken(name, from, to);
         let (code, _, err) = fencesim(&["mechanism", "check", path.to_str().unwrap()]);
@@ -163,5 +166,48 @@ fn the_guide_s_commands_copy_a_built_in_and_check_it() {
         ran += 1;
     }
     assert_eq!(ran, 2, "the copy and the check");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A team's bug in its plainest form loads, with a warning in the protocol's words, and a
+/// search finds what it lets through: a confirm without `:token`, a confirm by id only, a
+/// claim that never stores the token, and tokens read as `MAX(fence) + 1` by a `SELECT`.
+/// Each is a copy of `fenced-db-sequence` with one statement changed.
+#[test]
+fn the_plainest_form_of_a_teams_bug_loads_with_a_warning_and_is_caught() {
+    let text = text_of(Mechanism::FencedDbSequence);
+    let confirm =
+        "UPDATE refund SET state = 'sent'\n     WHERE id = :id AND state = 'sending' AND fence = :token";
+    let claim = "UPDATE refund SET state = 'sending', fence = :token\n     WHERE id = :id AND state IN ('pending', 'sending') AND fence < :token";
+    let sequence = "INSERT INTO fence_seq (merchant, value) VALUES (:merchant, 1)\n     ON CONFLICT (merchant) DO UPDATE SET value = fence_seq.value + 1\n     RETURNING value";
+    let cases = [
+        ("confirm-without-token", confirm, "UPDATE refund SET state = 'sent'\n     WHERE id = :id AND state = 'sending'", "statements.confirm: the confirm does not compare"),
+        ("confirm-by-id", confirm, "UPDATE refund SET state = 'sent' WHERE id = :id", "statements.confirm: the confirm does not compare"),
+        ("claim-stores-no-token", claim, "UPDATE refund SET state = 'sending'\n     WHERE id = :id AND state IN ('pending', 'sending') AND fence < :token", "statements.claim: the claim does not store :token"),
+        ("max-fence-plus-one", sequence, "SELECT COALESCE(MAX(fence), 0) + 1 AS value FROM refund WHERE merchant = :merchant", "statements.sequence: the sequence only reads"),
+    ];
+    let dir = std::env::temp_dir().join(format!("fencesim-plain-bugs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, from, to, warned) in cases {
+        assert!(text.contains(from), "{name}: {from}");
+        let changed = text
+            .replacen(from, to, 1)
+            .replace("name = \"fenced-db-sequence\"", &format!("name = \"{name}\""));
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, changed).unwrap();
+        let file = path.to_str().unwrap();
+        let (code, out, err) = fencesim(&["mechanism", "check", file]);
+        assert_eq!(code, 0, "{name} loads: {err}");
+        assert!(out.contains(&format!("{file}: warning: {warned}")), "{name}: {out}");
+        let failures = dir.join(format!("{name}-failures"));
+        let args =
+            ["explore", "--mechanism-file", file, "--seeds", "2000", "--out", failures.to_str().unwrap()];
+        let (code, out, err) = fencesim(&args);
+        assert_eq!(code, 1, "{name}: explore finds what it lets through within 2,000 seeds: {out}{err}");
+        assert!(out.contains("first failing seed"), "{name}: {out}");
+        eprintln!("{name}: {}", out.lines().find(|l| l.contains("broken in")).unwrap_or(""));
+    }
+    let (_, out, _) = fencesim(&["mechanism", "check", "mechanisms/fenced-db-sequence.toml"]);
+    assert!(!out.contains("warning"), "the built-in warns of nothing: {out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

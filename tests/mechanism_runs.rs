@@ -269,9 +269,18 @@ fn each_command_takes_a_mechanism_file_and_refuses_a_bad_one_with_exit_2() {
         fencesim(&["matrix", "--mechanism-file", &bug, "--seeds", "20", "--out", "target"]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("team-claim-fence-at-most ("), "{stdout}");
+    // a changed copy under a built-in's name is refused by every command, as by the check
+    let copy = std::env::temp_dir().join(format!("fencesim-changed-fenced-{}.toml", std::process::id()));
+    let changed = std::fs::read_to_string(root().join("mechanisms/fenced.toml")).unwrap().replacen(
+        "AND fence = :token",
+        "",
+        1,
+    );
+    std::fs::write(&copy, changed).unwrap();
+    let copy = copy.to_str().unwrap().to_owned();
     for args in [
         vec!["run", "--mechanism-file", "no-such.toml"],
-        vec!["explore", "--mechanism-file", "mechanisms/fenced.toml"],
+        vec!["explore", "--mechanism-file", &copy],
         vec!["run", "--mechanism", "fenced", "--mechanism-file", &bug],
         vec!["live", "--mechanism-file", "README.md"],
         vec!["matrix", "--mechanism-file", "Cargo.toml"],
@@ -280,8 +289,17 @@ fn each_command_takes_a_mechanism_file_and_refuses_a_bad_one_with_exit_2() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
-    let (_, _, err) = fencesim(&["explore", "--mechanism-file", "mechanisms/fenced.toml"]);
-    assert!(err.contains("the name 'fenced' is a built-in mechanism's"), "{err}");
+    let (_, _, err) = fencesim(&["explore", "--mechanism-file", &copy]);
+    assert!(
+        err.contains("name: 'fenced' is a built-in mechanism's name, and this file is not fenced.toml"),
+        "{err}"
+    );
+    std::fs::remove_file(&copy).unwrap();
+    // the built-in's own file is the built-in: the check passes it, and so does every command
+    let (code, out, err) =
+        fencesim(&["explore", "--mechanism-file", "mechanisms/fenced.toml", "--seeds", "5"]);
+    assert!(code == 0 || code == 1, "{err}");
+    assert!(out.contains("under fenced ("), "{out}");
 }
 
 /// The guide to checking one's own lock, done as a reader does it: the copy, the edit its

@@ -36,6 +36,10 @@ pub fn run(args: MechanismArgs) -> ExitCode {
         MechanismAction::Check { file } => match read(&file) {
             Ok((mechanism, _)) => {
                 println!("{}: a valid mechanism file: {}", file.display(), summary(&mechanism));
+                // unsafe, but it runs: a search finds what it lets through
+                for warning in crate::mechanism_file::warnings(&mechanism) {
+                    println!("{}: warning: {}: {}", file.display(), warning.field, warning.message);
+                }
                 ExitCode::SUCCESS
             }
             Err(message) => bad_input(message),

@@ -33,6 +33,19 @@ pub fn check(text: &str) -> Result<MechanismFile, Vec<Problem>> {
     let file: MechanismFile = toml::from_str(text).map_err(|e| vec![schema_problem(text, &e)])?;
     let mut problems = Vec::new();
     fields(&file, &mut problems);
+    // a built-in's own file is that mechanism; a changed copy under its name is not
+    if let Some(builtin) = fencesim_model::Mechanism::ALL.into_iter().find(|m| m.name() == file.name) {
+        if text != super::builtin::text_of(builtin) {
+            problems.push(Problem::new(
+                "name",
+                format!(
+                    "'{}' is a built-in mechanism's name, and this file is not {}: give the file's mechanism a name of its own",
+                    file.name,
+                    super::builtin::file_name(builtin)
+                ),
+            ));
+        }
+    }
     statements(&file, &mut problems);
     let acquire = file.scripts.acquire.iter().map(|script| ("scripts.acquire", script));
     let scripts = [("scripts.release", &file.scripts.release), ("scripts.renew", &file.scripts.renew)];
@@ -143,6 +156,7 @@ fn statements(file: &MechanismFile, problems: &mut Vec<Problem>) {
     let db = Connection::open_in_memory().and_then(|db| db.execute_batch(SCHEMA).map(|()| db));
     let db = db.expect("an in-memory database with the store's schema");
     let fenced = file.token.source != TokenSourceName::None;
+    // a fenced write may leave the token out: unsafe, and said so by `warnings`, but it runs
     let write_needs: &[&str] = if fenced { &[":id", ":token"] } else { &[":id"] };
     let s = &file.statements;
     let mut wanted = vec![
@@ -208,6 +222,10 @@ struct Wanted<'a> {
     or_nothing: bool,
 }
 
+/// Parameters a statement may leave out: the token, which a fenced write should compare
+/// (a warning says so when it does not) but runs without.
+const OPTIONAL: [&str; 1] = [":token"];
+
 /// One statement: it prepares, takes exactly the parameters it needs, returns its
 /// columns, and reads or writes as it must.
 fn statement(db: &Connection, wanted: &Wanted<'_>) -> Result<(), String> {
@@ -220,7 +238,8 @@ fn statement(db: &Connection, wanted: &Wanted<'_>) -> Result<(), String> {
         let known = PARAMETERS.join(", ");
         return Err(format!("the parameter {other} is not one the worker gives (it gives {known}, by name)"));
     }
-    if let Some(missing) = needs.iter().find(|need| !given.iter().any(|p| p == *need)) {
+    let required = needs.iter().filter(|need| !OPTIONAL.contains(need));
+    if let Some(missing) = required.clone().find(|need| !given.iter().any(|p| p == *need)) {
         return Err(format!("the statement must use {missing}"));
     }
     if let Some(extra) = given.iter().find(|p| !needs.contains(&p.as_str())) {
@@ -235,7 +254,9 @@ fn statement(db: &Connection, wanted: &Wanted<'_>) -> Result<(), String> {
             describe(&returned)
         ));
     }
-    if prepared.readonly() != read_only {
+    // a sequence that only reads (`SELECT MAX(fence) + 1 ...`) runs: `warnings` says why it is unsafe
+    let sequence_reads = wanted.field == "statements.sequence" && prepared.readonly();
+    if prepared.readonly() != read_only && !sequence_reads {
         return Err(if read_only {
             "must only read"
         } else {
@@ -261,4 +282,59 @@ fn sqlite_message(error: &rusqlite::Error) -> String {
         rusqlite::Error::SqlInputError { msg, offset, .. } => format!("{msg} (at character {offset})"),
         other => other.to_string(),
     }
+}
+
+/// What a file that runs does unsafely, in the protocol's words: a fenced write that does
+/// not compare the fence or does not store the token, and a sequence that only reads.
+/// Warnings, not problems: a team's bug must load for a search to find it.
+pub fn warnings(file: &MechanismFile) -> Vec<Problem> {
+    let mut found = Vec::new();
+    if file.token.source == TokenSourceName::None {
+        return found;
+    }
+    let s = &file.statements;
+    let (set_of, where_of) = (|sql: &str| clause(sql, "set", "where"), |sql: &str| clause(sql, "where", ""));
+    if !where_of(&s.claim).contains(":token") {
+        found.push(Problem::new(
+            "statements.claim",
+            "the claim does not compare the row's fence with :token: a stale holder's claim will be accepted",
+        ));
+    }
+    if !set_of(&s.claim).contains(":token") {
+        found.push(Problem::new("statements.claim", "the claim does not store :token in the row's fence: a newer holder's claim will not turn an older token away"));
+    }
+    if !where_of(&s.confirm).contains(":token") {
+        found.push(Problem::new("statements.confirm", "the confirm does not compare the row's fence with :token: a stale holder's confirm will be accepted"));
+    }
+    let reads = |sql: &str| sql.trim_start().to_ascii_lowercase().starts_with("select");
+    if s.sequence.as_deref().is_some_and(reads) {
+        found.push(Problem::new(
+            "statements.sequence",
+            "the sequence only reads: two workers that take a token before either writes get the same one",
+        ));
+    }
+    found
+}
+
+/// The text of `sql` from the keyword `from` to the keyword `to` (or its end), lower-cased:
+/// a statement's SET or WHERE part.
+fn clause(sql: &str, from: &str, to: &str) -> String {
+    let lower = sql.to_ascii_lowercase();
+    let word = |text: &str, key: &str| {
+        text.match_indices(key)
+            .find(|(at, _)| {
+                let before =
+                    text[..*at].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_');
+                let after = text[at + key.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_');
+                before && after
+            })
+            .map(|(at, _)| at)
+    };
+    let Some(start) = word(&lower, from) else { return String::new() };
+    let rest = &lower[start..];
+    let end = if to.is_empty() { None } else { word(rest, to) };
+    rest[..end.unwrap_or(rest.len())].to_owned()
 }

@@ -8,7 +8,7 @@ pub mod check;
 pub mod parameters;
 pub mod schema;
 
-pub use check::{check, Problem};
+pub use check::{check, warnings, Problem};
 pub use schema::MechanismFile;
 
 use fencesim_model::Mechanism;
@@ -42,8 +42,17 @@ fn checked(text: &str, origin: &str) -> Result<MechanismFile, String> {
 static PATHS: Mutex<BTreeMap<&'static str, String>> = Mutex::new(BTreeMap::new());
 
 /// The mechanism a file describes, checked and defined for this process.
+/// The built-in mechanism a file is, when it is one's own file (the check refuses any other
+/// file under a built-in's name).
+fn builtin_named(file: &MechanismFile) -> Option<Mechanism> {
+    Mechanism::ALL.into_iter().find(|m| m.name() == file.name)
+}
+
 pub fn load(path: &Path) -> Result<Mechanism, String> {
     let (file, text) = read(path)?;
+    if let Some(builtin) = builtin_named(&file) {
+        return Ok(builtin);
+    }
     let mechanism = Mechanism::define(file.spec(), &text).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut paths = PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     paths.entry(mechanism.name()).or_insert_with(|| path.display().to_string());
@@ -68,6 +77,9 @@ pub fn option_for(mechanism: Mechanism) -> String {
 /// checked and defined for this process.
 pub fn define(text: &str, origin: &str) -> Result<Mechanism, String> {
     let file = checked(text, origin)?;
+    if let Some(builtin) = builtin_named(&file) {
+        return Ok(builtin);
+    }
     Mechanism::define(file.spec(), text).map_err(|e| format!("{origin}: {e}"))
 }
 
