@@ -198,8 +198,25 @@ fn a_stall_is_reported_with_its_cause() {
 
 #[test]
 fn two_believers_show_in_the_diagnostic_without_failing_the_run() {
+    // each believes it because Redis granted it the lease, A's first, B's once A's expired
+    let granted = |worker: fencesim::model::WorkerId, value: &str, epoch| EventKind::LeaseGranted {
+        worker,
+        instance: 0,
+        key: "lock:settle:m_4471".into(),
+        value: value.into(),
+        ttl_ms: 5,
+        epoch: Some(epoch),
+    };
     let history = record(vec![
+        granted(A, "A#1", 1),
         EventKind::Step { worker: A, step: Step::LeaseAcquired { merchant: M_4471, acquisition: 1 } },
+        EventKind::LeaseExpired {
+            instance: 0,
+            key: "lock:settle:m_4471".into(),
+            value: "A#1".into(),
+            epoch: Some(1),
+        },
+        granted(B, "B#1", 2),
         EventKind::Step {
             worker: B,
             step: Step::LeaseAcquired { merchant: MerchantId(4471), acquisition: 1 },

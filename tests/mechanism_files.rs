@@ -211,3 +211,47 @@ fn the_plainest_form_of_a_teams_bug_loads_with_a_warning_and_is_caught() {
     assert!(!out.contains("warning"), "the built-in warns of nothing: {out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The lease watched as closely as the rows: a renewal that is a bare `PEXPIRE` (it extends
+/// whoever holds the key) and an acquisition that ignores `SET NX`'s answer load, and
+/// lease-integrity catches each within 2,000 seeds.
+#[test]
+fn a_renewal_or_an_acquisition_that_does_not_ask_whose_the_lease_is_is_caught() {
+    let renew = "renew = \"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end\"";
+    let cases = [
+        (
+            "renewal-by-bare-pexpire",
+            Mechanism::FencedRenewal,
+            renew.to_owned(),
+            "renew = \"return redis.call('pexpire', KEYS[1], ARGV[2])\"".to_owned(),
+        ),
+        (
+            "acquire-ignores-reply",
+            Mechanism::FencedDbSequence,
+            "[scripts]\n".to_owned(),
+            "[scripts]\nacquire = \"redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) return 1\"\n"
+                .to_owned(),
+        ),
+    ];
+    let dir = std::env::temp_dir().join(format!("fencesim-lease-bugs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, from_mechanism, from, to) in cases {
+        let text = text_of(from_mechanism);
+        assert!(text.contains(&from), "{name}: {from}");
+        let named = format!("name = \"{}\"", from_mechanism.name());
+        let changed = text.replacen(&from, &to, 1).replace(&named, &format!("name = \"{name}\""));
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, changed).unwrap();
+        let file = path.to_str().unwrap();
+        let (code, _, err) = fencesim(&["mechanism", "check", file]);
+        assert_eq!(code, 0, "{name} loads: {err}");
+        let failures = dir.join(format!("{name}-failures"));
+        let args =
+            ["explore", "--mechanism-file", file, "--seeds", "2000", "--out", failures.to_str().unwrap()];
+        let (code, out, err) = fencesim(&args);
+        assert_eq!(code, 1, "{name}: caught within 2,000 seeds: {out}{err}");
+        assert!(out.contains("lease-integrity: broken in"), "{name}: {out}");
+        eprintln!("{name}: {}", out.lines().find(|l| l.contains("first failing seed")).unwrap_or(""));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

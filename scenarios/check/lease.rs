@@ -10,10 +10,15 @@ use std::collections::BTreeMap;
 /// its own holder (or removed by expiry): nobody frees, overwrites or keeps alive another
 /// worker's live lease.
 ///
+/// A renewal that extends the key while another worker holds it breaks it too, and so
+/// does a worker that goes on as the holder when Redis granted it nothing (an acquisition
+/// whose refusal was not read).
+///
 /// What it misses: a lease key a restart or a failover kept, taken or removed by someone
-/// else afterwards (the instance's holders are forgotten there); and a holder that extends
-/// its own lease after it has lost it and got it back
-/// under the same value (a value that is not unique per acquisition).
+/// else afterwards (the instance's holders are forgotten there); a holder that extends
+/// its own lease after it has lost it and got it back under the same value (a value that
+/// is not unique per acquisition); and an acquisition that ignores its answer on a free
+/// key (its `SET NX` was granted, so nothing went wrong yet).
 pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
     let mut breaches = Vec::new();
     // who holds each (instance, key) now, as Redis granted it
@@ -36,17 +41,33 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
             EventKind::LeaseExpired { instance, key, .. } => {
                 holder.remove(&(*instance, key.as_str()));
             }
-            EventKind::LeaseRearmed { worker, instance, key, holder: Some(_), .. } => {
+            EventKind::LeaseRearmed { worker, instance, key, holder: Some(_), .. }
+            | EventKind::LeaseExtended { worker, instance, key, extended: true } => {
                 if let Some((owner, value)) = holder.get(&(*instance, key.as_str())) {
                     if owner != worker {
+                        let how = match &event.kind {
+                            EventKind::LeaseRearmed { .. } => "re-armed the expiry of",
+                            _ => "renewed",
+                        };
                         breaches.push(Breach {
                             at_ms: event.at_ms, event: Some(index),
                             detail: format!(
-                                "{worker} re-armed the expiry of {key} while the key held {owner}'s lease (value {value}), not {worker}'s: a lease was kept alive by someone who does not hold it"
+                                "{worker} {how} {key} while the key held {owner}'s lease (value {value}), not {worker}'s: a lease was kept alive by someone who does not hold it"
                             ),
                         });
                     }
                 }
+            }
+            EventKind::Step { worker, step: Step::LeaseAcquired { merchant, .. } }
+                if !granted_since_asked(facts, index, *worker) =>
+            {
+                breaches.push(Breach {
+                    at_ms: event.at_ms,
+                    event: Some(index),
+                    detail: format!(
+                        "{worker} went on as the holder of lock:settle:{merchant}, but Redis granted it nothing: its acquisition's answer was not read"
+                    ),
+                });
             }
             // what a restart or a failover keeps, nobody was granted again: the checker
             // forgets the instance's holders rather than guess which came back
@@ -70,6 +91,25 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
         }
     }
     breaches
+}
+
+/// Did Redis answer `worker` with grants from a majority of the lease's instances (a
+/// `SET NX` it won, or a `SET` it made, on each) since the worker last took up a job or
+/// an acquisition, before its step at `index`? What the instances did with the key after
+/// they answered (a restart that lost it) is not the worker's reading of the answers.
+fn granted_since_asked(facts: &Facts<'_>, index: usize, worker: WorkerId) -> bool {
+    let events = &facts.record.events[..index];
+    let asked = events.iter().rposition(|event| {
+        matches!(&event.kind, EventKind::Step { worker: w, step: Step::JobReceived { .. } | Step::LeaseAcquired { .. } | Step::LeaseBusy { .. } } if *w == worker)
+    });
+    let granted: std::collections::BTreeSet<u8> = (events[asked.map_or(0, |at| at + 1)..].iter())
+        .filter_map(|event| match &event.kind {
+            EventKind::LeaseGranted { worker: w, instance, .. }
+            | EventKind::LeaseSet { worker: w, instance, .. } => (*w == worker).then_some(*instance),
+            _ => None,
+        })
+        .collect();
+    granted.len() > facts.world.redis_instances() / 2
 }
 
 /// single-holder, a diagnostic: at most one worker believes it holds a merchant's lease at

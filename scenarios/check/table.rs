@@ -68,7 +68,7 @@ pub const INVARIANTS: [Invariant; 13] = [
     },
     Invariant {
         name: "lease-integrity",
-        holds: "a lease key is taken only by `SET NX` and removed only by its holder or by expiry",
+        holds: "a lease key is taken only by `SET NX`, extended or removed only by its holder (or removed by expiry), and no worker goes on as a holder without a majority's grant",
         kind: CheckKind::Always,
         check: lease::lease_integrity,
         chain: chain::lease_chain,
