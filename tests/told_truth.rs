@@ -43,6 +43,15 @@ fn failing_runs() -> Vec<(String, Outcome)> {
         .collect()
 }
 
+/// The worked example's four runs and every committed failing run.
+fn all_runs() -> Vec<(String, Outcome)> {
+    let worked = comparison(1).unwrap().into_iter().enumerate();
+    let mut runs: Vec<(String, Outcome)> =
+        worked.map(|(i, o)| (format!("worked example, run {i}"), o)).collect();
+    runs.extend(failing_runs());
+    runs
+}
+
 /// A value a grant put on instances: which hold it, whose it is, the epoch it opened.
 struct Grant {
     holders: u8,
@@ -442,13 +451,7 @@ fn times_told_twice(name: &str, view: &RunView) -> Vec<String> {
 /// of its acts at the time its step gives.
 #[test]
 fn a_chain_tells_each_act_at_its_own_time() {
-    let mut runs: Vec<(String, Outcome)> = comparison(1)
-        .unwrap()
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| (format!("worked example, run {i}"), o))
-        .collect();
-    runs.extend(failing_runs());
+    let runs = all_runs();
     let mut wrong = Vec::new();
     let mut told = 0;
     for (name, outcome) in &runs {
@@ -470,13 +473,7 @@ fn a_chain_tells_each_act_at_its_own_time() {
 /// on a chain had none, and its click selected the line before it).
 #[test]
 fn every_chain_step_has_a_story_line_of_its_own() {
-    let mut runs: Vec<(String, Outcome)> = comparison(1)
-        .unwrap()
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| (format!("worked example, run {i}"), o))
-        .collect();
-    runs.extend(failing_runs());
+    let runs = all_runs();
     let mut untold = Vec::new();
     for (name, outcome) in &runs {
         let view = run_view(outcome, name);
@@ -510,13 +507,7 @@ fn fold_of(text: &str) -> Option<(u32, u32, &str)> {
 /// told nowhere.)
 #[test]
 fn no_payment_or_confirm_is_hidden_by_a_fold() {
-    let mut runs: Vec<(String, Outcome)> = comparison(1)
-        .unwrap()
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| (format!("worked example, run {i}"), o))
-        .collect();
-    runs.extend(failing_runs());
+    let runs = all_runs();
     let mut hidden = Vec::new();
     for (name, outcome) in &runs {
         let view = run_view(outcome, name);
