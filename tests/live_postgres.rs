@@ -206,3 +206,54 @@ fn has_postgres(test: &str) -> bool {
     eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
     false
 }
+
+/// A team's file on PostgreSQL: each statement is prepared there before any worker runs it,
+/// with every parameter typed as the worker gives it. A confirm that leaves `:token` out or
+/// compares it with nothing that types it (`:token > 0`) runs as on SQLite (it failed with
+/// a backend error, every confirm, before); one that only SQLite reads (`==`) is refused
+/// before the run, named by its field, in PostgreSQL's words.
+#[test]
+fn a_team_files_statements_are_prepared_on_postgres_before_the_run() {
+    let Some(server) = cluster("postgres-prepare") else { return };
+    let text = fencesim::mechanism_file::builtin::text_of(fencesim::model::Mechanism::FencedDbSequence);
+    let confirm = "WHERE id = :id AND state = 'sending' AND fence = :token";
+    let cases = [
+        ("pg-confirm-without-token", "WHERE id = :id AND state = 'sending'", None),
+        ("pg-confirm-token-disguised", "WHERE id = :id AND state = 'sending' AND :token > 0", None),
+        (
+            "pg-confirm-double-equals",
+            "WHERE id = :id AND state = 'sending' AND fence == :token",
+            Some("statements.confirm: PostgreSQL says: "),
+        ),
+    ];
+    for (name, to, refused) in cases {
+        assert!(text.contains(confirm));
+        let changed = text
+            .replacen(confirm, to, 1)
+            .replace("name = \"fenced-db-sequence\"", &format!("name = \"{name}\""));
+        let mechanism = fencesim::mechanism_file::define(&changed, name).unwrap();
+        let statements = mechanism.spec().statements;
+        let prepared = fencesim::live::postgres::prepare_all(&server.url(), &statements, true);
+        match refused {
+            Some(said) => {
+                let error = prepared.expect_err(name);
+                assert!(error.starts_with(said), "{name}: {error}");
+            }
+            None => {
+                prepared.unwrap_or_else(|e| panic!("{name}: {e}"));
+                let store = PgRefunds::connect(&server.url()).unwrap().with_statements(statements);
+                let row = RefundRow {
+                    id: RefundId(1),
+                    merchant: MerchantId(7),
+                    amount: Cents(100),
+                    state: RefundState::Sending,
+                    fence: 9,
+                };
+                store.load(&[row]).unwrap();
+                let (outcome, _) =
+                    store.write(WriteKind::Confirm, RefundId(1), WriteGuard::Fence(Token(9))).unwrap();
+                assert_eq!(outcome.rows_updated, 1, "{name}: the confirm runs on PostgreSQL");
+            }
+        }
+    }
+}

@@ -262,6 +262,17 @@ impl Stage {
     fn set_up(config: &LiveConfig, scenario: Scenario) -> Result<Stage, String> {
         let dir = RunDir::create(config.keep.as_deref())?;
         let (store, store_at, postgres) = open_store(&config.store, &dir)?;
+        if let StoreAt::Postgres { url } = &store_at {
+            // every statement the workers will run, prepared before any of them starts
+            let mechanism = scenario.world.mechanism;
+            let own = mechanism.spec().statements;
+            let statements = config
+                .mutant
+                .map_or(own, |mutant| fencesim_sim::Wiring::statements(&crate::mutant::Planted(mutant), own));
+            let fenced = mechanism.spec().tokens != fencesim_model::mechanism::TokenPolicy::None;
+            crate::live::postgres::prepare_all(url, &statements, fenced)
+                .map_err(|e| format!("the mechanism's statements on PostgreSQL: {e}"))?;
+        }
         let (restarts, jumps) = (restart_mode(&scenario.world)?, jumps(&scenario.world));
         let redis = Servers::start(config.redis_url.as_deref(), restarts, jumps)?;
         let mut con = connect(&redis.lock_url)?;

@@ -49,6 +49,40 @@ fn dialect(sql: &str) -> String {
         .replace("?2", "$2")
 }
 
+/// `sql` prepared with each of its `count` parameters typed as a 64-bit integer, as every
+/// parameter the worker gives is: a parameter the text leaves out, or compares with nothing
+/// that types it (`$1 > 0`), is typed all the same, as SQLite types it by its value.
+fn typed(
+    client: &mut postgres::Client,
+    sql: &str,
+    count: usize,
+) -> Result<postgres::Statement, postgres::Error> {
+    client.prepare_typed(sql, &vec![postgres::types::Type::INT8; count])
+}
+
+/// Every statement `statements` holds that a worker will run (the fenced writes when the
+/// mechanism takes a token, else the unfenced ones), prepared on the PostgreSQL at `url`
+/// as the workers will run them, before any starts: the first one PostgreSQL refuses is
+/// named by its mechanism-file field, in PostgreSQL's words.
+pub fn prepare_all(url: &str, statements: &Statements, fenced: bool) -> Result<(), String> {
+    let mut client = PgRefunds::open(url)?;
+    let writes = |kind| stamped(statements.of(kind, fenced));
+    let count = if fenced { 2 } else { 1 };
+    let all = [
+        ("statements.open-rows", dialect(statements.open_rows), 1),
+        ("statements.sequence", dialect(statements.next_sequence), 1),
+        ("statements.claim", writes(WriteKind::Claim), count),
+        ("statements.confirm", writes(WriteKind::Confirm), count),
+    ];
+    for (field, sql, count) in all {
+        typed(&mut client, &sql, count).map_err(|e| {
+            let said = e.as_db_error().map_or_else(|| e.to_string(), |db| db.message().to_owned());
+            format!("{field}: PostgreSQL says: {said}")
+        })?;
+    }
+    Ok(())
+}
+
 /// Work for the connection's thread.
 type Job = Box<dyn FnOnce(&mut postgres::Client) + Send>;
 
@@ -133,7 +167,8 @@ impl PgRefunds {
     fn rows(&self, sql: &'static str, params: Vec<i64>) -> Result<Vec<RefundRow>, String> {
         let rows = self.run(move |client| {
             let params: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-            client.query(&dialect(sql), &params).map_err(|e| e.to_string())
+            let statement = typed(client, &dialect(sql), params.len()).map_err(|e| e.to_string())?;
+            client.query(&statement, &params).map_err(|e| e.to_string())
         })??;
         rows.iter().map(row_of).collect()
     }
@@ -154,8 +189,14 @@ impl Refunds for PgRefunds {
         let id = i64::from(refund.0);
         let rows = self.run(move |client| {
             let written = match guard {
-                WriteGuard::Fence(token) => client.query(&sql, &[&token.0, &id]),
-                WriteGuard::Unfenced => client.query(&sql, &[&id]),
+                WriteGuard::Fence(token) => {
+                    let statement = typed(client, &sql, 2)?;
+                    client.query(&statement, &[&token.0, &id])
+                }
+                WriteGuard::Unfenced => {
+                    let statement = typed(client, &sql, 1)?;
+                    client.query(&statement, &[&id])
+                }
             }?;
             // Nothing changed: the row as it stands says why.
             let found = match written.is_empty() {
@@ -179,7 +220,10 @@ impl Refunds for PgRefunds {
     fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, String> {
         let merchant = i64::from(merchant.0);
         let sequence = self.statements.next_sequence;
-        let row = self.run(move |client| client.query_one(&dialect(sequence), &[&merchant]))?;
+        let row = self.run(move |client| {
+            let statement = typed(client, &dialect(sequence), 1)?;
+            client.query_one(&statement, &[&merchant])
+        })?;
         row.map(|row| Token(row.get(0))).map_err(|e| e.to_string())
     }
 
