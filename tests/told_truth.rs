@@ -52,7 +52,7 @@ fn all_runs() -> Vec<(String, Outcome)> {
     runs
 }
 
-/// A value a grant put on instances: which hold it, whose it is, the epoch it opened.
+/// A value a grant put on instances: which hold it, and the epoch it opened.
 struct Grant {
     holders: u8,
     epoch: Option<u32>,

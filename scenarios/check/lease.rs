@@ -102,14 +102,17 @@ fn granted_since_asked(facts: &Facts<'_>, index: usize, worker: WorkerId) -> boo
     let asked = events.iter().rposition(|event| {
         matches!(&event.kind, EventKind::Step { worker: w, step: Step::JobReceived { .. } | Step::LeaseAcquired { .. } | Step::LeaseBusy { .. } } if *w == worker)
     });
-    let granted: std::collections::BTreeSet<u8> = (events[asked.map_or(0, |at| at + 1)..].iter())
-        .filter_map(|event| match &event.kind {
-            EventKind::LeaseGranted { worker: w, instance, .. }
-            | EventKind::LeaseSet { worker: w, instance, .. } => (*w == worker).then_some(*instance),
-            _ => None,
-        })
-        .collect();
-    granted.len() > facts.world.redis_instances() / 2
+    // one bit per instance that granted it (at most eight, as the ledger's)
+    let granted = events[asked.map_or(0, |at| at + 1)..].iter().fold(0u8, |bits, event| match &event.kind {
+        EventKind::LeaseGranted { worker: w, instance, .. }
+        | EventKind::LeaseSet { worker: w, instance, .. }
+            if *w == worker =>
+        {
+            bits | 1 << instance
+        }
+        _ => bits,
+    });
+    granted.count_ones() as usize > facts.world.redis_instances() / 2
 }
 
 /// single-holder, a diagnostic: at most one worker believes it holds a merchant's lease at

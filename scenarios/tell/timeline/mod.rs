@@ -11,6 +11,7 @@ mod terms;
 pub use lanes::{Lanes, LeaseBar};
 pub use page::timeline_page;
 
+use crate::check::chain::Chain;
 use crate::files::write::write_whole;
 use crate::runner::{run_with, Outcome};
 use crate::tell::story::story;
@@ -133,10 +134,9 @@ pub struct ChainStepView {
     pub text: String,
 }
 
-fn chain_views(outcome: &Outcome, breaches: &[BreachView]) -> Vec<ChainView> {
+fn chain_views(chains: Vec<(&'static str, Chain)>, breaches: &[BreachView]) -> Vec<ChainView> {
     let first = |invariant: &str| breaches.iter().position(|breach| breach.invariant == invariant);
-    outcome
-        .chains()
+    chains
         .into_iter()
         .filter_map(|(invariant, chain)| {
             Some(ChainView {
@@ -199,19 +199,19 @@ fn event_at(outcome: &Outcome, at_ms: u64) -> usize {
 
 /// The run's story, and a line of its own for each chain step the story leaves untold (a
 /// routine read, say): a click on any step then selects a line that tells that step.
-fn story_lines(outcome: &Outcome) -> Vec<StoryLine> {
+fn story_lines(outcome: &Outcome, chains: &[(&'static str, Chain)]) -> Vec<StoryLine> {
     let mut lines: Vec<StoryLine> = story(outcome)
         .into_iter()
         .map(|line| StoryLine { at: line.at_ms, event: line.event, actor: line.actor, text: line.text })
         .collect();
     let told: BTreeSet<usize> = lines.iter().map(|line| line.event).collect();
-    let mut untold: Vec<StoryLine> = (outcome.chains().into_iter())
-        .flat_map(|(_, chain)| chain.steps)
+    let mut untold: Vec<StoryLine> = (chains.iter())
+        .flat_map(|(_, chain)| &chain.steps)
         .filter(|step| !told.contains(&step.event))
         .map(|step| StoryLine {
             at: step.at_ms,
             actor: outcome.record.events[step.event].kind.actor().to_string(),
-            text: step.text,
+            text: step.text.clone(),
             event: step.event,
         })
         .collect();
@@ -276,11 +276,13 @@ fn selectable(
 /// What the page draws of `outcome`, under `title`.
 pub fn run_view(outcome: &Outcome, title: &str) -> RunView {
     let world = &outcome.scenario.world;
-    let story = story_lines(outcome);
+    // the chains are found once: the story gives their untold steps a line, the page draws them
+    let found = outcome.chains();
+    let story = story_lines(outcome, &found);
     let lanes = lanes::lanes(outcome);
     let breaches = breaches(outcome, &story);
     let trace = String::from_utf8(outcome.trace_bytes()).expect("the trace is JSON, so UTF-8");
-    let chains = chain_views(outcome, &breaches);
+    let chains = chain_views(found, &breaches);
     let wanted = selectable(&lanes, &breaches, &story, &chains);
     let keep = |(index, line): (usize, &str)| match wanted.contains(&index) {
         true => line.to_owned(),
