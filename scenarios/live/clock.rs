@@ -14,6 +14,23 @@ static WOKE_US: AtomicU64 = AtomicU64::new(0);
 /// lateness only for the rest of the time between its calls (`live::pace`).
 static SLEPT_US: AtomicU64 = AtomicU64::new(0);
 
+/// How much of the story the worker's own requests and waits stand for in all, by their
+/// nominal times (a hop's latency and hold-ups, a wait of the model's), in real
+/// microseconds: the simulation spends exactly that between two refund calls, so the
+/// gateway service paces a call from its previous one by it (`live::pace`). Only the
+/// batch's own requests count: a renewal runs beside the batch, not between its calls.
+static DUE_US: AtomicU64 = AtomicU64::new(0);
+
+/// The batch's requests and waits stand for `real` more of the story.
+pub fn due(real: Duration) {
+    DUE_US.fetch_add(real.as_micros() as u64, Ordering::SeqCst);
+}
+
+/// What the batch's requests and waits stand for in all, in microseconds.
+pub fn due_us() -> u64 {
+    DUE_US.load(Ordering::SeqCst)
+}
+
 /// The process slept `real` on purpose.
 pub fn slept(real: Duration) {
     SLEPT_US.fetch_add(real.as_micros() as u64, Ordering::SeqCst);

@@ -159,6 +159,12 @@ impl LiveFaults {
     /// waits only the rest of it, and a story of many requests does not fall behind the
     /// simulated one by a real fraction of a millisecond each.
     pub async fn call(&self, hop: Hop) {
+        self.call_paced(hop, true).await
+    }
+
+    /// `call`, for a request the batch makes (`paced`: it stands for its latency between
+    /// two refund calls, as `live::clock::due` counts) or one made beside it (a renewal).
+    pub async fn call_paced(&self, hop: Hop, paced: bool) {
         self.take_due_by_time();
         {
             let inside = self.last_hop.lock().unwrap_or_else(|p| p.into_inner()).replace(hop) == Some(hop);
@@ -188,6 +194,9 @@ impl LiveFaults {
             Some(worked) if worked < latency => latency.saturating_sub(worked + cost),
             _ => latency.saturating_sub(cost),
         };
+        if paced {
+            crate::live::clock::due(latency + self.clock.real(held));
+        }
         sleep_real(rest + self.clock.real(held)).await;
         last.lock().unwrap_or_else(|p| p.into_inner())[hop as usize].sent_us = crate::live::clock::wall_us();
     }
@@ -202,6 +211,10 @@ impl LiveFaults {
         self.take_due_by_time();
         let held =
             std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).reply_ms[hop as usize]);
+        if hop != Hop::Redis {
+            // a renewal's answer may be held too: only the batch's hops are counted
+            crate::live::clock::due(self.clock.real(held));
+        }
         sleep_story(self.clock, held).await;
         crate::live::clock::woke();
     }

@@ -6,13 +6,14 @@
 //! `POST /refunds` with `{"reference": 815, "key": "r_815", "amount": 7025}` pays it (200
 //! with the receipt, 409 while another call with the key is in flight). The calling
 //! worker names itself in the `worker` header, and a refund call says in `slept-us` how
-//! long the worker has slept on purpose. Each call takes the scenario's latency, on the
+//! long the worker has slept on purpose and in `due-us` what its batch's requests stand
+//! for by their nominal times. Each call takes the scenario's latency, on the
 //! simulation's pace (`live::pace`).
 
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::faults::{GatewayArmed, LiveFaults};
 use crate::live::log::EventLog;
-use crate::live::pace::{self, Pace, CATCH_UP_MS, CATCH_UP_REAL, PAUSE_MS};
+use crate::live::pace::{self, Pace, Told, CATCH_UP_MS, CATCH_UP_REAL, PAUSE_MS};
 use fencesim_model::{
     Cents, Gateway, GatewayCall, GatewayError, IdempotencyKey, Receipt, RefundId, WorkerId,
 };
@@ -159,6 +160,14 @@ fn header(request: &tiny_http::Request, name: &str) -> Option<u64> {
 }
 
 /// What a refund call carries in its headers: the faults armed for it.
+/// What a refund call says of the worker's time (`live::pace::Told`).
+fn told(request: &tiny_http::Request) -> Told {
+    Told {
+        slept_us: header(request, "slept-us").unwrap_or(0),
+        due_us: header(request, "due-us").unwrap_or(0),
+    }
+}
+
 fn armed(request: &tiny_http::Request) -> GatewayArmed {
     let header = |name: &str| header(request, name);
     GatewayArmed {
@@ -213,9 +222,7 @@ impl Shared {
             (_, None) => (400, serde_json::json!({"error": "no worker header"})),
             (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, request.url()),
             (tiny_http::Method::Post, Some(worker)) => match serde_json::from_str::<RefundRequest>(&text) {
-                Ok(call) => {
-                    self.pay(worker, call, armed(&request), header(&request, "slept-us").unwrap_or(0))
-                }
+                Ok(call) => self.pay(worker, call, armed(&request), told(&request)),
                 Err(e) => (400, serde_json::json!({"error": e.to_string()})),
             },
             _ => (405, serde_json::json!({"error": "GET or POST"})),
@@ -280,7 +287,7 @@ impl Shared {
     /// When a refund call that arrived at `arrived_us` is answered, on the wall clock: on
     /// the simulation's pace, or at once if the worker's own work made it later, the
     /// lateness then made up by its next calls (`live::pace`).
-    fn due(&self, worker: WorkerId, refund: RefundId, arrived_us: u64, extra_ms: u64, slept_us: u64) -> Pace {
+    fn due(&self, worker: WorkerId, refund: RefundId, arrived_us: u64, extra_ms: u64, told: Told) -> Pace {
         let clock = self.clock();
         let latency_us = clock.real(self.setup.refund_latency.of(refund) + extra_ms).as_micros() as u64;
         let bounds = pace::Bounds {
@@ -288,7 +295,7 @@ impl Shared {
             catch_up_us: clock.real(CATCH_UP_MS).min(CATCH_UP_REAL).as_micros() as u64,
         };
         let last = self.paced.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
-        pace::answer(last, arrived_us, slept_us, latency_us, bounds)
+        pace::answer(last, arrived_us, told, latency_us, bounds)
     }
 
     /// The call reaches the ledger at `now` (story ms) and is recorded; `lost`: nobody
@@ -328,7 +335,7 @@ impl Shared {
         worker: WorkerId,
         call: RefundRequest,
         armed: GatewayArmed,
-        slept_us: u64,
+        told: Told,
     ) -> (u16, serde_json::Value) {
         let clock = self.clock();
         let refund = RefundId(call.reference);
@@ -336,7 +343,7 @@ impl Shared {
             return (503, serde_json::json!({"error": "the gateway is down"}));
         }
         let arrived_us = wall_us();
-        let paced = self.due(worker, refund, arrived_us, armed.extra_ms, slept_us);
+        let paced = self.due(worker, refund, arrived_us, armed.extra_ms, told);
         let now = clock.story_ms(arrived_us);
         let latency = clock.story_ms(paced.answered_us) - now;
         if let Some(late_ms) = armed.late_ms {
@@ -435,8 +442,10 @@ impl Gateway for LiveGateway {
         let asked = std::time::Instant::now();
         let found =
             off_the_runtime(move || Self::receipt(agent.get(&url).set("worker", &worker).call())).await;
-        // the service held the answer for the lookup's latency: a wait, not this worker's work
+        // the service held the answer for the lookup's latency: a wait, not this worker's
+        // work, and part of the story between two refund calls
         crate::live::clock::slept(asked.elapsed());
+        crate::live::clock::due(asked.elapsed());
         crate::live::clock::woke();
         found
     }
@@ -457,7 +466,8 @@ impl Gateway for LiveGateway {
             request = request
                 .set("extra-ms", &armed.extra_ms.to_string())
                 .set("lose", &armed.lost.min(1).to_string())
-                .set("slept-us", &crate::live::clock::slept_us().to_string());
+                .set("slept-us", &crate::live::clock::slept_us().to_string())
+                .set("due-us", &crate::live::clock::due_us().to_string());
             if let Some(late_ms) = armed.late_ms {
                 request = request.set("late-ms", &late_ms.to_string());
             }

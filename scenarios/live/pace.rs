@@ -26,6 +26,15 @@ pub const CATCH_UP_MS: u64 = 100;
 /// and at a slow time scale a story bound alone would allow a second of it.
 pub const CATCH_UP_REAL: std::time::Duration = std::time::Duration::from_millis(25);
 
+/// What a worker says with a refund call, in wall-clock microseconds since it started: how
+/// long it had slept on purpose in all, and what its batch's requests and waits stand for in
+/// all by their nominal times (`live::clock::due`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Told {
+    pub slept_us: u64,
+    pub due_us: u64,
+}
+
 /// A worker's last refund call at the gateway, in wall-clock microseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pace {
@@ -33,8 +42,8 @@ pub struct Pace {
     pub answered_us: u64,
     /// When the simulation's pace would have answered it (at most `answered_us`).
     pub on_time_us: u64,
-    /// How long the worker had slept in all, as it said with the call.
-    pub slept_us: u64,
+    /// What the worker said with the call.
+    pub told: Told,
 }
 
 /// The bounds of a pace, in wall-clock microseconds.
@@ -44,24 +53,28 @@ pub struct Bounds {
     pub catch_up_us: u64,
 }
 
-/// The call that arrives at `arrived_us`, from a worker that had slept `slept_us` in all
-/// by then, answered `latency_us` after the simulation's pace: its answer and its pace.
-pub fn answer(last: Option<Pace>, arrived_us: u64, slept_us: u64, latency_us: u64, bounds: Bounds) -> Pace {
-    let fresh = Pace { answered_us: arrived_us + latency_us, on_time_us: arrived_us + latency_us, slept_us };
+/// The call that arrives at `arrived_us`, from a worker that said `told` with it, answered
+/// `latency_us` after the simulation's pace: its answer and its pace. The simulation
+/// answers a call its latency after the worker's previous answer and the nominal times of
+/// what the worker did in between (a confirm, the next claim, a lookup), its own work free.
+pub fn answer(last: Option<Pace>, arrived_us: u64, told: Told, latency_us: u64, bounds: Bounds) -> Pace {
+    let fresh = Pace { answered_us: arrived_us + latency_us, on_time_us: arrived_us + latency_us, told };
     let Some(last) = last.filter(|l| arrived_us.saturating_sub(l.answered_us) < bounds.pause_us) else {
         return fresh;
     };
-    let on_time_us = last.on_time_us + latency_us;
+    let between = told.due_us.saturating_sub(last.told.due_us);
+    let on_time_us = last.on_time_us + between + latency_us;
     if arrived_us <= on_time_us {
-        return Pace { answered_us: on_time_us, on_time_us, slept_us };
+        return Pace { answered_us: on_time_us, on_time_us, told };
     }
     // Late: answered at once. What was owed before, and the gap's work (the gap less what
-    // the worker slept in it), may be made up; what it slept may not.
+    // the worker slept or its requests stood for in it), may be made up; what it slept may not.
     let gap = arrived_us - last.answered_us;
-    let worked = gap.saturating_sub(slept_us.saturating_sub(last.slept_us));
+    let waited = told.slept_us.saturating_sub(last.told.slept_us).max(between);
+    let worked = gap.saturating_sub(waited);
     let owed = (last.answered_us - last.on_time_us) + worked;
     let behind = (arrived_us - on_time_us).min(owed).min(bounds.catch_up_us);
-    Pace { answered_us: arrived_us, on_time_us: arrived_us - behind, slept_us }
+    Pace { answered_us: arrived_us, on_time_us: arrived_us - behind, told }
 }
 
 #[cfg(test)]
@@ -71,44 +84,60 @@ mod tests {
     const BOUNDS: Bounds = Bounds { pause_us: 250_000, catch_up_us: 25_000 };
 
     fn pace(answered_us: u64, on_time_us: u64, slept_us: u64) -> Pace {
-        Pace { answered_us, on_time_us, slept_us }
+        Pace { answered_us, on_time_us, told: slept(slept_us) }
+    }
+
+    fn slept(slept_us: u64) -> Told {
+        Told { slept_us, due_us: 0 }
     }
 
     #[test]
     fn work_within_the_latency_is_part_of_it() {
-        let first = answer(None, 1_000, 0, 8_000, BOUNDS);
+        let first = answer(None, 1_000, slept(0), 8_000, BOUNDS);
         assert_eq!(first, pace(9_000, 9_000, 0));
-        assert_eq!(answer(Some(first), 10_500, 0, 8_000, BOUNDS), pace(17_000, 17_000, 0));
+        assert_eq!(answer(Some(first), 10_500, slept(0), 8_000, BOUNDS), pace(17_000, 17_000, 0));
     }
 
     #[test]
     fn work_beyond_the_latency_is_made_up_by_the_calls_after_it() {
         let last = pace(9_000, 9_000, 0);
         // 12 ms of work against an 8 ms latency: answered at once, 4 ms behind
-        let late = answer(Some(last), 21_000, 0, 8_000, BOUNDS);
+        let late = answer(Some(last), 21_000, slept(0), 8_000, BOUNDS);
         assert_eq!(late, pace(21_000, 17_000, 0));
         // the next call, after 1 ms of work, is answered 4 ms sooner than its latency
-        assert_eq!(answer(Some(late), 22_000, 0, 8_000, BOUNDS), pace(25_000, 25_000, 0));
+        assert_eq!(answer(Some(late), 22_000, slept(0), 8_000, BOUNDS), pace(25_000, 25_000, 0));
     }
 
     #[test]
     fn what_the_worker_slept_is_not_made_up() {
         let last = pace(9_000, 9_000, 0);
         // 100 ms slept (a held statement) and 2 ms of work: only the work is owed
-        let late = answer(Some(last), 111_000, 100_000, 8_000, BOUNDS);
+        let late = answer(Some(last), 111_000, slept(100_000), 8_000, BOUNDS);
         assert_eq!(late, pace(111_000, 109_000, 100_000));
+    }
+
+    #[test]
+    fn the_statements_between_two_calls_take_their_nominal_time() {
+        let last = Pace { answered_us: 9_000, on_time_us: 9_000, told: Told { slept_us: 0, due_us: 0 } };
+        // a confirm and the next claim, 2 ms each, slept in 3.5 ms: the call is answered
+        // its 8 ms latency after them, as the simulation answers it
+        let told = Told { slept_us: 3_500, due_us: 4_000 };
+        assert_eq!(answer(Some(last), 13_500, told, 8_000, BOUNDS).answered_us, 21_000);
+        // late by 1 ms beyond them: answered at once, the 1 ms owed
+        let late = answer(Some(last), 22_000, told, 8_000, BOUNDS);
+        assert_eq!((late.answered_us, late.on_time_us), (22_000, 21_000));
     }
 
     #[test]
     fn what_is_owed_is_bounded() {
         let last = pace(9_000, 9_000, 0);
-        let late = answer(Some(last), 69_000, 0, 8_000, BOUNDS);
+        let late = answer(Some(last), 69_000, slept(0), 8_000, BOUNDS);
         assert_eq!(late, pace(69_000, 44_000, 0), "25 ms of the 52 owed");
     }
 
     #[test]
     fn a_pause_takes_the_whole_latency_from_the_arrival() {
         let last = pace(9_000, 5_000, 0);
-        assert_eq!(answer(Some(last), 300_000, 0, 8_000, BOUNDS), pace(308_000, 308_000, 0));
+        assert_eq!(answer(Some(last), 300_000, slept(0), 8_000, BOUNDS), pace(308_000, 308_000, 0));
     }
 }

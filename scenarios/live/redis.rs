@@ -107,7 +107,16 @@ impl LiveRedis {
 
     /// Runs one command and lets the process's other task (a renewal) have a turn.
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, BackendError> {
-        self.faults.call(Hop::Redis).await;
+        self.query_paced(cmd, true).await
+    }
+
+    /// `query`; `paced`: the batch sends it (a renewal, beside the batch, does not).
+    async fn query_paced<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        paced: bool,
+    ) -> Result<T, BackendError> {
+        self.faults.call_paced(Hop::Redis, paced).await;
         let reply = self.send(cmd);
         self.faults.answered(Hop::Redis).await;
         tokio::task::yield_now().await;
@@ -152,7 +161,8 @@ impl LiveRedis {
         renamed: Option<(&str, &str)>,
     ) -> Result<redis::Value, BackendError> {
         let sha = fencesim_sim::redis::sha1_hex;
-        let answer = self.query(cmd).await.map_err(|BackendError(text)| match renamed {
+        let paced = script != "renew";
+        let answer = self.query_paced(cmd, paced).await.map_err(|BackendError(text)| match renamed {
             Some((sent, inner)) => BackendError(text.replace(&sha(sent), &sha(inner))),
             None => BackendError(text),
         });
