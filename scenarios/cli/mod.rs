@@ -2,6 +2,7 @@
 //! it does; `args` holds the parsers they share. Exit codes: 0 no violation, 1 a violation
 //! was found, 2 bad usage or bad input (with a message that says what is wrong).
 
+pub mod agreement;
 pub mod args;
 pub mod bench;
 pub mod completions;
@@ -63,6 +64,10 @@ pub enum Command {
     /// Play every committed failure again live, on SQLite and on PostgreSQL: writes
     /// reports/fidelity.md
     Fidelity(fidelity::FidelityArgs),
+    /// Draw failures afresh (every mechanism, a few planted bugs, seeds no committed file
+    /// uses), play each live once, and count how often live breaks what the simulation
+    /// breaks, naming where the two histories part when it does not
+    Agreement(agreement::AgreementArgs),
     /// Time the simulated worked example against its SQL floor (use a release build)
     Bench(bench::BenchArgs),
     /// Combine the --json outputs of an exploration's shards into one answer
@@ -97,6 +102,7 @@ pub fn dispatch(command: Command) -> ExitCode {
         Command::Mutants(args) => mutants::run(args),
         Command::Report(args) => report::run(args),
         Command::Fidelity(args) => fidelity::run(args),
+        Command::Agreement(args) => agreement::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Live(args) => live::live_command(args),

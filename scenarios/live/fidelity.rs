@@ -86,7 +86,7 @@ pub fn files(root: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// A live run's config for `file`'s world, at `scale` on `database` (PostgreSQL: the
 /// database at `postgres`, emptied and filled by the run, or a cluster of the run's own).
-fn config(
+pub fn config(
     file: &ReplayFile,
     program: &Path,
     scale: f64,

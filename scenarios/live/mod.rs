@@ -12,10 +12,12 @@
 //!   coordinator's loop while the run goes on; `coordinator`: the run, from its input to
 //!   its verdict;
 //! - `pace`: when the gateway service answers a refund call;
+//! - `fidelity`: the committed failures played live; `agreement`: fresh ones;
 //! - `interrupt`: a signal that asks the run to stop and clean up;
 //! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
 //!   store, and a cluster of the run's own.
 
+pub mod agreement;
 pub mod clock;
 pub mod coordinator;
 pub mod expiry;

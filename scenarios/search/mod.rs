@@ -1,13 +1,14 @@
 //! Searching for failures: one parallel pool, and what runs on it. Exploration by seed,
 //! the matrix of mechanisms and the TTL sweep, the mutants and their shrinker, the
 //! exhaustive small scope, the false-alarm runs of the mechanisms that promise safety,
-//! and the property suite over small worlds.
+//! the property suite over small worlds, and failures drawn afresh for a measurement.
 
 pub mod debate;
 pub mod exhaustive;
 pub mod explore;
 pub mod failover;
 pub mod false_alarms;
+pub mod fresh;
 pub mod guided;
 pub mod lagging;
 pub mod matrix;
