@@ -212,11 +212,12 @@ fn the_plainest_form_of_a_teams_bug_loads_with_a_warning_and_is_caught() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The lease watched as closely as the rows: a renewal that is a bare `PEXPIRE` (it extends
-/// whoever holds the key) and an acquisition that ignores `SET NX`'s answer load, and
-/// lease-integrity catches each within 2,000 seeds.
+/// The lease and the counter watched as closely as the rows: a renewal that is a bare
+/// `PEXPIRE` (it extends whoever holds the key), an acquisition that ignores `SET NX`'s
+/// answer, and a token counter per worker load with a warning, and a search catches each
+/// within 2,000 seeds (the lease bugs by lease-integrity).
 #[test]
-fn a_renewal_or_an_acquisition_that_does_not_ask_whose_the_lease_is_is_caught() {
+fn a_lease_or_a_counter_that_does_not_ask_whose_it_is_loads_with_a_warning_and_is_caught() {
     let renew = "renew = \"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end\"";
     let cases = [
         (
@@ -224,6 +225,8 @@ fn a_renewal_or_an_acquisition_that_does_not_ask_whose_the_lease_is_is_caught() 
             Mechanism::FencedRenewal,
             renew.to_owned(),
             "renew = \"return redis.call('pexpire', KEYS[1], ARGV[2])\"".to_owned(),
+            "scripts.renew: the renewal does not compare the key's value with the holder's",
+            "lease-integrity: broken in",
         ),
         (
             "acquire-ignores-reply",
@@ -231,11 +234,21 @@ fn a_renewal_or_an_acquisition_that_does_not_ask_whose_the_lease_is_is_caught() 
             "[scripts]\n".to_owned(),
             "[scripts]\nacquire = \"redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) return 1\"\n"
                 .to_owned(),
+            "scripts.acquire: the acquisition's answer does not come from SET NX's",
+            "lease-integrity: broken in",
+        ),
+        (
+            "counter-per-worker",
+            Mechanism::Fenced,
+            "key = \"fence:settle:{merchant}\"".to_owned(),
+            "key = \"fence:settle:{merchant}:{worker}\"".to_owned(),
+            "token.key: the counter's key names the worker",
+            "token-order: broken in",
         ),
     ];
     let dir = std::env::temp_dir().join(format!("fencesim-lease-bugs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (name, from_mechanism, from, to) in cases {
+    for (name, from_mechanism, from, to, warned, caught) in cases {
         let text = text_of(from_mechanism);
         assert!(text.contains(&from), "{name}: {from}");
         let named = format!("name = \"{}\"", from_mechanism.name());
@@ -243,14 +256,15 @@ fn a_renewal_or_an_acquisition_that_does_not_ask_whose_the_lease_is_is_caught() 
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, changed).unwrap();
         let file = path.to_str().unwrap();
-        let (code, _, err) = fencesim(&["mechanism", "check", file]);
+        let (code, out, err) = fencesim(&["mechanism", "check", file]);
         assert_eq!(code, 0, "{name} loads: {err}");
+        assert!(out.contains(&format!("{file}: warning: {warned}")), "{name}: {out}");
         let failures = dir.join(format!("{name}-failures"));
         let args =
             ["explore", "--mechanism-file", file, "--seeds", "2000", "--out", failures.to_str().unwrap()];
         let (code, out, err) = fencesim(&args);
         assert_eq!(code, 1, "{name}: caught within 2,000 seeds: {out}{err}");
-        assert!(out.contains("lease-integrity: broken in"), "{name}: {out}");
+        assert!(out.contains(caught), "{name}: {out}");
         eprintln!("{name}: {}", out.lines().find(|l| l.contains("first failing seed")).unwrap_or(""));
     }
     std::fs::remove_dir_all(&dir).unwrap();

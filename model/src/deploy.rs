@@ -4,7 +4,6 @@
 //! `fenced-seeded`: seed each missing counter from the highest fence the rows hold).
 
 use crate::ids::MerchantId;
-use crate::lease::counter_key;
 use crate::mechanism::{Mechanism, TokenPolicy};
 use crate::store::SqliteRefunds;
 
@@ -32,16 +31,22 @@ impl SequenceAdmin for SqliteRefunds {
 
 impl Mechanism {
     /// Places each merchant's counter where this mechanism keeps its tokens: on the first
-    /// Redis instance, in the refund database's sequence, or nowhere.
+    /// Redis instance (each of `workers` workers' own, when the counter's key names the
+    /// worker), in the refund database's sequence, or nowhere.
     pub fn place_counters<S: SequenceAdmin>(
         self,
         counters: &[(MerchantId, i64)],
+        workers: u32,
         redis: &mut impl CounterAdmin,
         store: &S,
     ) -> Result<(), S::Error> {
         for &(merchant, value) in counters {
             match self.spec().tokens {
-                TokenPolicy::RedisIncr => redis.set(&counter_key(merchant), value),
+                TokenPolicy::RedisIncr => {
+                    for key in self.spec().counter_keys(merchant, workers) {
+                        redis.set(&key, value);
+                    }
+                }
                 TokenPolicy::DbSequence => store.set_sequence(merchant, value)?,
                 TokenPolicy::None => {}
             }
@@ -55,6 +60,7 @@ impl Mechanism {
         self,
         instance: u8,
         merchants: impl IntoIterator<Item = MerchantId>,
+        workers: u32,
         redis: &mut impl CounterAdmin,
         max_fence: impl Fn(MerchantId) -> Option<i64>,
     ) -> Vec<(String, i64)> {
@@ -63,13 +69,14 @@ impl Mechanism {
         }
         let mut seeded = Vec::new();
         for merchant in merchants {
-            let key = counter_key(merchant);
-            if redis.has(&key) {
-                continue;
+            for key in self.spec().counter_keys(merchant, workers) {
+                if redis.has(&key) {
+                    continue;
+                }
+                let value = max_fence(merchant).unwrap_or(0);
+                redis.set(&key, value);
+                seeded.push((key, value));
             }
-            let value = max_fence(merchant).unwrap_or(0);
-            redis.set(&key, value);
-            seeded.push((key, value));
         }
         seeded
     }

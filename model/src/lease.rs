@@ -14,8 +14,8 @@
 //! - a vote that splits the instances (some granted, no majority) is tried again after a
 //!   delay drawn from the lease's value, at most `SPLIT_VOTE_TRIES` rounds in all.
 
-use crate::ids::{MerchantId, Token};
-use crate::mechanism::{drift_ms, LeaseKind, Mechanism, Scripts, TokenPolicy};
+use crate::ids::{MerchantId, Token, WorkerId};
+use crate::mechanism::{drift_ms, LeaseKind, Mechanism, Scripts, Spec, TokenPolicy};
 use crate::ports::{BackendError, Clock, LeaseStore, RedisInstance, RefundStore, TokenSource};
 
 /// The instances a lease is held on and how.
@@ -274,7 +274,7 @@ impl<I: RedisInstance + Sync, C: Clock + Sync> LeaseStore for LeaseClient<I, C> 
 /// Where tokens come from: a Redis counter (with a wait for the replicas after each
 /// `INCR`, and the TTL that wait is scaled to), or a sequence in the refund database.
 pub enum TokenClient<I, S> {
-    Redis { redis: I, wait_replica: Option<u64> },
+    Redis { redis: I, wait_replica: Option<u64>, spec: &'static Spec, worker: WorkerId },
     Database(S),
 }
 
@@ -282,31 +282,28 @@ impl<I, S> TokenClient<I, S> {
     /// Where `mechanism` takes its tokens from: the database's sequence, or else the
     /// counter on the first Redis instance (a mechanism without tokens never asks); a
     /// mechanism that waits for the replicas waits as long as a lease of `ttl_ms` allows.
-    pub fn new(mechanism: Mechanism, redis: I, store: S, ttl_ms: u64) -> TokenClient<I, S> {
-        match mechanism.spec().tokens {
+    /// `worker`'s counter is the one the mechanism's key names (`Spec::counter_key`).
+    pub fn new(mechanism: Mechanism, worker: WorkerId, redis: I, store: S, ttl_ms: u64) -> TokenClient<I, S> {
+        let spec = mechanism.spec();
+        match spec.tokens {
             TokenPolicy::DbSequence => TokenClient::Database(store),
             TokenPolicy::None | TokenPolicy::RedisIncr => {
-                TokenClient::Redis { redis, wait_replica: mechanism.spec().wait_replica.then_some(ttl_ms) }
+                TokenClient::Redis { redis, wait_replica: spec.wait_replica.then_some(ttl_ms), spec, worker }
             }
         }
     }
 }
 
-/// The Redis key of a merchant's token counter.
-pub fn counter_key(merchant: MerchantId) -> String {
-    format!("fence:settle:{merchant}")
-}
-
 impl<I: RedisInstance + Sync, S: RefundStore + Sync> TokenSource for TokenClient<I, S> {
     async fn next_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         match self {
-            TokenClient::Redis { redis, wait_replica } => {
-                let token = redis.incr(&counter_key(merchant)).await.map(Token)?;
+            TokenClient::Redis { redis, wait_replica, spec, worker } => {
+                let key = spec.counter_key_of(merchant, *worker);
+                let token = redis.incr(&key).await.map(Token)?;
                 match wait_replica {
-                    Some(ttl_ms) if !replicated(redis, *ttl_ms).await => Err(BackendError(format!(
-                        "{}: the replica did not acknowledge token {token}",
-                        counter_key(merchant)
-                    ))),
+                    Some(ttl_ms) if !replicated(redis, *ttl_ms).await => {
+                        Err(BackendError(format!("{key}: the replica did not acknowledge token {token}")))
+                    }
                     Some(_) | None => Ok(token),
                 }
             }

@@ -32,7 +32,7 @@ pub mod worker;
 pub use deploy::{CounterAdmin, SequenceAdmin};
 pub use ids::{group_thousands, Cents, GatewayRef, JobId, MerchantId, RefundId, Token, WorkerId};
 pub use job::{Delivery, Job};
-pub use lease::{counter_key, LeaseClient, TokenClient};
+pub use lease::{LeaseClient, TokenClient};
 pub use mechanism::{Mechanism, Safety};
 pub use payment::{Retry, RETRY};
 pub use ports::{

@@ -161,7 +161,8 @@ fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connect
     let first: Vec<_> = world.rows.iter().filter(|row| !arriving.contains(&row.id)).copied().collect();
     store.load(&first).map_err(|e| format!("the refund store: {e}"))?;
     let mut admin = Admin::new(con);
-    let placed = world.mechanism.place_counters(&world.counters, &mut admin, &Sequences(store));
+    let placed =
+        world.mechanism.place_counters(&world.counters, world.workers, &mut admin, &Sequences(store));
     placed.map_err(|e| format!("the refund store: {e}"))?;
     match admin.failed() {
         Some(failed) => Err(format!("cannot place the token counters: {failed}")),

@@ -167,7 +167,7 @@ pub fn start_routine(
     let merchants: std::collections::BTreeSet<_> = world.all_jobs().map(|job| job.merchant).collect();
     let mut con = connect(url)?;
     let mut admin = Admin::new(&mut con);
-    let seeded = world.mechanism.on_redis_start(0, merchants, &mut admin, max_fence);
+    let seeded = world.mechanism.on_redis_start(0, merchants, world.workers, &mut admin, max_fence);
     if let Some(failed) = admin.failed() {
         return Err(format!("the start-up routine: {failed}"));
     }

@@ -161,7 +161,7 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
     let Some(mutant) = mutant else {
         let ports = Ports {
             lease: LeaseClient::new(mechanism, vec![redis.clone()], clock),
-            tokens: TokenClient::new(mechanism, redis, store.clone(), ttl_ms),
+            tokens: TokenClient::new(mechanism, id, redis, store.clone(), ttl_ms),
             store,
             gateway,
             queue,

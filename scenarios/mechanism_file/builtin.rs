@@ -3,7 +3,7 @@
 //! the lease's own texts, so the files cannot drift from what the simulation runs: a test
 //! fails when `mechanisms/` is not what `fencesim mechanism export` writes.
 
-use super::check::{COUNTER_KEY, LEASE_KEY};
+use super::check::LEASE_KEY;
 use super::parameters::{named_write, renamed};
 use super::schema::{
     LeaseKindName, LeaseTable, MechanismFile, OnRejected, SafetyName, ScriptsTable, StatementsTable,
@@ -32,7 +32,7 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
         safety: SafetyName::of(spec.safety),
         token: TokenTable {
             source: TokenSourceName::of(spec.tokens),
-            key: (spec.tokens == TokenPolicy::RedisIncr).then(|| COUNTER_KEY.to_owned()),
+            key: (spec.tokens == TokenPolicy::RedisIncr).then(|| spec.counter_key.to_owned()),
             seed_on_restart: spec.seed_counter_on_restart,
         },
         lease: LeaseTable {

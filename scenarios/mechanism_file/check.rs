@@ -99,13 +99,25 @@ fn schema_problem(text: &str, error: &toml::de::Error) -> Problem {
     Problem::new(&format!("line {line}"), error.message().trim_end().to_owned())
 }
 
-/// The lease's key and the token counter's, as the simulation keeps them: its faults, its
-/// story and its checkers name these keys, so a file says them as they are.
+/// The lease's key, as the simulation keeps it: its faults, its story and its checkers
+/// name this key, so a file says it as it is. (The counter's key may have any shape.)
 pub const LEASE_KEY: &str = "lock:settle:{merchant}";
-pub const COUNTER_KEY: &str = "fence:settle:{merchant}";
 
 fn fixed_key(key: &str) -> String {
     format!("must be \"{key}\": the simulation's faults, story and checkers name the key so (another name is not run yet)")
+}
+
+/// What is wrong with a counter's key, if anything: it is a key, and only `{merchant}` and
+/// `{worker}` are put in.
+fn key_problem(key: &str) -> Option<String> {
+    if key.trim().is_empty() || key.chars().any(char::is_whitespace) {
+        return Some("a Redis key without spaces, e.g. \"fence:settle:{merchant}\"".to_owned());
+    }
+    let rest = key.replace("{merchant}", "").replace("{worker}", "");
+    match rest.find('{').or_else(|| rest.find('}')) {
+        Some(_) => Some(format!("\"{key}\": only {{merchant}} and {{worker}} are put in a key")),
+        None => None,
+    }
 }
 
 /// The fields that must agree with each other.
@@ -128,8 +140,10 @@ fn fields(file: &MechanismFile, problems: &mut Vec<Problem>) {
             "token.key",
             "redis-incr needs the counter's key, e.g. \"fence:settle:{merchant}\"",
         )),
-        (TokenSourceName::RedisIncr, Some(key)) if key != COUNTER_KEY => {
-            problems.push(Problem::new("token.key", fixed_key(COUNTER_KEY)))
+        (TokenSourceName::RedisIncr, Some(key)) => {
+            if let Some(problem) = key_problem(key) {
+                problems.push(Problem::new("token.key", problem));
+            }
         }
         (TokenSourceName::None | TokenSourceName::DbSequence, Some(_)) => {
             problems.push(Problem::new("token.key", "only a redis-incr token has a key"))
@@ -288,9 +302,12 @@ fn sqlite_message(error: &rusqlite::Error) -> String {
 /// not compare the fence or does not store the token, and a sequence that only reads.
 /// Warnings, not problems: a team's bug must load for a search to find it.
 pub fn warnings(file: &MechanismFile) -> Vec<Problem> {
-    let mut found = Vec::new();
+    let mut found = lease_warnings(file);
     if file.token.source == TokenSourceName::None {
         return found;
+    }
+    if file.token.key.as_deref().is_some_and(|key| key.contains("{worker}")) {
+        found.push(Problem::new("token.key", "the counter's key names the worker: each worker counts on its own, so a stale holder's token can be higher than its successor's, and the store will take the stale holder's writes"));
     }
     let s = &file.statements;
     let (set_of, where_of) = (|sql: &str| clause(sql, "set", "where"), |sql: &str| clause(sql, "where", ""));
@@ -312,6 +329,28 @@ pub fn warnings(file: &MechanismFile) -> Vec<Problem> {
             "statements.sequence",
             "the sequence only reads: two workers that take a token before either writes get the same one",
         ));
+    }
+    found
+}
+
+/// What is unsafe in the lease's scripts: a release or a renewal that does not compare the
+/// key's value with the holder's (`ARGV[1]`) acts on whoever's lease is there; an
+/// acquisition whose answer does not come from `SET NX`'s says it took a lease another holds.
+fn lease_warnings(file: &MechanismFile) -> Vec<Problem> {
+    let mut found = Vec::new();
+    let compares = |script: &str| script.contains("ARGV[1]") && script.to_ascii_lowercase().contains("get");
+    if !compares(&file.scripts.release) {
+        found.push(Problem::new("scripts.release", "the release does not compare the key's value with the holder's: it deletes whoever's lease is there"));
+    }
+    if file.lease.renewals_per_ttl > 0 && !compares(&file.scripts.renew) {
+        found.push(Problem::new("scripts.renew", "the renewal does not compare the key's value with the holder's: it extends whoever's lease is there"));
+    }
+    if let Some(acquire) = &file.scripts.acquire {
+        let lower = acquire.to_ascii_lowercase().replace('"', "'");
+        let answers_set = lower.contains("return redis.call('set'") || lower.contains("if ");
+        if !answers_set {
+            found.push(Problem::new("scripts.acquire", "the acquisition's answer does not come from SET NX's: it says the lease was taken when another holds it"));
+        }
     }
     found
 }

@@ -4,7 +4,7 @@
 
 use super::parameters::{positional_write, renamed};
 use fencesim_model::mechanism::{
-    LeaseKind, OnRejectedWrite, ReleasePolicy, Scripts, Spec, TokenPolicy, PLAIN_DEL_LUA,
+    LeaseKind, OnRejectedWrite, ReleasePolicy, Scripts, Spec, TokenPolicy, COUNTER_KEY, PLAIN_DEL_LUA,
 };
 use fencesim_model::{Safety, Statements};
 use serde::{Deserialize, Serialize};
@@ -230,6 +230,7 @@ impl MechanismFile {
             renewals_per_ttl: self.lease.renewals_per_ttl,
             check_before_write: self.lease.check_before_write,
             seed_counter_on_restart: self.token.seed_on_restart,
+            counter_key: self.token.key.as_deref().map_or(COUNTER_KEY, leak),
             fence_settlement: self.writes.fence_settlement,
             wait_replica: self.lease.wait_for_replica,
             scripts: Scripts {

@@ -179,7 +179,7 @@ impl Planted {
             clock: own.clock,
             deadlines: Mutex::new(BTreeMap::new()),
         };
-        let tokens = TokenClient::new(own.mechanism, counter, own.store.clone(), own.ttl_ms);
+        let tokens = TokenClient::new(own.mechanism, own.worker, counter, own.store.clone(), own.ttl_ms);
         let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
         let store =
             PlantedStore { inner: own.store, ignore_row_count: mutant == Mutant::ClaimRowCountIgnored };

@@ -18,7 +18,7 @@ use crate::runner::Outcome;
 use crate::scenario::Scenario;
 use crate::search::shrink::StillFails;
 use fencesim_model::{MerchantId, RefundId, Step, WorkerId};
-use fencesim_sim::{EventKind, Trigger, WorldConfig};
+use fencesim_sim::{EventKind, Size, Trigger, WorldConfig};
 use std::collections::BTreeMap;
 
 /// The settle window a random world of this shape is drawn with (four turns of lease and
@@ -221,7 +221,9 @@ fn nudged(scenario: &Scenario) -> Vec<Scenario> {
             });
             push(&|world| {
                 let fault = &mut world.faults.faults[index];
-                if fault.kind.size() > 0 {
+                // a duration is nudged; a choice (a restart's persistence) has no neighbours
+                let in_ms = matches!(fault.kind.kind().sizes(world.ttl_ms), Size::Ms(_));
+                if in_ms && fault.kind.size() > 0 {
                     fault.kind = fault.kind.resized(by(fault.kind.size(), delta));
                 }
             });
@@ -297,6 +299,28 @@ mod tests {
         assert!(wider(None, Some((0, 1))), "no race left is the widest");
         assert!(!wider(Some((9, 1)), None), "nothing to widen");
         assert!(!wider(Some((40, 1)), Some((WIDE_ENOUGH_MS, 1))), "wide enough is as wide as it gets");
+    }
+
+    /// Found by a fresh draw (`fencesim agreement`): a restart with the last persistence
+    /// mode was "nudged" to a choice past the end, and the shrinker panicked.
+    #[test]
+    fn a_restart_s_persistence_is_a_choice_and_is_not_nudged() {
+        use fencesim_sim::redis::Persistence;
+        use fencesim_sim::{Fault, FaultKind};
+        let mut scenario = crate::scenario::build(
+            "random",
+            1,
+            fencesim_model::Mechanism::Fenced,
+            fencesim_sim::GatewayMode::Idempotent,
+            crate::scenario::FaultMask::ALL,
+        )
+        .unwrap();
+        let last = *Persistence::ALL.last().unwrap();
+        let restart = FaultKind::RedisRestart { instance: 0, persistence: last };
+        scenario.world.faults.faults = vec![Fault { kind: restart, trigger: Trigger::At { at_ms: 50 } }];
+        let kinds: Vec<FaultKind> = nudged(&scenario).iter().map(|s| s.world.faults.faults[0].kind).collect();
+        assert!(!kinds.is_empty(), "the other nudges are made");
+        assert!(kinds.iter().all(|kind| *kind == restart), "{kinds:?}");
     }
 
     fn at(at_ms: u64, kind: EventKind) -> fencesim_sim::Event {

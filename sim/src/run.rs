@@ -45,7 +45,7 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
     let mut redis = vec![RedisCore::new(); config.redis_instances()];
     config
         .mechanism
-        .place_counters(&config.counters, &mut redis[0], &store)
+        .place_counters(&config.counters, config.workers, &mut redis[0], &store)
         .map_err(|e| format!("cannot place the token counters: {e}"))?;
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let config = config.clone();

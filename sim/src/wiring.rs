@@ -32,7 +32,7 @@ impl Connections {
 
     /// The token source the mechanism uses, over these connections.
     pub fn tokens_over<I, S>(&self, redis: I, store: S) -> TokenClient<I, S> {
-        TokenClient::new(self.mechanism, redis, store, self.ttl_ms)
+        TokenClient::new(self.mechanism, self.worker, redis, store, self.ttl_ms)
     }
 }
 

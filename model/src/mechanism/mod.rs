@@ -6,7 +6,7 @@ pub mod from_file;
 
 pub use from_file::FromFile;
 
-use crate::ids::Token;
+use crate::ids::{MerchantId, Token, WorkerId};
 use crate::refund::WriteGuard;
 use crate::store::Statements;
 
@@ -68,6 +68,9 @@ pub const COMPARE_AND_EXTEND_LUA: &str =
 /// as a `DEL`).
 pub const PLAIN_DEL_LUA: &str = "return redis.call('del', KEYS[1])";
 
+/// Where every built-in mechanism counts its tokens on Redis.
+pub const COUNTER_KEY: &str = "fence:settle:{merchant}";
+
 /// How often the built-in renewing mechanisms renew: three times per TTL.
 pub const RENEWALS_PER_TTL: u32 = 3;
 
@@ -127,6 +130,10 @@ pub struct Spec {
     pub check_before_write: bool,
     /// When Redis starts, seed the token counter from `MAX(fence)` of the merchant's rows.
     pub seed_counter_on_restart: bool,
+    /// The Redis key a `RedisIncr` token is counted at: `{merchant}` and `{worker}` are
+    /// put in (`fence:settle:{merchant}` for every built-in; a key that names the worker
+    /// gives each worker a counter of its own).
+    pub counter_key: &'static str,
     /// Whether the second store (the settlement ledger) is fenced too, with its own fence
     /// column and the same token, when the mechanism takes one. `false`: its postings carry
     /// no predicate however carefully the refund rows are fenced.
@@ -141,6 +148,20 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The counter `worker`'s token for `merchant` is taken from.
+    pub fn counter_key_of(&self, merchant: MerchantId, worker: WorkerId) -> String {
+        self.counter_key.replace("{merchant}", &merchant.to_string()).replace("{worker}", &worker.to_string())
+    }
+
+    /// Every counter a merchant's tokens may be taken from, one per worker of `workers`
+    /// when the key names the worker, in worker order without repeats.
+    pub fn counter_keys(&self, merchant: MerchantId, workers: u32) -> Vec<String> {
+        let mut keys: Vec<String> =
+            (0..workers.max(1)).map(|w| self.counter_key_of(merchant, WorkerId(w))).collect();
+        keys.dedup();
+        keys
+    }
+
     /// The shape most mechanisms share: one instance, compare-and-delete, nothing extra.
     pub const BASE: Spec = Spec {
         name: "",
@@ -155,6 +176,7 @@ impl Spec {
         renewals_per_ttl: 0,
         check_before_write: false,
         seed_counter_on_restart: false,
+        counter_key: COUNTER_KEY,
         fence_settlement: true,
         wait_replica: false,
         scripts: Scripts { acquire: None, release: COMPARE_AND_DELETE_LUA, renew: COMPARE_AND_EXTEND_LUA },

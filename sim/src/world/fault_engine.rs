@@ -1,7 +1,7 @@
 //! The fault engine: what each fault kind does to the world when it fires, and which
 //! faults a step or the clock triggers. Every fault kind is handled here and only here.
 
-use super::{value_text, Counted, State, World};
+use super::{value_text, Counted, State, Value, World};
 use crate::fault::{Fault, FaultKind, Hop, Trigger};
 use crate::history::EventKind;
 use fencesim_model::{StepKind, WorkerId};
@@ -118,11 +118,13 @@ impl World {
         let mut counters_back = 0;
         for (key, entry) in core.entries() {
             let held = before.iter().any(|(k, v)| k == key && *v == value_text(&entry.value));
-            if key.starts_with("lock:") && !held {
+            // a counter was never granted, so only a lease is restored to the ledger
+            if !held {
                 state.ledger.restored(instance, key, &value_text(&entry.value));
             }
         }
-        for (key, entry) in old.entries().filter(|(key, _)| key.starts_with("fence:")) {
+        // the counters are the integers (a lease holds its holder's value)
+        for (key, entry) in old.entries().filter(|(_, entry)| matches!(entry.value, Value::Int(_))) {
             let now_at = core.value_of(key).map_or(Some(0), |v| value_text(v).parse::<i64>().ok());
             let was = value_text(&entry.value).parse::<i64>().ok();
             counters_back += u32::from(matches!((now_at, was), (Some(n), Some(w)) if n < w));
@@ -169,7 +171,8 @@ impl World {
         let merchants: std::collections::BTreeSet<_> = self.config.jobs.iter().map(|j| j.merchant).collect();
         let core = &mut state.redis[instance as usize];
         let max_fence = |merchant| self.store.max_fence(merchant).ok();
-        let seeded = self.config.mechanism.on_redis_start(instance, merchants, core, max_fence);
+        let seeded =
+            self.config.mechanism.on_redis_start(instance, merchants, self.config.workers, core, max_fence);
         for (key, value) in seeded {
             state.record(now, EventKind::CounterSeeded { instance, key, value });
         }
