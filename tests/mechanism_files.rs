@@ -245,6 +245,14 @@ fn a_lease_or_a_counter_that_does_not_ask_whose_it_is_loads_with_a_warning_and_i
             "token.key: the counter's key names the worker",
             "token-order: broken in",
         ),
+        (
+            "token-after-lease-unread",
+            Mechanism::FencedDbSequence,
+            "kind = \"single\"".to_owned(),
+            "kind = \"single\"\ncheck-after-token = false".to_owned(),
+            "lease.check-after-token: the worker does not read its lease again once its token is taken",
+            "monotonic-fences: broken in",
+        ),
     ];
     let dir = std::env::temp_dir().join(format!("fencesim-lease-bugs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

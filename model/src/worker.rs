@@ -183,8 +183,8 @@ where
         }
     }
 
-    /// Takes the batch's token (if the mechanism fences) and confirms the lease is still
-    /// ours once it is issued.
+    /// Takes the batch's token (if the mechanism fences) and, where the mechanism says so,
+    /// confirms the lease is still ours once it is issued.
     async fn take_token(&self, job: Job, held: &Held<'_>) -> Result<Option<Token>, Abandon> {
         if self.config.mechanism.spec().tokens == TokenPolicy::None {
             return Ok(None);
@@ -193,6 +193,9 @@ where
         let token =
             ports.tokens.next_token(job.merchant).await.map_err(|_| Abandon(AbandonReason::BackendError))?;
         ports.probe.reached(Step::TokenTaken { token }).await;
+        if !self.config.mechanism.spec().check_after_token {
+            return Ok(Some(token));
+        }
         // Tokens rise in the order leases were granted only if each was issued while its
         // holder's lease was live. A holder held up between its lease and its token (a
         // pause, a slow hop) could otherwise draw a token newer than its successor's and

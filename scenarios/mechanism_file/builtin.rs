@@ -40,6 +40,7 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
             key: LEASE_KEY.to_owned(),
             renewals_per_ttl: spec.renewals_per_ttl,
             check_before_write: spec.check_before_write,
+            check_after_token: spec.check_after_token,
             wait_for_replica: spec.wait_replica,
         },
         writes: WritesTable {

@@ -306,6 +306,9 @@ pub fn warnings(file: &MechanismFile) -> Vec<Problem> {
     if file.token.source == TokenSourceName::None {
         return found;
     }
+    if !file.lease.check_after_token {
+        found.push(Problem::new("lease.check-after-token", "the worker does not read its lease again once its token is taken: a holder held up between its lease and its token draws a token newer than its successor's, and its writes win over the live holder's"));
+    }
     if file.token.key.as_deref().is_some_and(|key| key.contains("{worker}")) {
         found.push(Problem::new("token.key", "the counter's key names the worker: each worker counts on its own, so a stale holder's token can be higher than its successor's, and the store will take the stale holder's writes"));
     }

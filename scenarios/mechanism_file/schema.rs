@@ -42,7 +42,8 @@ pub enum SafetyName {
 pub struct TokenTable {
     /// `none`, `redis-incr` (an `INCR` on Redis) or `db-sequence` (the database's own).
     pub source: TokenSourceName,
-    /// The counter's key for `redis-incr`, with `{merchant}` where the merchant goes.
+    /// The counter's key for `redis-incr`, any shape, with `{merchant}` and `{worker}`
+    /// where the merchant and the worker go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// When Redis starts, set the counter from the largest fence of the merchant's rows.
@@ -56,6 +57,14 @@ pub enum TokenSourceName {
     None,
     RedisIncr,
     DbSequence,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(value: &bool) -> bool {
+    *value
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +81,10 @@ pub struct LeaseTable {
     /// Read the lease's key before every write and give the batch up if it is not ours.
     #[serde(default)]
     pub check_before_write: bool,
+    /// Read the lease's key again once the token is taken and give the batch up if it is
+    /// not ours (a step beyond the article's; default `true`, as every built-in does).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub check_after_token: bool,
     /// Wait for the replica after taking the lease and the token, and use neither before it
     /// has them.
     #[serde(default)]
@@ -229,6 +242,7 @@ impl MechanismFile {
             release,
             renewals_per_ttl: self.lease.renewals_per_ttl,
             check_before_write: self.lease.check_before_write,
+            check_after_token: self.lease.check_after_token,
             seed_counter_on_restart: self.token.seed_on_restart,
             counter_key: self.token.key.as_deref().map_or(COUNTER_KEY, leak),
             fence_settlement: self.writes.fence_settlement,

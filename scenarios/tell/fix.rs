@@ -88,6 +88,10 @@ fn token_fix(mechanism: Mechanism) -> Option<(String, String)> {
         TokenPolicy::None => format!(
             "take a fencing token with every lease and check it in every claim and confirm, as `{safe}` does: a stale holder's write then matches no row"
         ),
+        _ if !mechanism.spec().check_after_token => {
+            let change = "read the lease again once the token is taken, and give the batch up if it is no longer ours: a token is then only used if it was issued while its holder's lease was live";
+            return Some((change.to_owned(), field(mechanism, "lease", "check-after-token")));
+        }
         TokenPolicy::RedisIncr if mechanism.spec().counter_key.contains("{worker}") => {
             let change = "count every worker's tokens on one key per merchant (`fence:settle:{merchant}`): a counter per worker rises for its own worker alone, and a later holder's token can be lower than an earlier one's";
             return Some((change.to_owned(), field(mechanism, "token", "key")));

@@ -128,6 +128,11 @@ pub struct Spec {
     pub renewals_per_ttl: u32,
     /// `GET` the lock key before every write and abandon if it is not ours.
     pub check_before_write: bool,
+    /// Read the lease again once the token is taken, and give the batch up if it is no
+    /// longer ours: a step beyond the article's four, which every built-in that takes a
+    /// token makes (a holder held up between its lease and its token could otherwise draw a
+    /// token newer than its successor's and fence the live holder out).
+    pub check_after_token: bool,
     /// When Redis starts, seed the token counter from `MAX(fence)` of the merchant's rows.
     pub seed_counter_on_restart: bool,
     /// The Redis key a `RedisIncr` token is counted at: `{merchant}` and `{worker}` are
@@ -175,6 +180,7 @@ impl Spec {
         release: ReleasePolicy::CompareAndDelete,
         renewals_per_ttl: 0,
         check_before_write: false,
+        check_after_token: true,
         seed_counter_on_restart: false,
         counter_key: COUNTER_KEY,
         fence_settlement: true,
