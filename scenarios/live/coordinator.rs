@@ -19,6 +19,7 @@ use crate::live::redis::{connect, Admin};
 use crate::live::servers::{jumps, restart_mode, Servers};
 use crate::live::store::{Refunds, Sequences, StoreAt};
 use crate::live::supervise::Supervision;
+use crate::live::turns::Turns;
 use crate::live::worker::WorkerSpec;
 use crate::mutant::Mutant;
 use crate::runner::{judge, Outcome, DEFAULT_SEED};
@@ -179,7 +180,7 @@ const LEAD: Duration = Duration::from_millis(50);
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
 /// Each worker's spec: where everything is, and the faults it takes at its own steps.
-fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>) -> Vec<WorkerSpec> {
+fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>, turns: &Turns) -> Vec<WorkerSpec> {
     let world = &stage.scenario.world;
     (0..world.workers)
         .map(WorkerId)
@@ -204,6 +205,7 @@ fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>) -> Vec<WorkerSp
             progress: Progress::default(),
             keep_counts: plan.may_crash(worker, world),
             mutant: mutant.map(|mutant| mutant.name().to_owned()),
+            turns: turns.clone(),
         })
         .collect()
 }
@@ -348,7 +350,9 @@ impl Stage {
 pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     let (scenario, plan) = live_scenario(config)?;
     let mut stage = Stage::set_up(config, scenario)?;
-    let specs = specs(&stage, &plan, config.mutant);
+    let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
+    let turns = simulated_turns(&stage, &plan, seed, config.mutant)?;
+    let specs = specs(&stage, &plan, config.mutant, &turns);
     let mut children = Children::spawn(&config.program, &specs, &stage.dir.path)?;
     stage.begin(&mut children)?;
     let world = &stage.scenario.world;
@@ -360,6 +364,7 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
         store: &*stage.store,
         gateway: &stage.gateway,
         start_routine: config.mutant != Some(Mutant::NoReseedAfterRestart),
+        turns: &turns,
         deadline: Instant::now() + LEAD + stage.clock.real(horizon_ms(world)),
     };
     let finished = supervision.run(&mut children, &mut stage.redis, &mut stage.queue_con)?;
@@ -377,9 +382,26 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     files.extend(logs);
     let merged = merge(read_all(&files)?, clock, scenario.world.workers as usize);
     let final_rows = store.all_rows().map_err(|e| format!("the refund store: {e}"))?;
-    let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
     let record = record(&scenario, merged, final_rows, gateway.ledger(), finished, ended_at_ms);
     judge(&scenario, RunRecord { seed, ..record }, config.mutant)
+}
+
+/// The turns of the simulated run of the same world and seed (`live::turns`): an act waits
+/// at most two story milliseconds, and at least one real one, for the act before it.
+fn simulated_turns(
+    stage: &Stage,
+    plan: &LivePlan,
+    seed: u64,
+    mutant: Option<Mutant>,
+) -> Result<Turns, String> {
+    let world = &stage.scenario.world;
+    let record = match mutant {
+        Some(mutant) => fencesim_sim::run_ordered(world, seed, crate::mutant::Planted(mutant))?,
+        None => fencesim_sim::run_ordered(world, seed, fencesim_sim::Plain)?,
+    };
+    let timed: Vec<_> = plan.at_times.iter().map(|(_, planned)| planned.clone()).collect();
+    let patience = stage.clock.real(2).max(Duration::from_millis(1));
+    Ok(Turns::of(&record.served, &timed, &stage.dir.path, patience))
 }
 
 /// What the run left, as the checkers read a simulated run's.
@@ -421,6 +443,7 @@ fn record(
         last_fault_ms,
         open_jobs,
         leaked_tasks: 0,
+        served: Vec::new(),
         sleeps: 0,
     }
 }

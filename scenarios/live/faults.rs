@@ -122,6 +122,10 @@ pub struct LiveFaults {
     /// The hop of the worker's last request since its last step, if any: the next request
     /// on the same hop is inside that operation.
     pub last_hop: Mutex<Option<Hop>>,
+    /// Which of the worker's requests wait for another party's (`live::turns`).
+    pub turns: crate::live::turns::Turns,
+    /// The number of the worker's last request on each hop, by `Hop`.
+    pub sent: Mutex<[u32; Hop::COUNT]>,
     /// Where a fault that acts outside the worker is sent: the gateway service (an outage,
     /// conflicts, a stalled lookup copy) and the queue (a redelivery, a duplicate).
     pub outside: Outside,
@@ -172,6 +176,7 @@ impl LiveFaults {
             let count = progress.calls.entry(hop).or_default();
             *count += 1;
             let call = Trigger::Call { worker: self.worker, hop, nth: *count };
+            self.sent.lock().unwrap_or_else(|p| p.into_inner())[hop as usize] = *count;
             let within = inside.then(|| {
                 let count = progress.within.entry(hop).or_default();
                 *count += 1;
@@ -198,11 +203,19 @@ impl LiveFaults {
             crate::live::clock::due(latency + self.clock.real(held));
         }
         sleep_real(rest + self.clock.real(held)).await;
+        self.turns.wait_for(self.last_act(hop));
         last.lock().unwrap_or_else(|p| p.into_inner())[hop as usize].sent_us = crate::live::clock::wall_us();
+    }
+
+    /// The worker's last request on `hop`, as `live::turns` names it.
+    fn last_act(&self, hop: Hop) -> crate::live::turns::Act {
+        let nth = self.sent.lock().unwrap_or_else(|p| p.into_inner())[hop as usize];
+        crate::live::turns::Act::Request { worker: self.worker.0, hop, nth }
     }
 
     /// The answer to the request on `hop` is back: it takes the hold-up armed for it.
     pub async fn answered(&self, hop: Hop) {
+        self.turns.done(self.last_act(hop));
         {
             let mut last = self.last_request.lock().unwrap_or_else(|p| p.into_inner());
             let request = &mut last[hop as usize];
@@ -271,8 +284,10 @@ impl LiveFaults {
                 // progress lock is held, and no other task of this process runs while it is
                 // stopped or after it is killed.
                 unsafe { libc::raise(signal) };
-                // resumed: the freeze was a wait, not this worker's work (`live::pace`)
+                // resumed: the freeze was a wait, not this worker's work, and the
+                // simulated worker spends it between its calls too (`live::pace`)
                 crate::live::clock::slept(stopped.elapsed());
+                crate::live::clock::due(stopped.elapsed());
             }
         }
         progress

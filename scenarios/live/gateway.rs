@@ -62,6 +62,10 @@ struct Shared {
     on_the_way: std::sync::atomic::AtomicU32,
     /// Each worker's last refund call: when it was answered, and on what pace.
     paced: Mutex<std::collections::BTreeMap<WorkerId, Pace>>,
+    /// How long the coordinator has frozen each worker in all (a pause at a time), in real
+    /// microseconds: part of what the worker's time between two calls stands for, which
+    /// the worker cannot tell itself (`live::pace::Told::due_us`).
+    frozen: Mutex<std::collections::BTreeMap<WorkerId, u64>>,
     /// When the story starts on the wall clock: the setup's until the workers are ready
     /// and the coordinator fixes it (`GatewayService::begin`).
     start_us: std::sync::atomic::AtomicU64,
@@ -93,6 +97,7 @@ impl GatewayService {
             in_force: Mutex::default(),
             on_the_way: Default::default(),
             paced: Mutex::default(),
+            frozen: Mutex::default(),
             start_us: setup.clock.start_us.into(),
             setup,
             log,
@@ -132,6 +137,12 @@ impl GatewayService {
         {
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// The coordinator froze `worker` for `real` (a pause at a time).
+    pub fn frozen(&self, worker: WorkerId, real: Duration) {
+        let mut frozen = self.shared.frozen.lock().unwrap_or_else(|p| p.into_inner());
+        *frozen.entry(worker).or_default() += real.as_micros() as u64;
     }
 
     /// Takes a fault that acts on the gateway as a whole (the coordinator's, at a time).
@@ -295,6 +306,8 @@ impl Shared {
             catch_up_us: clock.real(CATCH_UP_MS).min(CATCH_UP_REAL).as_micros() as u64,
         };
         let last = self.paced.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
+        let frozen = self.frozen.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
+        let told = Told { due_us: told.due_us + frozen.unwrap_or(0), ..told };
         pace::answer(last, arrived_us, told, latency_us, bounds)
     }
 

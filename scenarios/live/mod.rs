@@ -11,7 +11,8 @@
 //!   happen; `plan`: what of a world and its faults a live run can do; `supervise`: the
 //!   coordinator's loop while the run goes on; `coordinator`: the run, from its input to
 //!   its verdict;
-//! - `pace`: when the gateway service answers a refund call;
+//! - `pace`: when the gateway service answers a refund call; `turns`: requests that share a
+//!   story millisecond, released in the simulation's order;
 //! - `fidelity`: the committed failures played live; `agreement`: fresh ones;
 //! - `interrupt`: a signal that asks the run to stop and clean up;
 //! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
@@ -39,6 +40,7 @@ pub mod server;
 pub mod servers;
 pub mod store;
 pub mod supervise;
+pub mod turns;
 pub mod worker;
 
 pub use coordinator::{run_live, LiveConfig, StoreChoice};

@@ -15,6 +15,7 @@ use crate::live::queue;
 use crate::live::redis::connect;
 use crate::live::servers::{restart_now, start_routine, Servers};
 use crate::live::store::Refunds;
+use crate::live::turns::{Act, Turns};
 use fencesim_sim::{EventKind, FaultKind, WorldConfig};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,8 @@ pub struct Supervision<'a> {
     /// Whether the deployment's start-up routine runs after a restart (a planted bug may
     /// leave it out).
     pub start_routine: bool,
+    /// Which timed faults wait for a worker's request in the same story millisecond.
+    pub turns: &'a Turns,
     pub deadline: Instant,
 }
 
@@ -101,50 +104,66 @@ impl Supervision<'_> {
         queue_con: &mut redis::Connection,
     ) -> Result<(), String> {
         match due {
-            Due::Fault((_, fault)) => {
-                self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
-                let after = |ms| Instant::now() + self.clock.real(ms);
-                match fault.kind {
-                    FaultKind::Pause { worker, duration_ms } => children.pause(worker, after(duration_ms)),
-                    FaultKind::Crash { worker, restart_after_ms } => {
-                        children.crash(worker, after(restart_after_ms))
-                    }
-                    FaultKind::ExpireLease { merchant, .. } => {
-                        expire_now(&mut connect(&servers.lock_url)?, &merchant.lock_key())?
-                    }
-                    FaultKind::RedisRestart { persistence, .. } => {
-                        let pid = servers.lock_pid().ok_or("the live run restarts only its own Redis")?;
-                        restart_now(connect(&servers.lock_url).ok().as_mut(), pid, persistence, self.log);
-                    }
-                    FaultKind::RedisClockJump { by_ms, .. } => {
-                        let file =
-                            servers.clock_file().ok_or("the live run jumps only its own Redis's clock")?;
-                        jump_ms(&file, self.clock.real(by_ms).as_millis() as u64)?;
-                    }
-                    FaultKind::GatewayOutage { .. }
-                    | FaultKind::GatewayConflicts { .. }
-                    | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
-                    FaultKind::Redeliver { worker } | FaultKind::DuplicateDelivery { worker } => {
-                        let duplicate = matches!(fault.kind, FaultKind::DuplicateDelivery { .. });
-                        let visibility_ms =
-                            self.clock.real(self.world.visibility_timeout_ms).as_millis() as u64;
-                        queue::hand_on(queue_con, worker, duplicate, visibility_ms)
-                            .map_err(|e| format!("the queue: {e}"))?;
-                    }
-                    other => return Err(format!("the live run cannot take {} at a time", other.name())),
-                }
+            Due::Fault((index, fault)) => {
+                self.turns.wait_for(Act::Fault(index));
+                self.fire(fault, children, servers, queue_con)?;
+                self.turns.done(Act::Fault(index));
             }
-            Due::Arrival(index) => {
-                let arrival = &self.world.arrivals[index];
-                let rows: Vec<_> =
-                    self.world.rows.iter().filter(|row| arrival.rows.contains(&row.id)).copied().collect();
-                self.store.add(&rows).map_err(|e| format!("the refund store: {e}"))?;
-                let (job, merchant) = (arrival.job.id, arrival.job.merchant);
-                self.log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
-                self.log.record(EventKind::JobEnqueued { job, merchant });
-                queue::add(queue_con, &arrival.job).map_err(|e| format!("the queue: {e}"))?;
-            }
+            Due::Arrival(index) => self.arrive(index, queue_con)?,
         }
         Ok(())
+    }
+
+    /// Fires a fault of the plan that comes at a time.
+    fn fire(
+        &self,
+        fault: fencesim_sim::Fault,
+        children: &mut Children,
+        servers: &mut Servers,
+        queue_con: &mut redis::Connection,
+    ) -> Result<(), String> {
+        self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
+        let after = |ms| Instant::now() + self.clock.real(ms);
+        match fault.kind {
+            FaultKind::Pause { worker, duration_ms } => {
+                self.gateway.frozen(worker, self.clock.real(duration_ms));
+                children.pause(worker, after(duration_ms))
+            }
+            FaultKind::Crash { worker, restart_after_ms } => children.crash(worker, after(restart_after_ms)),
+            FaultKind::ExpireLease { merchant, .. } => {
+                expire_now(&mut connect(&servers.lock_url)?, &merchant.lock_key())?
+            }
+            FaultKind::RedisRestart { persistence, .. } => {
+                let pid = servers.lock_pid().ok_or("the live run restarts only its own Redis")?;
+                restart_now(connect(&servers.lock_url).ok().as_mut(), pid, persistence, self.log);
+            }
+            FaultKind::RedisClockJump { by_ms, .. } => {
+                let file = servers.clock_file().ok_or("the live run jumps only its own Redis's clock")?;
+                jump_ms(&file, self.clock.real(by_ms).as_millis() as u64)?;
+            }
+            FaultKind::GatewayOutage { .. }
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
+            FaultKind::Redeliver { worker } | FaultKind::DuplicateDelivery { worker } => {
+                let duplicate = matches!(fault.kind, FaultKind::DuplicateDelivery { .. });
+                let visibility_ms = self.clock.real(self.world.visibility_timeout_ms).as_millis() as u64;
+                queue::hand_on(queue_con, worker, duplicate, visibility_ms)
+                    .map_err(|e| format!("the queue: {e}"))?;
+            }
+            other => return Err(format!("the live run cannot take {} at a time", other.name())),
+        }
+        Ok(())
+    }
+
+    /// The arrival at `index` of the world's list: its rows into the store, its job queued.
+    fn arrive(&self, index: usize, queue_con: &mut redis::Connection) -> Result<(), String> {
+        let arrival = &self.world.arrivals[index];
+        let rows: Vec<_> =
+            self.world.rows.iter().filter(|row| arrival.rows.contains(&row.id)).copied().collect();
+        self.store.add(&rows).map_err(|e| format!("the refund store: {e}"))?;
+        let (job, merchant) = (arrival.job.id, arrival.job.merchant);
+        self.log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
+        self.log.record(EventKind::JobEnqueued { job, merchant });
+        queue::add(queue_con, &arrival.job).map_err(|e| format!("the queue: {e}"))
     }
 }

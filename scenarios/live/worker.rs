@@ -69,6 +69,10 @@ pub struct WorkerSpec {
     pub keep_counts: bool,
     /// The bug of the mutant catalogue planted in the worker's ports, by name.
     pub mutant: Option<String>,
+    /// Which of its requests wait for another party's in the same story millisecond, as
+    /// the simulated run ordered them (a replay's run only).
+    #[serde(default)]
+    pub turns: crate::live::turns::Turns,
 }
 
 /// Records each step, and takes the faults the worker triggers there.
@@ -138,6 +142,8 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
         clock: spec.clock,
         last_request: Mutex::default(),
         last_hop: Mutex::default(),
+        turns: spec.turns.clone(),
+        sent: Mutex::default(),
         outside: Outside {
             gateway_url: spec.gateway_url.clone(),
             queue: Mutex::new(Some(connect(&spec.queue_url)?)),

@@ -27,6 +27,7 @@ pub mod fault;
 pub mod gateway;
 pub mod history;
 pub mod ledger;
+pub mod order;
 pub mod port;
 pub mod queue;
 pub mod record;
@@ -42,8 +43,9 @@ pub use fault::{Aim, Fault, FaultKind, FaultName, FaultPlan, Hop, Size, Timing, 
 pub use gateway::{GatewayMode, LedgerEntry};
 pub use history::{trace_hash, write_trace, Actor, CallOutcome, Event, EventKind};
 pub use ledger::{Epoch, EpochEnd, Moment};
+pub use order::Served;
 pub use record::RunRecord;
 pub use redis::Persistence;
 pub use replica::Replication;
-pub use run::{run_wired, run_world};
+pub use run::{run_ordered, run_wired, run_world};
 pub use wiring::{Connections, Plain, Wired, WiredOf, Wiring};

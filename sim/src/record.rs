@@ -27,4 +27,7 @@ pub struct RunRecord {
     /// How many times a task waited on the runtime's timer (a latency, a delay, a pause):
     /// not part of the history, a measure of what the run cost the runtime.
     pub sleeps: u64,
+    /// The order the world served its requests and fired its timed faults in, with their
+    /// story milliseconds: kept only by `run_ordered`, empty otherwise.
+    pub served: Vec<(u64, crate::order::Served)>,
 }

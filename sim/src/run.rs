@@ -26,6 +26,21 @@ pub fn run_world(config: &WorldConfig, seed: u64) -> Result<RunRecord, String> {
 
 /// Runs one world with its workers' ports put together by `wiring`.
 pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Result<RunRecord, String> {
+    run_keeping(config, seed, wiring, false)
+}
+
+/// `run_wired`, keeping the order the world served its requests and fired its timed
+/// faults in (`RunRecord::served`); the history is the same as without it.
+pub fn run_ordered<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Result<RunRecord, String> {
+    run_keeping(config, seed, wiring, true)
+}
+
+fn run_keeping<W: Wiring>(
+    config: &WorldConfig,
+    seed: u64,
+    wiring: W,
+    order: bool,
+) -> Result<RunRecord, String> {
     config.validate()?;
     settle_process_randomness();
     let fresh = wiring.fresh_schema();
@@ -63,6 +78,7 @@ pub fn run_wired<W: Wiring>(config: &WorldConfig, seed: u64, wiring: W) -> Resul
             worker_wake: (0..config.workers).map(|_| Notify::new()).collect(),
             nodes: Mutex::new(vec![None; config.workers as usize]),
             arrival_rows: crate::world::arrival_rows(&config),
+            order: order.then(Default::default),
             config,
         };
         drive(world, Arc::new(wiring), seed).await
@@ -184,6 +200,11 @@ async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord 
         open_jobs: state.queue.open_jobs().collect(),
         leaked_tasks,
         sleeps: world.clock.sleeps(),
+        served: world
+            .order
+            .as_ref()
+            .map(|log| std::mem::take(&mut log.lock().unwrap_or_else(|p| p.into_inner()).served))
+            .unwrap_or_default(),
     }
 }
 

@@ -31,6 +31,15 @@ pub(crate) struct Link {
 }
 
 impl Link {
+    /// A request of this worker's reaches its component on `hop` now: kept in the run's
+    /// order log, if it keeps one.
+    pub fn arrived(&self, hop: Hop) {
+        if let Some(log) = &self.world.order {
+            let now = self.world.clock.now_ms();
+            log.lock().unwrap_or_else(|p| p.into_inner()).request(now, self.worker, hop);
+        }
+    }
+
     /// A request is about to leave on `hop`: count it and fire the faults it triggers. A
     /// fault that stops this worker's own process takes hold right here, before it leaves.
     pub async fn request(&self, hop: Hop) {

@@ -26,6 +26,7 @@ impl RedisClient {
         self.link.request(Hop::Redis).await;
         let delay = world.lock().faults.take_delay(self.link.worker, Hop::Redis);
         world.clock.sleep_ms(world.config.redis_latency_ms + delay).await;
+        self.link.arrived(Hop::Redis);
         let (reply, back) = {
             let mut state = world.lock();
             let now = world.clock.now_ms();

@@ -22,6 +22,7 @@ impl StoreClient {
         let Link { world, worker } = &self.0;
         let delay = world.lock().faults.take_delay(*worker, Hop::Database);
         world.clock.sleep_ms(world.config.db_latency_ms + delay).await;
+        self.0.arrived(Hop::Database);
     }
 
     /// Waits out the delay a fault armed for the answer on its way back (`back`, taken

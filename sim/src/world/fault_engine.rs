@@ -13,6 +13,9 @@ impl World {
     pub(crate) fn fire(&self, state: &mut State, fault: &Fault) {
         let now = self.clock.now_ms();
         state.faults.last_fault_ms = Some(now);
+        if let (Some(log), Trigger::At { .. }) = (&self.order, fault.trigger) {
+            log.lock().unwrap_or_else(|p| p.into_inner()).fault(now, fault.clone());
+        }
         state.record(now, EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
         match fault.kind {
             FaultKind::Pause { worker, duration_ms } => self.pause(state, worker, now + duration_ms),

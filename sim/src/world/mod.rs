@@ -55,6 +55,8 @@ pub(crate) struct World {
     pub nodes: Mutex<Vec<Option<NodeHandle>>>,
     /// Each arrival's rows, in the order the world lists the arrivals.
     pub arrival_rows: Vec<Vec<RefundRow>>,
+    /// The order requests were served and timed faults fired in, when the run keeps it.
+    pub order: crate::order::Kept,
 }
 
 /// Each arrival's rows, looked up once by id.
