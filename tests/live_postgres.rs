@@ -257,3 +257,48 @@ fn a_team_files_statements_are_prepared_on_postgres_before_the_run() {
         }
     }
 }
+
+/// One file, both databases: `mechanism check --postgres URL` prepares every statement of
+/// every built-in file and of every bug file the tests keep on PostgreSQL as the workers
+/// will run them, and refuses a statement only SQLite reads with PostgreSQL's own words
+/// and exit 2, where the SQLite check alone lets it through.
+#[test]
+fn mechanism_check_prepares_every_kept_file_on_postgres_too() {
+    let Some(server) = cluster("postgres-check") else { return };
+    let check = |file: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(["mechanism", "check"])
+            .arg(file)
+            .args(["--postgres", &server.url()])
+            .output()
+            .unwrap();
+        let said =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), said)
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for dir in ["mechanisms", "tests/data/mechanism_bugs"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let (code, said) = check(&path);
+            assert_eq!(code, Some(0), "{}: {said}", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 18, "every kept file: {checked}");
+    let text = std::fs::read_to_string(root.join("mechanisms/fenced.toml")).unwrap();
+    let changed = text
+        .replacen("AND fence = :token\"\"\"", "AND fence == :token\"\"\"", 1)
+        .replace("name = \"fenced\"", "name = \"pg-double-equals\"");
+    assert_ne!(changed, text);
+    let path = std::env::temp_dir().join(format!("fencesim-pg-check-{}.toml", std::process::id()));
+    std::fs::write(&path, changed).unwrap();
+    let (code, said) = check(&path);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("statements.confirm: PostgreSQL says: operator does not exist: bigint == bigint"),
+        "{said}"
+    );
+    std::fs::remove_file(&path).unwrap();
+}

@@ -22,6 +22,10 @@ pub enum MechanismAction {
     Check {
         /// The mechanism file (TOML; docs/mechanism-files.md gives the schema)
         file: PathBuf,
+        /// Prepare every statement on PostgreSQL too, each parameter typed as the worker
+        /// gives it: on the database at URL, or (with no URL) on a cluster of the check's own
+        #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+        postgres: Option<String>,
     },
     /// Write each built-in mechanism as a file, to copy and change
     Export {
@@ -33,8 +37,13 @@ pub enum MechanismAction {
 
 pub fn run(args: MechanismArgs) -> ExitCode {
     match args.action {
-        MechanismAction::Check { file } => match read(&file) {
+        MechanismAction::Check { file, postgres } => match read(&file) {
             Ok((mechanism, _)) => {
+                if let Some(url) = postgres {
+                    if let Err(said) = on_postgres(&mechanism, &url) {
+                        return bad_input(format!("{}: {said}", file.display()));
+                    }
+                }
                 println!("{}: a valid mechanism file: {}", file.display(), summary(&mechanism));
                 // unsafe, but it runs: a search finds what it lets through
                 for warning in crate::mechanism_file::warnings(&mechanism) {
@@ -52,6 +61,20 @@ pub fn run(args: MechanismArgs) -> ExitCode {
             Err(message) => bad_input(message),
         },
     }
+}
+
+/// Prepares every statement the file's workers will run on the PostgreSQL at `url` (empty:
+/// a cluster of the check's own, stopped after): the first one refused, in PostgreSQL's
+/// words and named by its field.
+fn on_postgres(file: &MechanismFile, url: &str) -> Result<(), String> {
+    let own = match url.is_empty() {
+        true => Some(crate::live::postgres::PostgresServer::start("mechanism-check")?),
+        false => None,
+    };
+    let url = own.as_ref().map_or_else(|| url.to_owned(), |server| server.url());
+    let spec = file.spec();
+    let fenced = spec.tokens != fencesim_model::mechanism::TokenPolicy::None;
+    crate::live::postgres::prepare_all(&url, &spec.statements, fenced)
 }
 
 /// What a valid file describes, in one line.
