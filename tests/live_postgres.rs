@@ -302,3 +302,33 @@ fn mechanism_check_prepares_every_kept_file_on_postgres_too() {
     );
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A live run's database error carries the database's own words into the history, the
+/// story and the verdict: on PostgreSQL, a confirm that writes a state the schema does not
+/// allow is refused, each time, in PostgreSQL's words, and progress names the last refusal.
+#[test]
+fn a_statement_postgres_refuses_live_is_told_in_its_words() {
+    let Some(server) = cluster("postgres-refused") else { return };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("mechanisms/fenced.toml")).unwrap();
+    let changed = text
+        .replacen("UPDATE refund SET state = 'sent'", "UPDATE refund SET state = 'done'", 1)
+        .replace("name = \"fenced\"", "name = \"pg-state-done\"");
+    let path = std::env::temp_dir().join(format!("fencesim-pg-refused-{}.toml", std::process::id()));
+    std::fs::write(&path, changed).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["live", "--database", "postgres", "--postgres", &server.url(), "--mechanism-file"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let told = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let said =
+        "PostgreSQL says: new row for relation \"refund\" violates check constraint \"refund_state_check\"";
+    assert!(told.contains(&format!("store    refuses A's statements.confirm: {said}")), "{told}");
+    assert!(told.contains("VIOLATION progress"), "{told}");
+    assert!(
+        told.contains("the database refused") && told.contains(&format!("statements.confirm: {said}")),
+        "{told}"
+    );
+}

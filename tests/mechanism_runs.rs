@@ -392,3 +392,30 @@ fn a_script_that_errors_at_run_time_is_told_as_redis_s_error_reply() {
     assert!(stdout.contains(said), "{stdout}");
     assert!(stdout.contains("of 1200 refunds sent"), "the run went on to its end: {stdout}");
 }
+
+/// A statement the database refuses while the run goes on (a confirm that writes a state
+/// the schema's CHECK does not allow) is told in the database's own words, in the story and
+/// in the verdict it leads to: the batch given up, and progress broken, name it.
+#[test]
+fn a_statement_the_database_refuses_is_told_in_its_own_words() {
+    let text = text_of(Mechanism::Fenced)
+        .replacen("UPDATE refund SET state = 'sent'", "UPDATE refund SET state = 'done'", 1)
+        .replace("name = \"fenced\"", "name = \"test-state-done\"");
+    let mechanism = define(&text, "test-state-done").unwrap();
+    let scenario =
+        scenario::build("worked-example", 1, mechanism, GatewayMode::Idempotent, FaultMask::ALL).unwrap();
+    let outcome = run(&scenario, 1).unwrap();
+    let said =
+        "SQLite says: CHECK constraint failed: state = 'pending' OR state = 'sending' OR state = 'sent'";
+    let refused = outcome.record.events.iter().filter(|e| {
+        matches!(&e.kind, EventKind::StatementFailed { statement, message, .. }
+            if statement == "statements.confirm" && message == said)
+    });
+    assert!(refused.count() >= 2, "every confirm is refused and recorded");
+    let story = fencesim::tell::story::render_story(&outcome, &fencesim::tell::story::story(&outcome), 200);
+    assert!(story.contains(&format!("store    refuses A's statements.confirm: {said}")), "{story}");
+    let progress = outcome.check("progress");
+    assert!(progress.is_violation(), "{story}");
+    let detail = &progress.breaches[0].detail;
+    assert!(detail.contains(&format!("the last B's statements.confirm: {said}")), "{detail}");
+}

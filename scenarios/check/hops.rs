@@ -21,7 +21,7 @@ pub fn hop_of(kind: &EventKind) -> Option<(WorkerId, Hop)> {
         | ReplicaWaited { worker, .. } => Some((*worker, Hop::Redis)),
         TokenIssued { worker, key, .. } if key.starts_with("fence_seq:") => Some((*worker, Hop::Database)),
         TokenIssued { worker, .. } => Some((*worker, Hop::Redis)),
-        Write { worker, .. } => Some((*worker, Hop::Database)),
+        Write { worker, .. } | StatementFailed { worker, .. } => Some((*worker, Hop::Database)),
         Lookup { worker, .. }
         | RefundCalled { worker, .. }
         | GatewayRefused { worker, .. }

@@ -94,9 +94,19 @@ fn last_abandon(facts: &Facts<'_>) -> String {
         }
         _ => None,
     });
+    let mut refused = facts.record.events.iter().filter_map(|event| match &event.kind {
+        EventKind::StatementFailed { worker, statement, message } => Some((*worker, statement, message)),
+        _ => None,
+    });
+    let database = match (refused.clone().count(), refused.next_back()) {
+        (0, _) | (_, None) => String::new(),
+        (count, Some((worker, statement, message))) => {
+            format!("; the database refused {count} statement(s), the last {worker}'s {statement}: {message}")
+        }
+    };
     match last {
         Some((at, worker, reason)) => {
-            format!("cause: the last batch was given up at {} by {worker}: {reason}", facts.at(at))
+            format!("cause: the last batch was given up at {} by {worker}: {reason}{database}", facts.at(at))
         }
         None => "cause: no worker finished a batch, and none gave one up".to_owned(),
     }

@@ -60,6 +60,14 @@ fn typed(
     client.prepare_typed(sql, &vec![postgres::types::Type::INT8; count])
 }
 
+/// An error in PostgreSQL's own words, when the database gave it.
+fn said(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("PostgreSQL says: {}", db.message()),
+        None => error.to_string(),
+    }
+}
+
 /// Every statement `statements` holds that a worker will run (the fenced writes when the
 /// mechanism takes a token, else the unfenced ones), prepared on the PostgreSQL at `url`
 /// as the workers will run them, before any starts: the first one PostgreSQL refuses is
@@ -75,10 +83,7 @@ pub fn prepare_all(url: &str, statements: &Statements, fenced: bool) -> Result<(
         ("statements.confirm", writes(WriteKind::Confirm), count),
     ];
     for (field, sql, count) in all {
-        typed(&mut client, &sql, count).map_err(|e| {
-            let said = e.as_db_error().map_or_else(|| e.to_string(), |db| db.message().to_owned());
-            format!("{field}: PostgreSQL says: {said}")
-        })?;
+        typed(&mut client, &sql, count).map_err(|e| format!("{field}: {}", said(&e)))?;
     }
     Ok(())
 }
@@ -167,8 +172,8 @@ impl PgRefunds {
     fn rows(&self, sql: &'static str, params: Vec<i64>) -> Result<Vec<RefundRow>, String> {
         let rows = self.run(move |client| {
             let params: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-            let statement = typed(client, &dialect(sql), params.len()).map_err(|e| e.to_string())?;
-            client.query(&statement, &params).map_err(|e| e.to_string())
+            let statement = typed(client, &dialect(sql), params.len()).map_err(|e| said(&e))?;
+            client.query(&statement, &params).map_err(|e| said(&e))
         })??;
         rows.iter().map(row_of).collect()
     }
@@ -205,7 +210,7 @@ impl Refunds for PgRefunds {
             };
             Ok::<_, postgres::Error>((written, found))
         })?;
-        let (rows, found) = rows.map_err(|e| e.to_string())?;
+        let (rows, found) = rows.map_err(|e| said(&e))?;
         let image =
             |row: &postgres::Row| Ok::<_, String>(RowImage { state: state(row.get(0))?, fence: row.get(1) });
         let found = found.first().map(image).transpose()?;
@@ -224,7 +229,7 @@ impl Refunds for PgRefunds {
             let statement = typed(client, &dialect(sequence), 1)?;
             client.query_one(&statement, &[&merchant])
         })?;
-        row.map(|row| Token(row.get(0))).map_err(|e| e.to_string())
+        row.map(|row| Token(row.get(0))).map_err(|e| said(&e))
     }
 
     fn set_sequence(&self, merchant: MerchantId, value: i64) -> Result<(), String> {

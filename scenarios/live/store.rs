@@ -113,6 +113,16 @@ async fn off_the_runtime<T: Send + 'static>(
 }
 
 impl<R: Refunds + Clone> LiveStore<R> {
+    /// A statement's answer; a refusal is recorded in the database's own words.
+    fn told<T>(&self, statement: &str, answer: Result<T, BackendError>) -> Result<T, BackendError> {
+        if let Err(BackendError(message)) = &answer {
+            let message = message.strip_prefix("database: ").unwrap_or(message).to_owned();
+            let (worker, statement) = (self.worker, statement.to_owned());
+            self.log.record(EventKind::StatementFailed { worker, statement, message });
+        }
+        answer
+    }
+
     async fn write(
         &self,
         write: WriteKind,
@@ -121,8 +131,9 @@ impl<R: Refunds + Clone> LiveStore<R> {
     ) -> Result<WriteOutcome, BackendError> {
         self.faults.call(Hop::Database).await;
         let refunds = self.refunds.clone();
-        let (outcome, at_us) = off_the_runtime(move || refunds.write(write, refund, guard)).await?;
+        let written = off_the_runtime(move || refunds.write(write, refund, guard)).await;
         self.faults.answered(Hop::Database).await;
+        let (outcome, at_us) = self.told(fencesim_sim::history::statement_field(write), written)?;
         let (worker, token, rows, after) = (self.worker, guard.token(), outcome.rows_updated, outcome.after);
         self.log
             .record_at(at_us, EventKind::Write { worker, epoch: None, write, refund, token, rows, after });
@@ -138,7 +149,7 @@ impl<R: Refunds + Clone> RefundStore for LiveStore<R> {
         let rows = off_the_runtime(move || refunds.open_refunds(merchant)).await;
         self.faults.answered(Hop::Database).await;
         tokio::task::yield_now().await;
-        rows
+        self.told("statements.open-rows", rows)
     }
 
     async fn claim(&self, refund: RefundId, guard: WriteGuard) -> Result<WriteOutcome, BackendError> {
@@ -152,8 +163,9 @@ impl<R: Refunds + Clone> RefundStore for LiveStore<R> {
     async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         self.faults.call(Hop::Database).await;
         let refunds = self.refunds.clone();
-        let token = off_the_runtime(move || refunds.next_sequence_token(merchant)).await?;
+        let token = off_the_runtime(move || refunds.next_sequence_token(merchant)).await;
         self.faults.answered(Hop::Database).await;
+        let token = self.told("statements.sequence", token)?;
         let key = format!("fence_seq:{merchant}");
         self.log.record(EventKind::TokenIssued { worker: self.worker, key, token });
         tokio::task::yield_now().await;

@@ -114,10 +114,8 @@ fn key_problem(key: &str) -> Option<String> {
         return Some("a Redis key without spaces, e.g. \"fence:settle:{merchant}\"".to_owned());
     }
     let rest = key.replace("{merchant}", "").replace("{worker}", "");
-    match rest.find('{').or_else(|| rest.find('}')) {
-        Some(_) => Some(format!("\"{key}\": only {{merchant}} and {{worker}} are put in a key")),
-        None => None,
-    }
+    let stray = rest.find('{').or_else(|| rest.find('}'));
+    stray.map(|_| format!("\"{key}\": only {{merchant}} and {{worker}} are put in a key"))
 }
 
 /// The fields that must agree with each other.

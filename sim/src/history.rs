@@ -257,7 +257,23 @@ pub enum EventKind {
         script: String,
         reply: String,
     },
+    /// A statement the refund database refused (`statement`: its field in a mechanism
+    /// file, e.g. `statements.confirm`): `message` is the database's own words. The worker
+    /// gets it as a failed request.
+    StatementFailed {
+        worker: WorkerId,
+        statement: String,
+        message: String,
+    },
     // New events go last: a trace's hash includes each event's variant position.
+}
+
+/// A write's statement, as a mechanism file names its field.
+pub fn statement_field(write: WriteKind) -> &'static str {
+    match write {
+        WriteKind::Claim => "statements.claim",
+        WriteKind::Confirm => "statements.confirm",
+    }
 }
 
 /// How a refund call was answered: what the gateway replies and a `RefundCalled` event records.
@@ -322,7 +338,7 @@ impl EventKind {
             | RedisFailedOver { .. }
             | ReplicaWaited { .. }
             | RedisRefused { .. } => Actor::Redis,
-            Write { .. } | RefundsArrived { .. } => Actor::Store,
+            Write { .. } | RefundsArrived { .. } | StatementFailed { .. } => Actor::Store,
             Lookup { .. }
             | LookupBehind { .. }
             | RefundCalled { .. }

@@ -47,7 +47,9 @@ impl Narrator<'_> {
             | EventKind::RedisRefused { .. }
             | EventKind::ScriptFailed { .. }
             | EventKind::TokenIssued { .. } => self.redis_event(at, kind),
-            EventKind::Write { .. } | EventKind::RefundsArrived { .. } => self.store_event(at, kind),
+            EventKind::Write { .. }
+            | EventKind::RefundsArrived { .. }
+            | EventKind::StatementFailed { .. } => self.store_event(at, kind),
             EventKind::Lookup { .. }
             | EventKind::LookupBehind { .. }
             | EventKind::RefundCalled { .. }

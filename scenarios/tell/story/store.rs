@@ -16,6 +16,14 @@ impl Narrator<'_> {
                 vec![format!("Note over D: {refunds} new for {merchant}")],
             );
         }
+        if let EventKind::StatementFailed { worker, statement, message } = kind {
+            return self.push(
+                at,
+                Actor::Store,
+                format!("refuses {worker}'s {statement}: {message}"),
+                vec![format!("{worker}->>D: {statement}"), format!("D-->>{worker}: error")],
+            );
+        }
         let EventKind::Write { worker, write, refund, token, rows, after, .. } = kind else { return };
         if after.is_some_and(|image| image.state == RefundState::Sent) {
             self.sent_by.insert(*refund, *worker);

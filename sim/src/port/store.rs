@@ -25,6 +25,16 @@ impl StoreClient {
         self.0.arrived(Hop::Database);
     }
 
+    /// The database refused `statement`: recorded in its own words, and handed to the worker.
+    fn failed(&self, statement: &str, error: rusqlite::Error) -> BackendError {
+        let Link { world, worker } = &self.0;
+        let message = format!("SQLite says: {error}");
+        let now = world.clock.now_ms();
+        let kind = EventKind::StatementFailed { worker: *worker, statement: statement.to_owned(), message };
+        world.lock().record(now, kind);
+        backend(error)
+    }
+
     /// Waits out the delay a fault armed for the answer on its way back (`back`, taken
     /// under the lock the request already held).
     async fn answer_back(&self, back: u64) {
@@ -41,7 +51,10 @@ impl StoreClient {
     ) -> Result<WriteOutcome, BackendError> {
         let Link { world, worker } = &self.0;
         self.to_database().await;
-        let outcome = world.store.write(write, refund, guard).map_err(backend)?;
+        let outcome = world
+            .store
+            .write(write, refund, guard)
+            .map_err(|e| self.failed(crate::history::statement_field(write), e))?;
         let back = {
             let mut state = world.lock();
             let now = world.clock.now_ms();
@@ -67,7 +80,7 @@ impl RefundStore for StoreClient {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         self.to_database().await;
         let Link { world, worker } = &self.0;
-        let rows = world.store.open_refunds(merchant).map_err(backend)?;
+        let rows = world.store.open_refunds(merchant).map_err(|e| self.failed("statements.open-rows", e))?;
         let back = world.lock().faults.take_reply_delay(*worker, Hop::Database);
         self.answer_back(back).await;
         Ok(rows)
@@ -84,7 +97,8 @@ impl RefundStore for StoreClient {
     async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         self.to_database().await;
         let Link { world, worker } = &self.0;
-        let token = world.store.next_sequence_token(merchant).map_err(backend)?;
+        let token =
+            world.store.next_sequence_token(merchant).map_err(|e| self.failed("statements.sequence", e))?;
         let back = {
             let mut state = world.lock();
             let now = world.clock.now_ms();
