@@ -46,6 +46,7 @@ fn record(events: Vec<EventKind>) -> RunRecord {
         // the merchant's job is still open: its rows wait for it, not for nobody
         open_jobs: vec![(Job { id: JobId(1), merchant: M_4471 }, 1)],
         leaked_tasks: 0,
+        served: Vec::new(),
         sleeps: 0,
     }
 }
