@@ -36,6 +36,7 @@ fn record(events: Vec<EventKind>) -> RunRecord {
         last_fault_ms: None,
         open_jobs: Vec::new(),
         leaked_tasks: 0,
+        served: Vec::new(),
         sleeps: 0,
     }
 }
