@@ -351,7 +351,7 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
     let (scenario, plan) = live_scenario(config)?;
     let mut stage = Stage::set_up(config, scenario)?;
     let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
-    let turns = simulated_turns(&stage, &plan, seed, config.mutant)?;
+    let turns = simulated_turns(&stage, seed, config.mutant)?;
     let specs = specs(&stage, &plan, config.mutant, &turns);
     let mut children = Children::spawn(&config.program, &specs, &stage.dir.path)?;
     stage.begin(&mut children)?;
@@ -387,21 +387,17 @@ pub fn run_live(config: &LiveConfig) -> Result<Outcome, String> {
 }
 
 /// The turns of the simulated run of the same world and seed (`live::turns`): an act waits
-/// at most two story milliseconds, and at least one real one, for the act before it.
-fn simulated_turns(
-    stage: &Stage,
-    plan: &LivePlan,
-    seed: u64,
-    mutant: Option<Mutant>,
-) -> Result<Turns, String> {
+/// at most five story milliseconds, and at least 20 real ones, for the act before it (the
+/// workers first ask the queue 5 real ms apart, so a third worker's first request comes 10
+/// real ms into the story).
+fn simulated_turns(stage: &Stage, seed: u64, mutant: Option<Mutant>) -> Result<Turns, String> {
     let world = &stage.scenario.world;
     let record = match mutant {
         Some(mutant) => fencesim_sim::run_ordered(world, seed, crate::mutant::Planted(mutant))?,
         None => fencesim_sim::run_ordered(world, seed, fencesim_sim::Plain)?,
     };
-    let timed: Vec<_> = plan.at_times.iter().map(|(_, planned)| planned.clone()).collect();
-    let patience = stage.clock.real(2).max(Duration::from_millis(1));
-    Ok(Turns::of(&record.served, &timed, &stage.dir.path, patience))
+    let patience = stage.clock.real(5).max(Duration::from_millis(20));
+    Ok(Turns::of(&record.served, &world.faults.faults, &stage.dir.path, patience))
 }
 
 /// What the run left, as the checkers read a simulated run's.

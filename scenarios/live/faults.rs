@@ -275,10 +275,15 @@ impl LiveFaults {
             return progress;
         }
         for (index, fault) in due {
+            // a fault another party's act came before in the simulation waits for it
+            self.turns.wait_for(crate::live::turns::Act::Fault(index));
             progress.fired.push(index);
             progress.write(&self.progress_file);
             self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
-            if let Some(signal) = self.act(fault.kind) {
+            let signal = self.act(fault.kind);
+            // it has acted (a stop or a kill acts as the signal is raised)
+            self.turns.done(crate::live::turns::Act::Fault(index));
+            if let Some(signal) = signal {
                 let stopped = std::time::Instant::now();
                 // SAFETY: raising a signal at the calling process has no memory effects; the
                 // progress lock is held, and no other task of this process runs while it is

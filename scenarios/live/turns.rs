@@ -1,8 +1,8 @@
 //! Requests that share a story millisecond, released in the simulation's order. A replay's
-//! simulated run keeps the order its world served requests and fired timed faults in
-//! (`fencesim_sim::run_ordered`); where two parties (two workers, or a worker and the
-//! coordinator's timed fault) act in the same millisecond, the later one waits, just
-//! before its request leaves, until the earlier one has been answered, or until its
+//! simulated run keeps the order its world served requests and fired faults in
+//! (`fencesim_sim::run_ordered`); where two parties (two workers, or a worker and a fault)
+//! act in the same millisecond, the later one waits, just before its request leaves or
+//! its fault acts, until the earlier one has been answered or has acted, or until its
 //! patience runs out (the live run went another way). Each answered request that another
 //! waits for leaves a file in the run's directory; the waiter looks for it.
 //!
@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 pub enum Act {
     /// A worker's `nth` request on `hop` (counted as a call trigger counts).
     Request { worker: u32, hop: Hop, nth: u32 },
-    /// The fault at this place in the plan, fired at its time by the coordinator.
+    /// The fault at this place in the plan, fired by the coordinator at its time or by a
+    /// worker at its own step or request.
     Fault(usize),
 }
 
@@ -59,17 +60,15 @@ fn key(act: Act) -> String {
 
 impl Turns {
     /// The turns of a simulated run's order: within each millisecond, each act of one party
-    /// right after another party's waits for it. `timed` are the faults the coordinator
-    /// fires at their times, with their places in the plan (another party's fault is not
-    /// waited for: a worker takes it itself).
-    pub fn of(served: &[(u64, Served)], timed: &[(usize, Fault)], dir: &Path, patience: Duration) -> Turns {
+    /// right after another party's waits for it. `faults` is the plan, to name a fault by its
+    /// place in it; a fault is its own party, whoever fires it (the coordinator at its time,
+    /// a worker at its step or request).
+    pub fn of(served: &[(u64, Served)], faults: &[Fault], dir: &Path, patience: Duration) -> Turns {
         let act = |served: &Served| match served {
             Served::Request { worker, hop, nth } => {
                 Some(Act::Request { worker: worker.0, hop: *hop, nth: *nth })
             }
-            Served::Fault(fault) => {
-                timed.iter().find(|(_, f)| f == fault).map(|(index, _)| Act::Fault(*index))
-            }
+            Served::Fault(fault) => faults.iter().position(|f| f == fault).map(Act::Fault),
         };
         let mut turns =
             Turns { dir: dir.to_owned(), patience_us: patience.as_micros() as u64, ..Turns::default() };
@@ -131,7 +130,7 @@ mod tests {
         ];
         let dir = std::env::temp_dir().join(format!("fencesim-turns-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let turns = Turns::of(&served, &[(0, restart)], &dir, Duration::from_millis(5));
+        let turns = Turns::of(&served, &[restart], &dir, Duration::from_millis(5));
         let a = |hop, nth| Act::Request { worker: 0, hop, nth };
         let b = |nth| Act::Request { worker: 1, hop: Hop::Redis, nth };
         let expected = [

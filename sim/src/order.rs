@@ -1,4 +1,4 @@
-//! The order in which the world served its requests and fired its timed faults, kept only
+//! The order in which the world served its requests and fired its faults, kept only
 //! when a run asks for it (the live arm does, to release a real run's requests that share
 //! a story millisecond in the simulation's order): not part of the history, so a run that
 //! keeps it has the same trace as one that does not.
@@ -14,7 +14,7 @@ pub enum Served {
     /// `worker`'s `nth` request on `hop` (counted from 1, as a call trigger counts) reached
     /// its component.
     Request { worker: WorkerId, hop: Hop, nth: u32 },
-    /// A fault of the plan with a time trigger fired.
+    /// A fault of the plan fired (at its time, or at the step or request that triggers it).
     Fault(Fault),
 }
 

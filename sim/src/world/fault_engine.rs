@@ -13,7 +13,7 @@ impl World {
     pub(crate) fn fire(&self, state: &mut State, fault: &Fault) {
         let now = self.clock.now_ms();
         state.faults.last_fault_ms = Some(now);
-        if let (Some(log), Trigger::At { .. }) = (&self.order, fault.trigger) {
+        if let Some(log) = &self.order {
             log.lock().unwrap_or_else(|p| p.into_inner()).fault(now, fault.clone());
         }
         state.record(now, EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
