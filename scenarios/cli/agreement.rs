@@ -49,36 +49,30 @@ struct Row {
     played: Vec<Played>,
 }
 
-/// The next failure of each maker still drawing, in maker order; a maker that found none
-/// within the budget is dropped. `next` holds where each maker's search goes on.
-fn draw_round(
-    makers: &mut Vec<(Maker, u64)>,
+/// The next failures of the first two makers in `queue` (drawn side by side), in queue
+/// order; a maker that found one goes to the back of the queue to search on after it, one
+/// that found none within the budget leaves it. Rotating so, makers take turns, round after
+/// round, and a short measurement draws only what it plays.
+fn draw_next(
+    queue: &mut std::collections::VecDeque<(Maker, u64)>,
     budget: u64,
     used: &std::collections::BTreeSet<u64>,
 ) -> Result<Vec<Drawn>, String> {
+    let pair: Vec<(Maker, u64)> = (0..2).filter_map(|_| queue.pop_front()).collect();
     let found: Vec<Result<Option<Drawn>, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = makers
-            .chunks(makers.len().div_ceil(2).max(1))
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk.iter().map(|&(m, start)| draw(m, start, budget, used)).collect::<Vec<_>>()
-                })
-            })
+        let handles: Vec<_> = pair
+            .iter()
+            .map(|&(maker, start)| scope.spawn(move || draw(maker, start, budget, used)))
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|_| vec![Err("a draw panicked".into())]))
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a draw panicked".into()))).collect()
     });
     let mut drawn = Vec::new();
-    let mut kept = Vec::new();
-    for ((maker, _), found) in makers.iter().zip(found) {
+    for ((maker, _), found) in pair.into_iter().zip(found) {
         if let Some(failure) = found? {
-            kept.push((*maker, failure.seed + 1));
+            queue.push_back((maker, failure.seed + 1));
             drawn.push(failure);
         }
     }
-    *makers = kept;
     Ok(drawn)
 }
 
@@ -134,11 +128,11 @@ fn measure(args: &AgreementArgs) -> Result<Vec<Row>, String> {
     let url = postgres.as_ref().map(PostgresServer::url);
     let lag = |probe| measure_lag_on(probe).map_err(|e| format!("measuring the lag per request: {e}"));
     let lags = (lag(Probe::Sqlite)?, url.as_deref().map(|u| lag(Probe::Postgres(u))).transpose()?);
-    let mut makers: Vec<(Maker, u64)> =
+    let mut makers: std::collections::VecDeque<(Maker, u64)> =
         Maker::all().into_iter().enumerate().map(|(i, m)| (m, args.from + i as u64 * STRIDE)).collect();
     let (mut rows, mut playable) = (Vec::new(), 0);
     while playable < args.failures as usize && !makers.is_empty() {
-        for drawn in draw_round(&mut makers, args.budget, &used)? {
+        for drawn in draw_next(&mut makers, args.budget, &used)? {
             if playable == args.failures as usize {
                 break;
             }
@@ -159,8 +153,7 @@ fn settle(
     lags: (std::time::Duration, Option<std::time::Duration>),
     postgres: Option<&str>,
 ) -> Result<Row, String> {
-    let name =
-        format!("{:02}-{}-seed-{}.json", playable + 1, drawn.maker.name().replace(' ', "-"), drawn.seed);
+    let name = format!("{}-seed-{}.json", drawn.maker.name().replace(' ', "-"), drawn.seed);
     let path = drawn.file.write_as(&args.out.join(name))?;
     let judged = judge(&drawn.file, program)?;
     let simulated: Vec<String> =
