@@ -98,7 +98,7 @@ fn after_the_first_generation_about_half_the_runs_grow_from_kept_plans_and_fresh
         build,
         |candidate| {
             let outcome = run(&candidate.scenario, candidate.seed)?;
-            let (features, _) = Features::of(&outcome.record);
+            let (features, _) = Features::of(&outcome.record, &outcome.scenario.world);
             Ok(Judged { features, found: !outcome.passed(), result: () })
         },
         |_, _| {},

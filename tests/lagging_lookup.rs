@@ -63,7 +63,9 @@ fn a_lagging_lookup_that_says_no_for_r_815_still_pays_it_once_through_the_idempo
         matches!(&event.kind, EventKind::Step { worker, step: Step::FenceViolation { .. } } if *worker == A)
     });
     assert!(turned_away, "A's confirm with the older token is turned away when it wakes");
-    assert!(Touched::of(&outcome.record).sometimes.contains(Sometimes::LookupSaidNoForAPaidRefund as usize));
+    assert!(Touched::of(&outcome.record, &outcome.scenario.world)
+        .sometimes
+        .contains(Sometimes::LookupSaidNoForAPaidRefund as usize));
     let told = fencesim::tell::story::story(&outcome);
     assert!(
         told.iter().any(|line| line.text.contains("the lookup lied: it was answered from a copy")),

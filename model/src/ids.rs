@@ -22,13 +22,6 @@ impl fmt::Display for WorkerId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MerchantId(pub u32);
 
-impl MerchantId {
-    /// The Redis key of the lease on this merchant's settlement: `lock:settle:m_4471`.
-    pub fn lock_key(self) -> String {
-        format!("lock:settle:{self}")
-    }
-}
-
 impl fmt::Display for MerchantId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "m_{}", self.0)

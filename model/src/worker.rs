@@ -112,7 +112,7 @@ where
         let ports = &self.ports;
         ports.probe.reached(Step::JobReceived { job: delivery.job, receipt: delivery.receipt }).await;
 
-        let lock_key = merchant.lock_key();
+        let lock_key = self.config.mechanism.spec().lease_key_of(merchant, self.config.id);
         self.acquisitions += 1;
         let lock_value = if self.incarnation > 1 {
             format!("{}.{}#{}", self.config.id, self.incarnation, self.acquisitions)

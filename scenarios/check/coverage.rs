@@ -4,7 +4,7 @@
 
 use crate::scenario::random::TRIGGER_STEPS;
 use fencesim_model::{Step, RETRY};
-use fencesim_sim::{EventKind, FaultName, Hop, RunRecord, Trigger};
+use fencesim_sim::{EventKind, FaultName, Hop, RunRecord, Trigger, WorldConfig};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -132,13 +132,14 @@ impl Touched {
         }
     }
 
-    pub fn of(record: &RunRecord) -> Touched {
-        Touched::scan(record, |_| {})
+    pub fn of(record: &RunRecord, world: &WorldConfig) -> Touched {
+        Touched::scan(record, world, |_| {})
     }
 
     /// `of`, telling `on_mark` each fault as it fires and each situation the first time
     /// it is reached, in the run's order: what a guided search reads a run's path from.
-    pub fn scan(record: &RunRecord, mut on_mark: impl FnMut(Mark)) -> Touched {
+    pub fn scan(record: &RunRecord, world: &WorldConfig, mut on_mark: impl FnMut(Mark)) -> Touched {
+        let spec = world.mechanism.spec();
         let mut touched = Touched::default();
         let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
         // the lease keys held now, from a grant to the first instance that lets go
@@ -175,7 +176,12 @@ impl Touched {
                 | EventKind::LeaseExpired { key, epoch: None, .. } => {
                     held.remove(key.as_str());
                 }
-                EventKind::RefundsArrived { merchant, .. } if held.contains(merchant.lock_key().as_str()) => {
+                EventKind::RefundsArrived { merchant, .. }
+                    if spec
+                        .lease_keys(*merchant, world.workers)
+                        .iter()
+                        .any(|key| held.contains(key.as_str())) =>
+                {
                     touched.reached(Sometimes::RefundsArrivedWhileLeased)
                 }
                 EventKind::Step {

@@ -65,7 +65,7 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
                     at_ms: event.at_ms,
                     event: Some(index),
                     detail: format!(
-                        "{worker} went on as the holder of lock:settle:{merchant}, but Redis granted it nothing: its acquisition's answer was not read"
+                        "{worker} went on as the holder of the lease of {merchant}, but Redis granted it nothing: its acquisition's answer was not read"
                     ),
                 });
             }
@@ -132,7 +132,9 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
                     breaches.push(Breach {
                         at_ms: event.at_ms,
                         event: Some(index),
-                        detail: format!("{worker} and {other} both believe they hold lock:settle:{merchant}"),
+                        detail: format!(
+                            "{worker} and {other} both believe they hold the lease of {merchant}"
+                        ),
                     });
                 }
                 believers.insert(*worker, (*merchant, event.at_ms));

@@ -206,6 +206,7 @@ fn specs(stage: &Stage, plan: &LivePlan, mutant: Option<Mutant>, turns: &Turns) 
             keep_counts: plan.may_crash(worker, world),
             mutant: mutant.map(|mutant| mutant.name().to_owned()),
             turns: turns.clone(),
+            workers: world.workers,
         })
         .collect()
 }

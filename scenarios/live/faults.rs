@@ -122,6 +122,10 @@ pub struct LiveFaults {
     /// The hop of the worker's last request since its last step, if any: the next request
     /// on the same hop is inside that operation.
     pub last_hop: Mutex<Option<Hop>>,
+    /// The mechanism, and how many workers the world has: a fault on a merchant's lease
+    /// reaches every key it may be held at.
+    pub mechanism: fencesim_model::Mechanism,
+    pub workers: u32,
     /// Which of the worker's requests wait for another party's (`live::turns`).
     pub turns: crate::live::turns::Turns,
     /// The number of the worker's last request on each hop, by `Hop`.
@@ -313,7 +317,8 @@ impl LiveFaults {
             FaultKind::GatewayTimeout { late_ms, .. } => held.gateway.late_ms = Some(late_ms),
             FaultKind::ExpireLease { merchant, .. } => {
                 // a failure shows in the history as a lease that did not end
-                self.with_admin(|con| drop(expire_now(con, &merchant.lock_key())));
+                let keys = self.mechanism.spec().lease_keys(merchant, self.workers);
+                self.with_admin(|con| keys.iter().for_each(|key| drop(expire_now(con, key))));
             }
             FaultKind::GatewayOutage { .. }
             | FaultKind::GatewayConflicts { .. }

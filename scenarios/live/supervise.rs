@@ -131,7 +131,10 @@ impl Supervision<'_> {
             }
             FaultKind::Crash { worker, restart_after_ms } => children.crash(worker, after(restart_after_ms)),
             FaultKind::ExpireLease { merchant, .. } => {
-                expire_now(&mut connect(&servers.lock_url)?, &merchant.lock_key())?
+                let mut con = connect(&servers.lock_url)?;
+                for key in self.world.mechanism.spec().lease_keys(merchant, self.world.workers) {
+                    expire_now(&mut con, &key)?
+                }
             }
             FaultKind::RedisRestart { persistence, .. } => {
                 let pid = servers.lock_pid().ok_or("the live run restarts only its own Redis")?;

@@ -73,6 +73,8 @@ pub struct WorkerSpec {
     /// the simulated run ordered them (a replay's run only).
     #[serde(default)]
     pub turns: crate::live::turns::Turns,
+    /// How many workers the world has.
+    pub workers: u32,
 }
 
 /// Records each step, and takes the faults the worker triggers there.
@@ -143,6 +145,8 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
         last_request: Mutex::default(),
         last_hop: Mutex::default(),
         turns: spec.turns.clone(),
+        mechanism: spec.mechanism,
+        workers: spec.workers,
         sent: Mutex::default(),
         outside: Outside {
             gateway_url: spec.gateway_url.clone(),

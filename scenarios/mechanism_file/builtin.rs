@@ -3,7 +3,6 @@
 //! the lease's own texts, so the files cannot drift from what the simulation runs: a test
 //! fails when `mechanisms/` is not what `fencesim mechanism export` writes.
 
-use super::check::LEASE_KEY;
 use super::parameters::{named_write, renamed};
 use super::schema::{
     LeaseKindName, LeaseTable, MechanismFile, OnRejected, SafetyName, ScriptsTable, StatementsTable,
@@ -37,7 +36,7 @@ pub fn file_of(mechanism: Mechanism) -> MechanismFile {
         },
         lease: LeaseTable {
             kind: LeaseKindName::of(spec.lease),
-            key: LEASE_KEY.to_owned(),
+            key: spec.lease_key.to_owned(),
             renewals_per_ttl: spec.renewals_per_ttl,
             check_before_write: spec.check_before_write,
             check_after_token: spec.check_after_token,

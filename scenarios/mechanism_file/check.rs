@@ -99,15 +99,7 @@ fn schema_problem(text: &str, error: &toml::de::Error) -> Problem {
     Problem::new(&format!("line {line}"), error.message().trim_end().to_owned())
 }
 
-/// The lease's key, as the simulation keeps it: its faults, its story and its checkers
-/// name this key, so a file says it as it is. (The counter's key may have any shape.)
-pub const LEASE_KEY: &str = "lock:settle:{merchant}";
-
-fn fixed_key(key: &str) -> String {
-    format!("must be \"{key}\": the simulation's faults, story and checkers name the key so (another name is not run yet)")
-}
-
-/// What is wrong with a counter's key, if anything: it is a key, and only `{merchant}` and
+/// What is wrong with a lease's or a counter's key, if anything: it is a key, and only `{merchant}` and
 /// `{worker}` are put in.
 fn key_problem(key: &str) -> Option<String> {
     if key.trim().is_empty() || key.chars().any(char::is_whitespace) {
@@ -130,8 +122,8 @@ fn fields(file: &MechanismFile, problems: &mut Vec<Problem>) {
     if file.promise.trim().is_empty() {
         problems.push(Problem::new("promise", "say in one sentence what the mechanism promises"));
     }
-    if file.lease.key != LEASE_KEY {
-        problems.push(Problem::new("lease.key", fixed_key(LEASE_KEY)));
+    if let Some(problem) = key_problem(&file.lease.key) {
+        problems.push(Problem::new("lease.key", problem));
     }
     match (file.token.source, &file.token.key) {
         (TokenSourceName::RedisIncr, None) => problems.push(Problem::new(
@@ -339,6 +331,9 @@ pub fn warnings(file: &MechanismFile) -> Vec<Problem> {
 /// acquisition whose answer does not come from `SET NX`'s says it took a lease another holds.
 fn lease_warnings(file: &MechanismFile) -> Vec<Problem> {
     let mut found = Vec::new();
+    if file.lease.key.contains("{worker}") {
+        found.push(Problem::new("lease.key", "the lease's key names the worker: every worker takes a lease of its own, and none keeps another out"));
+    }
     let compares = |script: &str| script.contains("ARGV[1]") && script.to_ascii_lowercase().contains("get");
     if !compares(&file.scripts.release) {
         found.push(Problem::new("scripts.release", "the release does not compare the key's value with the holder's: it deletes whoever's lease is there"));

@@ -244,6 +244,7 @@ impl MechanismFile {
             check_before_write: self.lease.check_before_write,
             check_after_token: self.lease.check_after_token,
             seed_counter_on_restart: self.token.seed_on_restart,
+            lease_key: leak(&self.lease.key),
             counter_key: self.token.key.as_deref().map_or(COUNTER_KEY, leak),
             fence_settlement: self.writes.fence_settlement,
             wait_replica: self.lease.wait_for_replica,

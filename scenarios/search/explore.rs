@@ -48,7 +48,7 @@ pub fn run_seed(
 impl SeedResult {
     /// What an exploration keeps of a seed's outcome.
     pub fn of(seed: u64, scenario: &scenario::Scenario, outcome: Outcome) -> SeedResult {
-        let touched = Touched::of(&outcome.record);
+        let touched = Touched::of(&outcome.record, &scenario.world);
         SeedResult::touched(seed, scenario, outcome, touched)
     }
 
@@ -296,7 +296,7 @@ impl Gathered {
 /// invariant; its features read from the same record.
 pub fn run_candidate(candidate: &Candidate, mutant: Option<Mutant>) -> Result<Judged<SeedResult>, String> {
     let outcome = run_with(&candidate.scenario, candidate.seed, mutant)?;
-    let (features, touched) = Features::of(&outcome.record);
+    let (features, touched) = Features::of(&outcome.record, &outcome.scenario.world);
     let result = SeedResult::touched(candidate.seed, &candidate.scenario, outcome, touched);
     Ok(Judged { features, found: !result.violations.is_empty(), result })
 }

@@ -188,7 +188,7 @@ pub fn blocked_after_crash_ms(outcome: &Outcome) -> Option<u64> {
         }
         _ => None,
     })?;
-    let key = merchant.lock_key();
+    let key = outcome.scenario.world.mechanism.spec().lease_key_of(merchant, WorkerId(0));
     let crashed_at = events[crash].at_ms;
     events[crash..].iter().find_map(|event| match &event.kind {
         EventKind::LeaseGranted { key: granted, epoch: Some(_), .. } if *granted == key => {

@@ -131,7 +131,7 @@ pub fn search_guided(mutant: Mutant, start: u64, budget: u64) -> Result<Option<u
         |seed| scenario_for(mutant, seed),
         |candidate| {
             let (verdict, wrong) = verdict_and_run(&candidate.scenario, candidate.seed, mutant)?;
-            let (features, _) = Features::of(&wrong.record);
+            let (features, _) = Features::of(&wrong.record, &wrong.scenario.world);
             Ok(Judged { features, found: matches!(verdict, Verdict::Caught(..)), result: verdict })
         },
         |_, _| {},

@@ -68,6 +68,9 @@ pub const COMPARE_AND_EXTEND_LUA: &str =
 /// as a `DEL`).
 pub const PLAIN_DEL_LUA: &str = "return redis.call('del', KEYS[1])";
 
+/// Where every built-in mechanism holds its lease on Redis.
+pub const LEASE_KEY: &str = "lock:settle:{merchant}";
+
 /// Where every built-in mechanism counts its tokens on Redis.
 pub const COUNTER_KEY: &str = "fence:settle:{merchant}";
 
@@ -135,6 +138,10 @@ pub struct Spec {
     pub check_after_token: bool,
     /// When Redis starts, seed the token counter from `MAX(fence)` of the merchant's rows.
     pub seed_counter_on_restart: bool,
+    /// The Redis key the lease is held at: `{merchant}` and `{worker}` are put in
+    /// (`lock:settle:{merchant}` for every built-in; a key that names the worker gives each
+    /// worker a lease of its own, and none keeps another out).
+    pub lease_key: &'static str,
     /// The Redis key a `RedisIncr` token is counted at: `{merchant}` and `{worker}` are
     /// put in (`fence:settle:{merchant}` for every built-in; a key that names the worker
     /// gives each worker a counter of its own).
@@ -153,18 +160,26 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The key `worker` holds `merchant`'s lease at.
+    pub fn lease_key_of(&self, merchant: MerchantId, worker: WorkerId) -> String {
+        put_in(self.lease_key, merchant, worker)
+    }
+
+    /// Every key a merchant's lease may be held at, one per worker of `workers` when the key
+    /// names the worker, in worker order.
+    pub fn lease_keys(&self, merchant: MerchantId, workers: u32) -> Vec<String> {
+        every_worker(self.lease_key, merchant, workers)
+    }
+
     /// The counter `worker`'s token for `merchant` is taken from.
     pub fn counter_key_of(&self, merchant: MerchantId, worker: WorkerId) -> String {
-        self.counter_key.replace("{merchant}", &merchant.to_string()).replace("{worker}", &worker.to_string())
+        put_in(self.counter_key, merchant, worker)
     }
 
     /// Every counter a merchant's tokens may be taken from, one per worker of `workers`
-    /// when the key names the worker, in worker order without repeats.
+    /// when the key names the worker, in worker order.
     pub fn counter_keys(&self, merchant: MerchantId, workers: u32) -> Vec<String> {
-        let mut keys: Vec<String> =
-            (0..workers.max(1)).map(|w| self.counter_key_of(merchant, WorkerId(w))).collect();
-        keys.dedup();
-        keys
+        every_worker(self.counter_key, merchant, workers)
     }
 
     /// The shape most mechanisms share: one instance, compare-and-delete, nothing extra.
@@ -182,12 +197,26 @@ impl Spec {
         check_before_write: false,
         check_after_token: true,
         seed_counter_on_restart: false,
+        lease_key: LEASE_KEY,
         counter_key: COUNTER_KEY,
         fence_settlement: true,
         wait_replica: false,
         scripts: Scripts { acquire: None, release: COMPARE_AND_DELETE_LUA, renew: COMPARE_AND_EXTEND_LUA },
         statements: Statements::SQLITE,
     };
+}
+
+/// A key of `template` with the merchant and the worker put in.
+fn put_in(template: &str, merchant: MerchantId, worker: WorkerId) -> String {
+    template.replace("{merchant}", &merchant.to_string()).replace("{worker}", &worker.to_string())
+}
+
+/// `template`'s keys for a merchant, one per worker when it names the worker.
+fn every_worker(template: &str, merchant: MerchantId, workers: u32) -> Vec<String> {
+    let mut keys: Vec<String> =
+        (0..workers.max(1)).map(|w| put_in(template, merchant, WorkerId(w))).collect();
+    keys.dedup();
+    keys
 }
 
 /// The registry: one line per mechanism, `Variant => module`. The module holds the

@@ -79,11 +79,11 @@ impl Features {
     }
 
     /// The features of a run, with what coverage counts of it.
-    pub fn of(record: &RunRecord) -> (Features, Touched) {
+    pub fn of(record: &RunRecord, world: &fencesim_sim::WorldConfig) -> (Features, Touched) {
         let mut features = Features { events: record.events.len(), ..Features::default() };
         let mut fired: u32 = 0;
         let mut kinds_fired: Vec<FaultName> = Vec::new();
-        let touched = Touched::scan(record, |mark| match mark {
+        let touched = Touched::scan(record, world, |mark| match mark {
             Mark::Fired { kind, trigger, at_ms } => {
                 fired += 1;
                 features.reach(FIRED + place(&trigger) * FaultName::COUNT as u32 + kind as u32, at_ms);

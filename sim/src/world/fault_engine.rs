@@ -23,8 +23,9 @@ impl World {
                 self.crash(state, worker, now + restart_after_ms)
             }
             FaultKind::ExpireLease { instance, merchant } => {
-                let key = merchant.lock_key();
-                state.expiring(instance, |core, out| out.extend(core.expire_now(&key, now)));
+                for key in self.config.mechanism.spec().lease_keys(merchant, self.config.workers) {
+                    state.expiring(instance, |core, out| out.extend(core.expire_now(&key, now)));
+                }
             }
             FaultKind::RedisClockJump { instance, by_ms } => state.expiring(instance, |core, out| {
                 core.jump_clock(by_ms as i64, now);

@@ -119,7 +119,8 @@ impl State {
             let value = value_text(&e.value);
             let at = self.moment(e.at_ms);
             let epoch = self.ledger.lost(instance, &e.key, &value, at, false);
-            if e.key.starts_with("lock:") {
+            // a lease holds its holder's value; a counter, an integer, never expires by itself
+            if matches!(e.value, Value::Str(_)) {
                 self.record(e.at_ms, EventKind::LeaseExpired { instance, key: e.key.clone(), value, epoch });
             }
         }
