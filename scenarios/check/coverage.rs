@@ -139,7 +139,6 @@ impl Touched {
     /// `of`, telling `on_mark` each fault as it fires and each situation the first time
     /// it is reached, in the run's order: what a guided search reads a run's path from.
     pub fn scan(record: &RunRecord, world: &WorldConfig, mut on_mark: impl FnMut(Mark)) -> Touched {
-        let spec = world.mechanism.spec();
         let mut touched = Touched::default();
         let mut last_token: BTreeMap<&str, i64> = BTreeMap::new();
         // the lease keys held now, from a grant to the first instance that lets go
@@ -176,12 +175,7 @@ impl Touched {
                 | EventKind::LeaseExpired { key, epoch: None, .. } => {
                     held.remove(key.as_str());
                 }
-                EventKind::RefundsArrived { merchant, .. }
-                    if spec
-                        .lease_keys(*merchant, world.workers)
-                        .iter()
-                        .any(|key| held.contains(key.as_str())) =>
-                {
+                EventKind::RefundsArrived { merchant, .. } if leased(&held, world, *merchant) => {
                     touched.reached(Sometimes::RefundsArrivedWhileLeased)
                 }
                 EventKind::Step {
@@ -215,6 +209,11 @@ impl Touched {
         }
         touched
     }
+}
+
+/// Whether one of the keys `merchant`'s lease may be held at is held now.
+fn leased(held: &BTreeSet<&str>, world: &WorldConfig, merchant: fencesim_model::MerchantId) -> bool {
+    world.mechanism.spec().lease_keys(merchant, world.workers).iter().any(|key| held.contains(key.as_str()))
 }
 
 /// A moment of a run's path, as `Touched::scan` tells it.
