@@ -322,3 +322,37 @@ fn a_clusters_list_marks_the_event_the_panel_shows() {
     }
     assert_eq!(seen[0]["listed"], Value::Bool(true), "a picked member keeps its list: {seen:?}");
 }
+
+/// A statement the database refused is on the page in the database's words: its line in
+/// the story, and the stall progress names in the list of what broke.
+#[test]
+fn a_refused_statement_is_on_the_page_in_the_database_s_words() {
+    let Some(mut browser) = Chromium::start("refused_statement_on_the_page") else { return };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-report");
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("mechanisms/fenced.toml")).unwrap();
+    let changed = text
+        .replacen("UPDATE refund SET state = 'sent'", "UPDATE refund SET state = 'done'", 1)
+        .replace("name = \"fenced\"", "name = \"page-state-done\"");
+    let (file, page) = (dir.join("page-state-done.toml"), dir.join("page-state-done.html"));
+    std::fs::write(&file, changed).unwrap();
+    let out = Command::new(FENCESIM)
+        .args(["run", "--mechanism-file"])
+        .arg(&file)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    open(&mut browser, &page, 1440);
+    let seen = browser
+        .eval("({ story: document.querySelector('section.run .story').textContent, broke: document.querySelector('section.run ul.broke').textContent })")
+        .unwrap();
+    let said =
+        "SQLite says: CHECK constraint failed: state = 'pending' OR state = 'sending' OR state = 'sent'";
+    let story = seen["story"].as_str().unwrap();
+    assert!(story.contains(&format!("refuses A's statements.confirm: {said}")), "{story}");
+    let broke = seen["broke"].as_str().unwrap();
+    assert!(broke.contains(&format!("the last B's statements.confirm: {said}")), "{broke}");
+}

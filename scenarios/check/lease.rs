@@ -65,7 +65,8 @@ pub fn lease_integrity(facts: &Facts<'_>) -> Vec<Breach> {
                     at_ms: event.at_ms,
                     event: Some(index),
                     detail: format!(
-                        "{worker} went on as the holder of the lease of {merchant}, but Redis granted it nothing: its acquisition's answer was not read"
+                        "{worker} went on as the holder of {}, but Redis granted it nothing: its acquisition's answer was not read",
+                        facts.world.mechanism.spec().lease_key_of(*merchant, *worker)
                     ),
                 });
             }
@@ -133,7 +134,8 @@ pub fn single_holder(facts: &Facts<'_>) -> Vec<Breach> {
                         at_ms: event.at_ms,
                         event: Some(index),
                         detail: format!(
-                            "{worker} and {other} both believe they hold the lease of {merchant}"
+                            "{worker} and {other} both believe they hold {}",
+                            facts.world.mechanism.spec().lease_key_of(*merchant, *worker)
                         ),
                     });
                 }
