@@ -15,6 +15,9 @@
 //!   story millisecond, released in the simulation's order;
 //! - `fidelity`: the committed failures played live; `agreement`: fresh ones;
 //! - `interrupt`: a signal that asks the run to stop and clean up;
+//! - `proxy`, `resp`: a recording proxy between a party the run does not control and a
+//!   Redis server, and the wire format it reads (the first part of running a team's own
+//!   worker program);
 //! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
 //!   store, and a cluster of the run's own.
 
@@ -33,8 +36,10 @@ pub mod pace;
 pub mod plan;
 pub mod postgres;
 pub mod processes;
+pub mod proxy;
 pub mod queue;
 pub mod redis;
+pub mod resp;
 pub mod scale;
 pub mod server;
 pub mod servers;
