@@ -169,13 +169,41 @@ fn the_guide_s_commands_copy_a_built_in_and_check_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A copy of `mechanism`'s file with `from` changed to `to`, named `name`, written into
+/// `dir`: it loads with the warning `warned`, and a search of 2,000 seeds fails with
+/// `caught` in its answer.
+fn loads_warned_and_caught(
+    dir: &Path,
+    name: &str,
+    mechanism: Mechanism,
+    (from, to): (&str, &str),
+    warned: &str,
+    caught: &str,
+) {
+    let text = text_of(mechanism);
+    assert!(text.contains(from), "{name}: {from}");
+    let named = format!("name = \"{}\"", mechanism.name());
+    let changed = text.replacen(from, to, 1).replace(&named, &format!("name = \"{name}\""));
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, changed).unwrap();
+    let file = path.to_str().unwrap();
+    let (code, out, err) = fencesim(&["mechanism", "check", file]);
+    assert_eq!(code, 0, "{name} loads: {err}");
+    assert!(out.contains(&format!("{file}: warning: {warned}")), "{name}: {out}");
+    let failures = dir.join(format!("{name}-failures"));
+    let args = ["explore", "--mechanism-file", file, "--seeds", "2000", "--out", failures.to_str().unwrap()];
+    let (code, out, err) = fencesim(&args);
+    assert_eq!(code, 1, "{name}: caught within 2,000 seeds: {out}{err}");
+    assert!(out.contains(caught), "{name}: {out}");
+    eprintln!("{name}: {}", out.lines().find(|l| l.contains("broken in")).unwrap_or(""));
+}
+
 /// A team's bug in its plainest form loads, with a warning in the protocol's words, and a
 /// search finds what it lets through: a confirm without `:token`, a confirm by id only, a
 /// claim that never stores the token, and tokens read as `MAX(fence) + 1` by a `SELECT`.
 /// Each is a copy of `fenced-db-sequence` with one statement changed.
 #[test]
 fn the_plainest_form_of_a_teams_bug_loads_with_a_warning_and_is_caught() {
-    let text = text_of(Mechanism::FencedDbSequence);
     let confirm =
         "UPDATE refund SET state = 'sent'\n     WHERE id = :id AND state = 'sending' AND fence = :token";
     let claim = "UPDATE refund SET state = 'sending', fence = :token\n     WHERE id = :id AND state IN ('pending', 'sending') AND fence < :token";
@@ -189,23 +217,14 @@ fn the_plainest_form_of_a_teams_bug_loads_with_a_warning_and_is_caught() {
     let dir = std::env::temp_dir().join(format!("fencesim-plain-bugs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, from, to, warned) in cases {
-        assert!(text.contains(from), "{name}: {from}");
-        let changed = text
-            .replacen(from, to, 1)
-            .replace("name = \"fenced-db-sequence\"", &format!("name = \"{name}\""));
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, changed).unwrap();
-        let file = path.to_str().unwrap();
-        let (code, out, err) = fencesim(&["mechanism", "check", file]);
-        assert_eq!(code, 0, "{name} loads: {err}");
-        assert!(out.contains(&format!("{file}: warning: {warned}")), "{name}: {out}");
-        let failures = dir.join(format!("{name}-failures"));
-        let args =
-            ["explore", "--mechanism-file", file, "--seeds", "2000", "--out", failures.to_str().unwrap()];
-        let (code, out, err) = fencesim(&args);
-        assert_eq!(code, 1, "{name}: explore finds what it lets through within 2,000 seeds: {out}{err}");
-        assert!(out.contains("first failing seed"), "{name}: {out}");
-        eprintln!("{name}: {}", out.lines().find(|l| l.contains("broken in")).unwrap_or(""));
+        loads_warned_and_caught(
+            &dir,
+            name,
+            Mechanism::FencedDbSequence,
+            (from, to),
+            warned,
+            "first failing seed",
+        );
     }
     let (_, out, _) = fencesim(&["mechanism", "check", "mechanisms/fenced-db-sequence.toml"]);
     assert!(!out.contains("warning"), "the built-in warns of nothing: {out}");
@@ -264,24 +283,8 @@ fn a_lease_or_a_counter_that_does_not_ask_whose_it_is_loads_with_a_warning_and_i
     ];
     let dir = std::env::temp_dir().join(format!("fencesim-lease-bugs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (name, from_mechanism, from, to, warned, caught) in cases {
-        let text = text_of(from_mechanism);
-        assert!(text.contains(&from), "{name}: {from}");
-        let named = format!("name = \"{}\"", from_mechanism.name());
-        let changed = text.replacen(&from, &to, 1).replace(&named, &format!("name = \"{name}\""));
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, changed).unwrap();
-        let file = path.to_str().unwrap();
-        let (code, out, err) = fencesim(&["mechanism", "check", file]);
-        assert_eq!(code, 0, "{name} loads: {err}");
-        assert!(out.contains(&format!("{file}: warning: {warned}")), "{name}: {out}");
-        let failures = dir.join(format!("{name}-failures"));
-        let args =
-            ["explore", "--mechanism-file", file, "--seeds", "2000", "--out", failures.to_str().unwrap()];
-        let (code, out, err) = fencesim(&args);
-        assert_eq!(code, 1, "{name}: caught within 2,000 seeds: {out}{err}");
-        assert!(out.contains(caught), "{name}: {out}");
-        eprintln!("{name}: {}", out.lines().find(|l| l.contains("first failing seed")).unwrap_or(""));
+    for (name, mechanism, from, to, warned, caught) in cases {
+        loads_warned_and_caught(&dir, name, mechanism, (&from, &to), warned, caught);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -90,11 +90,14 @@ async fn sleep_real(real: Duration) {
     crate::live::clock::slept(started.elapsed());
 }
 
-/// A worker's last request on a hop, in wall-clock microseconds.
+/// A worker's last request on a hop: when it left and what the server took, in wall-clock
+/// microseconds, and its number on the hop.
 #[derive(Clone, Copy, Default)]
 pub struct LastRequest {
     sent_us: u64,
     cost_us: u64,
+    /// Its number on the hop, counted as a call trigger counts (`live::turns` names it so).
+    nth: u32,
 }
 
 /// A worker process's own faults.
@@ -128,8 +131,6 @@ pub struct LiveFaults {
     pub workers: u32,
     /// Which of the worker's requests wait for another party's (`live::turns`).
     pub turns: crate::live::turns::Turns,
-    /// The number of the worker's last request on each hop, by `Hop`.
-    pub sent: Mutex<[u32; Hop::COUNT]>,
     /// Where a fault that acts outside the worker is sent: the gateway service (an outage,
     /// conflicts, a stalled lookup copy) and the queue (a redelivery, a duplicate).
     pub outside: Outside,
@@ -180,7 +181,7 @@ impl LiveFaults {
             let count = progress.calls.entry(hop).or_default();
             *count += 1;
             let call = Trigger::Call { worker: self.worker, hop, nth: *count };
-            self.sent.lock().unwrap_or_else(|p| p.into_inner())[hop as usize] = *count;
+            self.last_request.lock().unwrap_or_else(|p| p.into_inner())[hop as usize].nth = *count;
             let within = inside.then(|| {
                 let count = progress.within.entry(hop).or_default();
                 *count += 1;
@@ -213,7 +214,7 @@ impl LiveFaults {
 
     /// The worker's last request on `hop`, as `live::turns` names it.
     fn last_act(&self, hop: Hop) -> crate::live::turns::Act {
-        let nth = self.sent.lock().unwrap_or_else(|p| p.into_inner())[hop as usize];
+        let nth = self.last_request.lock().unwrap_or_else(|p| p.into_inner())[hop as usize].nth;
         crate::live::turns::Act::Request { worker: self.worker.0, hop, nth }
     }
 

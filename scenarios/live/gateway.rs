@@ -170,7 +170,6 @@ fn header(request: &tiny_http::Request, name: &str) -> Option<u64> {
         .and_then(|h| h.value.as_str().parse::<u64>().ok())
 }
 
-/// What a refund call carries in its headers: the faults armed for it.
 /// What a refund call says of the worker's time (`live::pace::Told`).
 fn told(request: &tiny_http::Request) -> Told {
     Told {
@@ -179,6 +178,7 @@ fn told(request: &tiny_http::Request) -> Told {
     }
 }
 
+/// What a refund call carries in its headers: the faults armed for it.
 fn armed(request: &tiny_http::Request) -> GatewayArmed {
     let header = |name: &str| header(request, name);
     GatewayArmed {

@@ -54,10 +54,6 @@ pub struct Turns {
     pub patience_us: u64,
 }
 
-fn key(act: Act) -> String {
-    act.file_name()
-}
-
 impl Turns {
     /// The turns of a simulated run's order: within each millisecond, each act of one party
     /// right after another party's waits for it. `faults` is the plan, to name a fault by its
@@ -76,7 +72,7 @@ impl Turns {
             let ((at, before), (then, now)) = (&pair[0], &pair[1]);
             let (Some(before), Some(now)) = (act(before), act(now)) else { continue };
             if at == then && before.party() != now.party() {
-                turns.after.insert(key(now), before);
+                turns.after.insert(now.file_name(), before);
                 turns.awaited.push(before);
             }
         }
@@ -87,7 +83,7 @@ impl Turns {
 
     /// Waits until the act `act` waits for has been answered, or patience runs out.
     pub fn wait_for(&self, act: Act) {
-        let Some(before) = self.after.get(&key(act)) else { return };
+        let Some(before) = self.after.get(&act.file_name()) else { return };
         let marked = self.dir.join(before.file_name());
         let until = Instant::now() + Duration::from_micros(self.patience_us);
         while !marked.exists() && Instant::now() < until {
@@ -134,9 +130,9 @@ mod tests {
         let a = |hop, nth| Act::Request { worker: 0, hop, nth };
         let b = |nth| Act::Request { worker: 1, hop: Hop::Redis, nth };
         let expected = [
-            (key(a(Hop::Redis, 2)), b(1)),
-            (key(Act::Fault(0)), a(Hop::Redis, 2)),
-            (key(a(Hop::Database, 1)), Act::Fault(0)),
+            (a(Hop::Redis, 2).file_name(), b(1)),
+            (Act::Fault(0).file_name(), a(Hop::Redis, 2)),
+            (a(Hop::Database, 1).file_name(), Act::Fault(0)),
         ];
         assert_eq!(turns.after, expected.into_iter().collect(), "not A's own, not across milliseconds");
         // an act waits until the one before it is marked, and no longer than its patience

@@ -147,7 +147,6 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
         turns: spec.turns.clone(),
         mechanism: spec.mechanism,
         workers: spec.workers,
-        sent: Mutex::default(),
         outside: Outside {
             gateway_url: spec.gateway_url.clone(),
             queue: Mutex::new(Some(connect(&spec.queue_url)?)),
