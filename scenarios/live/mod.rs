@@ -17,7 +17,9 @@
 //! - `interrupt`: a signal that asks the run to stop and clean up;
 //! - `proxy`, `resp`: a recording proxy between a party the run does not control and a
 //!   Redis server, and the wire format it reads (the first part of running a team's own
-//!   worker program); `pgwire`: PostgreSQL's wire format, as a proxy reads it;
+//!   worker program); `pgproxy`, `pgsession`, `pgwire`: the same for a PostgreSQL server,
+//!   one record per statement run, with hooks that may hold a statement or its answer, what
+//!   one of its connections waits for, and the wire format;
 //! - `server`: a redis-server of the run's own; `postgres`: PostgreSQL as the refund
 //!   store, and a cluster of the run's own.
 
@@ -33,6 +35,8 @@ pub mod interrupt;
 pub mod log;
 pub mod merge;
 pub mod pace;
+pub mod pgproxy;
+pub mod pgsession;
 pub mod pgwire;
 pub mod plan;
 pub mod postgres;
