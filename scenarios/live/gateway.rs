@@ -178,6 +178,21 @@ fn told(request: &tiny_http::Request) -> Told {
     }
 }
 
+/// The calling worker and the path it asked for: named by the `worker` header (the
+/// project's own worker), or by the path's first part (`/A/gateway/refunds/815`: a program
+/// the run does not control is given a base address of its own, so that its calls are
+/// known to be its own without its cooperation).
+fn routed(named: Option<WorkerId>, url: &str) -> (Option<WorkerId>, String) {
+    if named.is_some() {
+        return (named, url.to_owned());
+    }
+    let mut parts = url.trim_start_matches('/').splitn(3, '/');
+    match (parts.next().and_then(|w| w.parse().ok()), parts.next(), parts.next()) {
+        (Some(worker), Some("gateway"), rest) => (Some(worker), format!("/{}", rest.unwrap_or(""))),
+        _ => (None, url.to_owned()),
+    }
+}
+
 /// What a refund call carries in its headers: the faults armed for it.
 fn armed(request: &tiny_http::Request) -> GatewayArmed {
     let header = |name: &str| header(request, name);
@@ -213,15 +228,16 @@ impl Shared {
     }
 
     fn answer(self: &Arc<Self>, mut request: tiny_http::Request) {
-        let worker = request
+        let named = request
             .headers()
             .iter()
             .find(|h| h.field.equiv("worker"))
             .and_then(|h| h.value.as_str().parse::<WorkerId>().ok());
+        let (worker, path) = routed(named, request.url());
         let mut text = String::new();
         let _ = request.as_reader().read_to_string(&mut text);
         let (status, body) = match (request.method(), worker) {
-            (tiny_http::Method::Post, _) if request.url() == "/faults" => {
+            (tiny_http::Method::Post, _) if path == "/faults" => {
                 match serde_json::from_str::<FaultKind>(&text) {
                     Ok(kind) => {
                         self.take(kind);
@@ -231,11 +247,13 @@ impl Shared {
                 }
             }
             (_, None) => (400, serde_json::json!({"error": "no worker header"})),
-            (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, request.url()),
-            (tiny_http::Method::Post, Some(worker)) => match serde_json::from_str::<RefundRequest>(&text) {
-                Ok(call) => self.pay(worker, call, armed(&request), told(&request)),
-                Err(e) => (400, serde_json::json!({"error": e.to_string()})),
-            },
+            (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, &path),
+            (tiny_http::Method::Post, Some(worker)) if path == "/refunds" => {
+                match serde_json::from_str::<RefundRequest>(&text) {
+                    Ok(call) => self.pay(worker, call, armed(&request), told(&request)),
+                    Err(e) => (400, serde_json::json!({"error": e.to_string()})),
+                }
+            }
             _ => (405, serde_json::json!({"error": "GET or POST"})),
         };
         let _ = request.respond(json_response(status, &body));

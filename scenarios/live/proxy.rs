@@ -9,7 +9,7 @@
 //! the record says so: the proxy speaks the plain protocol only.
 
 use crate::live::clock::wall_us;
-use crate::live::resp::{read_value, words};
+use crate::live::resp::{parts, read_value, words};
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -30,12 +30,20 @@ pub struct Observed {
     pub answered_us: u64,
     pub request: String,
     pub reply: String,
+    /// The request's arguments one by one (`request` joins them with spaces).
+    pub args: Vec<String>,
 }
 
-/// Where a party's request waits, if anywhere, before it goes on to the server.
+/// Where a party's request waits, if anywhere, before it goes on to the server, and where
+/// its reply waits before it goes back.
 pub trait Gate: Send + Sync {
     /// Returns when the party's `nth` request (`request`, in words) may go on.
     fn pass(&self, party: &str, nth: u64, request: &str);
+
+    /// Returns when the reply `observed` tells of may go back to the party: a fault that
+    /// stops the party right after a reply stops it here, and the reply lands while it is
+    /// stopped.
+    fn replied(&self, _observed: &Observed) {}
 }
 
 /// The gate that lets every request through at once.
@@ -143,13 +151,13 @@ fn relay(client: TcpStream, connection: u32, shared: &Shared) -> io::Result<()> 
     let mut from_server = BufReader::new(server);
     while let Some(request) = read_value(&mut from_client)? {
         let nth = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
-        let asked = words(&request);
+        let args = parts(&request);
+        let asked = args.join(" ");
         shared.gate.pass(&shared.party, nth, &asked);
         let sent_us = wall_us();
         to_server.write_all(&request)?;
         let reply = read_value(&mut from_server)?.ok_or_else(|| io::Error::other("the server closed"))?;
         let answered_us = wall_us();
-        to_client.write_all(&reply)?;
         let observed = Observed {
             party: shared.party.clone(),
             connection,
@@ -158,8 +166,11 @@ fn relay(client: TcpStream, connection: u32, shared: &Shared) -> io::Result<()> 
             answered_us,
             request: asked,
             reply: words(&reply),
+            args,
         };
+        shared.gate.replied(&observed);
         shared.observed.lock().unwrap_or_else(|p| p.into_inner()).push(observed);
+        to_client.write_all(&reply)?;
     }
     Ok(())
 }
@@ -173,6 +184,7 @@ impl Shared {
             nth,
             sent_us: now,
             answered_us: now,
+            args: vec![request.clone()],
             request,
             reply,
         };

@@ -69,12 +69,18 @@ fn bad(what: &str) -> io::Error {
 /// A value's bytes in words: a command's words joined by spaces, a reply as a client
 /// prints it.
 pub fn words(bytes: &[u8]) -> String {
+    parts(bytes).join(" ")
+}
+
+/// A value's bytes as its parts: a command's arguments one by one (a script's text is one
+/// part, however many spaces it holds), a reply's values.
+pub fn parts(bytes: &[u8]) -> Vec<String> {
     let mut reader = io::Cursor::new(bytes);
     let mut out = Vec::new();
     if words_of(&mut reader, &mut out).is_err() {
-        return String::from_utf8_lossy(bytes).trim_end().to_owned();
+        return vec![String::from_utf8_lossy(bytes).trim_end().to_owned()];
     }
-    out.join(" ")
+    out
 }
 
 fn words_of(reader: &mut io::Cursor<&[u8]>, out: &mut Vec<String>) -> io::Result<()> {
