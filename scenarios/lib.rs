@@ -21,6 +21,7 @@ pub mod check;
 pub mod cli;
 mod fault_words;
 pub mod files;
+pub mod foreign;
 pub mod live;
 pub mod mechanism_file;
 pub mod mutant;

@@ -192,7 +192,7 @@ fn failed(error: String) -> ExitCode {
 }
 
 /// A replay file's world, seed and planted bug, for a live run.
-fn replayed(path: &std::path::Path) -> Result<(Scenario, u64, Option<Mutant>), String> {
+pub(crate) fn replayed(path: &std::path::Path) -> Result<(Scenario, u64, Option<Mutant>), String> {
     let file = ReplayFile::load(path)?;
     Ok((file.scenario().map_err(|e| format!("{}: {e}", path.display()))?, file.seed, file.mutant))
 }

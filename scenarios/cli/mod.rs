@@ -21,6 +21,7 @@ pub mod replay;
 pub mod report;
 pub mod run;
 pub mod shrink;
+pub mod worker;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -74,6 +75,10 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// The worked example, or a replay file's world (--replay), with real processes and servers
     Live(live::LiveArgs),
+    /// Run your own worker program (any language) through the worked example or a replay
+    /// file's world, against real servers, judged from what they saw: `fencesim worker --
+    /// node worker.js` (docs/worker.md)
+    Worker(worker::WorkerArgs),
     /// Print the shell's completion script for fencesim, e.g. `fencesim completions bash >
     /// ~/.local/share/bash-completion/completions/fencesim`
     Completions(completions::CompletionsArgs),
@@ -106,6 +111,7 @@ pub fn dispatch(command: Command) -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Live(args) => live::live_command(args),
+        Command::Worker(args) => worker::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Manpage(args) => manpage::run(args),
         Command::LiveWorker { spec } => live::live_worker_command(spec),

@@ -83,6 +83,9 @@ pub fn run_command(args: ReplayArgs) -> ExitCode {
     if let Some(mutant) = replay.mutant {
         println!("with the mutant {mutant} planted in the workers");
     }
+    if let Some(worker) = &replay.worker {
+        return crate::cli::worker::replay_worker(&replay, scenario, worker);
+    }
     let outcome = match run_with(&scenario, replay.seed, replay.mutant) {
         Ok(outcome) => outcome,
         Err(error) => return bad_input(error),

@@ -49,6 +49,21 @@ pub struct ReplayFile {
     /// The bug of the mutant catalogue planted in the workers, if the run had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mutant: Option<Mutant>,
+    /// The team's worker program the run was of (`fencesim worker`), if it was one: the
+    /// file then runs that program again, through the same world and plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerProgram>,
+}
+
+/// A team's worker program as a replay file names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerProgram {
+    /// The program and its arguments, as given after `--`; run from the directory
+    /// `fencesim replay` is run in.
+    pub command: Vec<String>,
+    /// Real time per story time.
+    pub time_scale: f64,
 }
 
 const SPLIT_OUT: [&str; 3] = ["mechanism", "gateway_mode", "faults"];
@@ -86,8 +101,14 @@ impl ReplayFile {
                 .collect(),
             content_hash: None,
             mutant: outcome.mutant,
+            worker: None,
         }
         .with_content_hash()
+    }
+
+    /// The file of a team's worker program's run.
+    pub fn of_worker(outcome: &Outcome, worker: WorkerProgram) -> ReplayFile {
+        ReplayFile { worker: Some(worker), ..ReplayFile::from_outcome(outcome) }.with_content_hash()
     }
 
     fn with_content_hash(mut self) -> ReplayFile {
@@ -104,6 +125,9 @@ impl ReplayFile {
         }
         if let (Some(text), Some(parts)) = (&self.mechanism_file, what.as_array_mut()) {
             parts.push(serde_json::json!(text));
+        }
+        if let (Some(worker), Some(parts)) = (&self.worker, what.as_array_mut()) {
+            parts.push(serde_json::json!(worker));
         }
         format!("{:016x}", twox_hash::XxHash64::oneshot(0, what.to_string().as_bytes()))
     }
@@ -165,6 +189,17 @@ impl ReplayFile {
             return Err(format!("violations: unknown invariant '{unknown}'"));
         }
         file.scenario()?;
+        if let Some(worker) = &file.worker {
+            if worker.command.is_empty() {
+                return Err("worker.command: no program named".to_owned());
+            }
+            if !(worker.time_scale.is_finite() && worker.time_scale > 0.0 && worker.time_scale <= 10.0) {
+                return Err(format!(
+                    "worker.time_scale {}: expected above 0 and at most 10",
+                    worker.time_scale
+                ));
+            }
+        }
         Ok(file)
     }
 

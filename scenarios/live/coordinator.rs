@@ -92,13 +92,13 @@ pub fn refusal(world: &WorldConfig) -> Result<LivePlan, String> {
 }
 
 /// The directory of a run's files: removed at the end unless it was asked to be kept.
-struct RunDir {
-    path: PathBuf,
+pub(crate) struct RunDir {
+    pub(crate) path: PathBuf,
     keep: bool,
 }
 
 impl RunDir {
-    fn create(keep: Option<&Path>) -> Result<RunDir, String> {
+    pub(crate) fn create(keep: Option<&Path>) -> Result<RunDir, String> {
         let (path, kept) = match keep {
             Some(dir) => (dir.to_owned(), true),
             None => (
@@ -110,7 +110,7 @@ impl RunDir {
         Ok(RunDir { path, keep: kept })
     }
 
-    fn file(&self, name: &str) -> PathBuf {
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 }
@@ -156,7 +156,11 @@ fn open_store(choice: &StoreChoice, dir: &RunDir) -> Result<OpenStore, String> {
 }
 
 /// The store holds the scenario's rows, and the counters stand where it says.
-fn fill_store(scenario: &Scenario, store: &dyn Refunds, con: &mut redis::Connection) -> Result<(), String> {
+pub(crate) fn fill_store(
+    scenario: &Scenario,
+    store: &dyn Refunds,
+    con: &mut redis::Connection,
+) -> Result<(), String> {
     let world = &scenario.world;
     let arriving = world.arriving_rows();
     let first: Vec<_> = world.rows.iter().filter(|row| !arriving.contains(&row.id)).copied().collect();
@@ -222,7 +226,7 @@ fn latencies(world: &WorldConfig) -> [u64; Hop::COUNT] {
 
 /// How long the story may take: to its last timed fault or arrival, every pause and
 /// restart on top, then the settle bound.
-fn horizon_ms(world: &WorldConfig) -> u64 {
+pub(crate) fn horizon_ms(world: &WorldConfig) -> u64 {
     let last_at = world.faults.faults.iter().filter_map(|f| match f.trigger {
         Trigger::At { at_ms } => Some(at_ms),
         _ => None,
@@ -402,7 +406,7 @@ fn simulated_turns(stage: &Stage, seed: u64, mutant: Option<Mutant>) -> Result<T
 }
 
 /// What the run left, as the checkers read a simulated run's.
-fn record(
+pub(crate) fn record(
     scenario: &Scenario,
     merged: crate::live::merge::Merged,
     final_rows: Vec<fencesim_model::RefundRow>,

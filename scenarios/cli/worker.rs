@@ -1,0 +1,192 @@
+//! `fencesim worker -- CMD...`: a team's own worker program, in any language, run through the
+//! worked example (or a replay file's world and plan) against a real redis-server and
+//! PostgreSQL, through proxies of the project's own, and judged from what the components
+//! saw (docs/worker.md is the contract the program follows).
+
+use crate::cli::args::parse_gateway;
+use crate::cli::{bad_input, verdict, INTERRUPTED};
+use crate::files::replay_file::{ReplayFile, WorkerProgram};
+use crate::files::write::write_whole;
+use crate::foreign::watch::Ended;
+use crate::foreign::{run_foreign, ForeignConfig};
+use crate::live::interrupt;
+use crate::runner::Outcome;
+use crate::sim::GatewayMode;
+use crate::tell::story::{render_story, story};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct WorkerArgs {
+    /// idempotent or non-idempotent: the gateway of the worked example
+    #[arg(long, default_value = "idempotent", value_parser = parse_gateway)]
+    gateway: GatewayMode,
+    /// Run this replay file's world and faults instead of the worked example
+    #[arg(long, conflicts_with = "gateway")]
+    replay: Option<PathBuf>,
+    /// Real time per story time: 0.25 tells the worked example's story in about 12 seconds
+    #[arg(long, default_value_t = 0.25, allow_hyphen_values = true)]
+    time_scale: f64,
+    /// How long, in seconds, each copy of the program may take to ask the queue for its first job
+    #[arg(long, default_value_t = 20)]
+    first_take_within: u64,
+    /// Keep the run's files (each copy's output, the services' records) in this directory
+    #[arg(long)]
+    keep: Option<PathBuf>,
+    /// Write the history built from what the components saw, as JSON Lines, to this file
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Print one JSON object instead of the story
+    #[arg(long)]
+    json: bool,
+    /// Run it this many times and count, per invariant, the runs that broke it
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Save a failing run as a replay file naming the program, the world and the plan (into
+    /// this directory); `fencesim replay FILE` runs the program through them again
+    #[arg(long, value_name = "DIR")]
+    save_replay: Option<PathBuf>,
+    /// The worker program and its arguments, after `--`; one copy is started per worker
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+pub fn run(args: WorkerArgs) -> ExitCode {
+    interrupt::watch();
+    let replay = match &args.replay {
+        Some(path) => match crate::cli::live::replayed(path) {
+            Ok((_, _, Some(mutant))) => {
+                return bad_input(format!(
+                "{}: the file plants {} in the project's own worker; a team's program brings its own bugs",
+                path.display(),
+                mutant.name()
+            ))
+            }
+            Ok((scenario, seed, None)) => Some((scenario, seed)),
+            Err(error) => return bad_input(error),
+        },
+        None => None,
+    };
+    let config = ForeignConfig {
+        command: args.command,
+        gateway: args.gateway,
+        time_scale: args.time_scale,
+        replay,
+        keep: args.keep,
+        first_take_within: Duration::from_secs(args.first_take_within),
+    };
+    if args.runs > 1 {
+        return runs(&config, args.runs);
+    }
+    let (outcome, ended) = match run_foreign(&config) {
+        Ok(done) => done,
+        Err(error) if interrupt::asked() => {
+            eprintln!("fencesim: {error}");
+            return ExitCode::from(INTERRUPTED);
+        }
+        Err(error) => return bad_input(error),
+    };
+    if let Some(path) = args.trace {
+        if let Err(e) = write_whole(&path, &outcome.trace_bytes()) {
+            return bad_input(format!("cannot write the trace to {}: {e}", path.display()));
+        }
+    }
+    match args.json {
+        true => println!("{}", outcome.to_json()),
+        false => tell(&outcome, &config.command),
+    }
+    if let Some(dir) = args.save_replay.filter(|_| !outcome.passed()) {
+        let program = WorkerProgram { command: config.command.clone(), time_scale: config.time_scale };
+        match ReplayFile::of_worker(&outcome, program).write_into_as(&dir, "worker") {
+            Ok(path) => eprintln!("saved {} ({})", path.display(), ReplayFile::command(&path)),
+            Err(error) => return bad_input(error),
+        }
+    }
+    if let Ended::Stayed(workers) = &ended {
+        let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "worker: {} did not leave within 5 s after the queue answered 410 (the run is over); stopped",
+            names.join(", ")
+        );
+    }
+    verdict(outcome.passed())
+}
+
+fn tell(outcome: &Outcome, command: &[String]) {
+    let lines = story(outcome);
+    print!("{}", render_story(outcome, &lines, usize::MAX));
+    println!(
+        "\nworker `{}`, judged from what Redis, the database, the gateway and the queue saw:",
+        command.join(" ")
+    );
+    println!("{}", outcome.counts_line());
+    print!("{}", outcome.breach_lines("VIOLATION ", false));
+}
+
+/// `fencesim replay FILE` of a team's worker program's run: the same program through the
+/// same world and plan, and whether it broke what the file says it broke.
+pub fn replay_worker(
+    replay: &ReplayFile,
+    scenario: crate::scenario::Scenario,
+    worker: &WorkerProgram,
+) -> ExitCode {
+    interrupt::watch();
+    println!("the worker program `{}`, at time scale {}", worker.command.join(" "), worker.time_scale);
+    let config = ForeignConfig {
+        command: worker.command.clone(),
+        gateway: replay.gateway,
+        time_scale: worker.time_scale,
+        replay: Some((scenario, replay.seed)),
+        keep: None,
+        first_take_within: Duration::from_secs(20),
+    };
+    let outcome = match run_foreign(&config) {
+        Ok((outcome, _)) => outcome,
+        Err(error) => return bad_input(error),
+    };
+    tell(&outcome, &config.command);
+    let broken: Vec<&str> = outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+    match broken == replay.violations {
+        true => println!("the verdict repeated: {}", verdict_words(&broken)),
+        false => println!(
+            "the verdict did not repeat: the file says {}, this run {}",
+            verdict_words(&replay.violations.iter().map(String::as_str).collect::<Vec<_>>()),
+            verdict_words(&broken)
+        ),
+    }
+    verdict(outcome.passed())
+}
+
+fn verdict_words(broken: &[&str]) -> String {
+    match broken.is_empty() {
+        true => "nothing broken".to_owned(),
+        false => format!("broke {}", broken.join(", ")),
+    }
+}
+
+/// Runs the program `count` times through the same world and plan, and tells per
+/// invariant how many runs broke it; exit 1 when any run broke any.
+fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
+    let mut broken: std::collections::BTreeMap<&'static str, u32> = std::collections::BTreeMap::new();
+    let mut names: Vec<&'static str> = Vec::new();
+    for run in 1..=count {
+        let outcome = match run_foreign(config) {
+            Ok((outcome, _)) => outcome,
+            Err(error) => return bad_input(error),
+        };
+        names = outcome.checks.iter().map(|check| check.invariant).collect();
+        let these: Vec<&str> =
+            outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+        for name in &these {
+            *broken.entry(name).or_default() += 1;
+        }
+        eprintln!("run {run} of {count}: {}", verdict_words(&these));
+    }
+    println!("`{}`, {count} runs:", config.command.join(" "));
+    for name in names {
+        let times = broken.get(name).copied().unwrap_or(0);
+        println!("  {name:<22} broken in {times} of {count} runs");
+    }
+    verdict(broken.is_empty())
+}

@@ -1,0 +1,236 @@
+//! Faults given to a team's worker program from outside, at the moments the plan names by
+//! what the proxies see. A fault at one of the worker's steps fires on the reply that shows
+//! the step (the claim of `r_815` is the reply to the statement that set it `sending`; a
+//! lease acquired is the reply `OK` to `SET NX`; a token taken is the reply to `INCR`),
+//! before that reply goes back: a pause stops the program's process group there, so the
+//! reply lands while it is stopped, as the worked example's worker stalls right after its
+//! claim. A fault before the worker's n-th request on a hop holds that request: a pause
+//! keeps it until the pause is over, a crash kills the program before it goes on.
+//!
+//! What the proxies cannot see is refused with its name (a step only the worker knows, such
+//! as a lookup's result kept to itself): never run as something it is not.
+
+use crate::foreign::programs::Groups;
+use crate::foreign::redis_seen::Keys;
+use crate::foreign::rows_seen;
+use crate::live::clock::LiveClock;
+use crate::live::log::EventLog;
+use crate::live::pgproxy::{PgHooks, PgObserved};
+use crate::live::plan::Planned;
+use crate::live::proxy::{Gate, Observed};
+use fencesim_model::{StepKind, WorkerId, WriteKind};
+use fencesim_sim::{Fault, FaultKind, Hop, Trigger, WorldConfig};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The steps the proxies see, and so the steps a fault may name for a worker of a team's.
+pub const SEEN_STEPS: [StepKind; 4] =
+    [StepKind::LeaseAcquired, StepKind::TokenTaken, StepKind::AfterClaim, StepKind::AfterConfirm];
+
+/// The plan split by who takes each fault: the proxies (at steps and requests) or the
+/// supervisor (at times); refused, naming the fault, when neither can.
+pub struct OutsidePlan {
+    pub on_the_wire: Vec<Planned>,
+    pub at_times: Vec<(u64, Planned)>,
+}
+
+pub fn outside_plan(world: &WorldConfig) -> Result<OutsidePlan, String> {
+    let mut plan = OutsidePlan { on_the_wire: Vec::new(), at_times: Vec::new() };
+    for (index, fault) in world.faults.faults.iter().enumerate() {
+        let planned = (index, fault.clone());
+        match (fault.kind, fault.trigger) {
+            (FaultKind::Pause { .. } | FaultKind::Crash { .. }, Trigger::Step { step, .. })
+                if SEEN_STEPS.contains(&step) =>
+            {
+                plan.on_the_wire.push(planned)
+            }
+            (
+                FaultKind::Pause { .. } | FaultKind::Crash { .. },
+                Trigger::Call { hop: Hop::Redis | Hop::Database, .. },
+            ) => plan.on_the_wire.push(planned),
+            (
+                FaultKind::Pause { .. }
+                | FaultKind::Crash { .. }
+                | FaultKind::ExpireLease { .. }
+                | FaultKind::Redeliver { .. }
+                | FaultKind::DuplicateDelivery { .. }
+                | FaultKind::GatewayOutage { .. }
+                | FaultKind::GatewayConflicts { .. }
+                | FaultKind::LookupLag { .. },
+                Trigger::At { at_ms },
+            ) => plan.at_times.push((at_ms, planned)),
+            (kind, trigger) => {
+                return Err(format!(
+                    "the plan's fault {} {}: a team's worker program is not given it yet (the proxies see \
+                     the steps {}, and requests to Redis and the database)",
+                    kind.name(),
+                    trigger.describe(),
+                    SEEN_STEPS.map(<&str>::from).join(", "),
+                ))
+            }
+        }
+    }
+    plan.at_times.sort_by_key(|(at, _)| *at);
+    Ok(plan)
+}
+
+/// The faults the proxies fire, with what each worker has done so far.
+pub struct Outside {
+    faults: Vec<Planned>,
+    fired: Mutex<Vec<bool>>,
+    /// How many times each worker reached each step, and how many requests it sent on each hop.
+    counts: Mutex<BTreeMap<(WorkerId, Counted), u32>>,
+    groups: Groups,
+    log: Arc<EventLog>,
+    clock: Mutex<LiveClock>,
+    keys: Keys,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Counted {
+    Step(StepKind),
+    Request(Hop),
+}
+
+impl Outside {
+    pub fn new(
+        faults: Vec<Planned>,
+        groups: Groups,
+        log: Arc<EventLog>,
+        clock: LiveClock,
+        keys: Keys,
+    ) -> Outside {
+        let fired = Mutex::new(vec![false; faults.len()]);
+        Outside { faults, fired, counts: Mutex::default(), groups, log, clock: Mutex::new(clock), keys }
+    }
+
+    /// The process groups the faults signal.
+    pub fn groups(&self) -> Groups {
+        self.groups.clone()
+    }
+
+    /// The story starts on `clock`.
+    pub fn begin(&self, clock: LiveClock) {
+        *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = clock;
+    }
+
+    /// Counts one more of `counted` for `worker`, and fires what waits for it; returns how
+    /// long a pause fired on a request holds that request.
+    fn reached(&self, worker: WorkerId, counted: Counted) -> Option<Duration> {
+        let nth = {
+            let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+            let n = counts.entry((worker, counted)).or_default();
+            *n += 1;
+            *n
+        };
+        let mut held = None;
+        for (place, (_, fault)) in self.faults.iter().enumerate() {
+            let names = match fault.trigger {
+                Trigger::Step { worker: w, step, nth: n } => {
+                    (w, Counted::Step(step), n) == (worker, counted, nth)
+                }
+                Trigger::Call { worker: w, hop, nth: n } => {
+                    (w, Counted::Request(hop), n) == (worker, counted, nth)
+                }
+                _ => false,
+            };
+            let first = names
+                && !std::mem::replace(&mut self.fired.lock().unwrap_or_else(|p| p.into_inner())[place], true);
+            if first {
+                held = held.max(self.fire(fault));
+            }
+        }
+        held
+    }
+
+    fn fire(&self, fault: &Fault) -> Option<Duration> {
+        let clock = *self.clock.lock().unwrap_or_else(|p| p.into_inner());
+        self.log.record(fencesim_sim::EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
+        match fault.kind {
+            FaultKind::Pause { worker, duration_ms } => {
+                let real = clock.real(duration_ms);
+                self.groups.stop(worker, Instant::now() + real);
+                Some(real)
+            }
+            FaultKind::Crash { worker, restart_after_ms } => {
+                self.groups.kill(worker, Instant::now() + clock.real(restart_after_ms));
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// A proxy's gate for `worker` on `hop`.
+    pub fn gate(self: &Arc<Self>, worker: WorkerId, hop: Hop) -> Arc<WireGate> {
+        Arc::new(WireGate { outside: self.clone(), worker, hop })
+    }
+}
+
+/// Where a worker's requests on one hop meet the faults.
+pub struct WireGate {
+    outside: Arc<Outside>,
+    worker: WorkerId,
+    hop: Hop,
+}
+
+impl WireGate {
+    /// Before the worker's request goes on: a pause fired here holds it until it is over.
+    pub fn before_request(&self) {
+        if let Some(held) = self.outside.reached(self.worker, Counted::Request(self.hop)) {
+            std::thread::sleep(held);
+        }
+    }
+
+    /// Before a reply goes back: the step it shows, if any, is reached.
+    pub fn before_reply(&self, step: Option<StepKind>) {
+        if let Some(step) = step {
+            self.outside.reached(self.worker, Counted::Step(step));
+        }
+    }
+}
+
+/// The step a Redis reply shows: a lease granted, a token taken.
+fn redis_step(observed: &Observed, keys: &Keys) -> Option<StepKind> {
+    let command = observed.args.first()?.to_ascii_uppercase();
+    let key = observed.args.get(1)?;
+    let nx = observed.args.iter().skip(3).any(|o| o.eq_ignore_ascii_case("NX"));
+    match command.as_str() {
+        "SET" if nx && observed.reply == "OK" && keys.lease(key).is_some() => Some(StepKind::LeaseAcquired),
+        "INCR" | "INCRBY" if keys.counter(key) && observed.reply.parse::<i64>().is_ok() => {
+            Some(StepKind::TokenTaken)
+        }
+        _ => None,
+    }
+}
+
+/// The step a database reply shows: a claim or a confirm that changed its row.
+fn database_step(observed: &PgObserved) -> Option<StepKind> {
+    let changed =
+        observed.tag.as_deref().and_then(|t| t.strip_prefix("UPDATE ")).and_then(|n| n.parse::<u64>().ok());
+    match (rows_seen::kind_of(&observed.sql), changed) {
+        (Some(WriteKind::Claim), Some(1..)) => Some(StepKind::AfterClaim),
+        (Some(WriteKind::Confirm), Some(1..)) => Some(StepKind::AfterConfirm),
+        _ => None,
+    }
+}
+
+impl Gate for WireGate {
+    fn pass(&self, _party: &str, _nth: u64, _request: &str) {
+        self.before_request();
+    }
+
+    fn replied(&self, observed: &Observed) {
+        self.before_reply(redis_step(observed, &self.outside.keys));
+    }
+}
+
+impl PgHooks for WireGate {
+    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) {
+        self.before_request();
+    }
+
+    fn before_reply(&self, observed: &PgObserved) {
+        WireGate::before_reply(self, database_step(observed));
+    }
+}

@@ -1,0 +1,21 @@
+//! A team's own worker program, in any language, run through a world against the real
+//! servers and judged from what the components saw (docs/worker.md is its contract).
+//!
+//! - `run`: the run, from its input to its verdict; `watch`: the supervisor's loop;
+//! - `programs`: the copies of the program (started, stopped, killed, started again);
+//! - `queue`: the job queue the copies take their jobs from, an HTTP service of ours;
+//! - `faults`: the plan's faults given from outside, at the requests and replies the
+//!   proxies see (`live::proxy`, `live::pgproxy`);
+//! - `redis_seen`, `rows_seen`: the proxies' and the row trigger's records read as the
+//!   simulation's events; `seen`: all of them for one run.
+
+pub mod faults;
+pub mod programs;
+pub mod queue;
+pub mod redis_seen;
+pub mod rows_seen;
+pub mod run;
+pub mod seen;
+pub mod watch;
+
+pub use run::{run_foreign, ForeignConfig};

@@ -1,0 +1,259 @@
+//! A team's worker program run through a world, from its input to its verdict: PostgreSQL
+//! (a cluster of the run's own) with the refund rows and the row trigger, a redis-server,
+//! the gateway and queue services, one Redis proxy and one database proxy per worker; the
+//! copies of the program started with their addresses; the plan's faults given from
+//! outside; and, once every job is acked and the copies have left, the history built from
+//! what the proxies, the trigger, the gateway, the queue and Redis's expiries saw, judged
+//! by the simulation's checkers.
+
+use crate::foreign::faults::{outside_plan, Outside, OutsidePlan};
+use crate::foreign::programs::{Groups, Programs};
+use crate::foreign::queue::QueueService;
+use crate::foreign::seen::seen;
+use crate::foreign::watch::{ready, Ended, Watch};
+use crate::foreign::{redis_seen, rows_seen};
+use crate::live::clock::{wall_us, LiveClock};
+use crate::live::coordinator::{fill_store, horizon_ms, record, RunDir};
+use crate::live::expiry::ExpiryWatch;
+use crate::live::gateway::{GatewayService, GatewaySetup};
+use crate::live::log::{read_all, EventLog, LogLine};
+use crate::live::merge::merge;
+use crate::live::pgproxy::PgProxy;
+use crate::live::plan::world_refusal;
+use crate::live::postgres::{PgRefunds, PostgresServer};
+use crate::live::proxy::RedisProxy;
+use crate::live::redis::connect;
+use crate::live::servers::Servers;
+use crate::live::store::Refunds;
+use crate::runner::{judge, Outcome, DEFAULT_SEED};
+use crate::scenario::{self, FaultMask, Scenario};
+use fencesim_model::{Mechanism, WorkerId};
+use fencesim_sim::{EventKind, GatewayMode, Hop, RunRecord};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What `fencesim worker` was asked for.
+#[derive(Clone, Debug)]
+pub struct ForeignConfig {
+    /// The program and its arguments, started once per worker.
+    pub command: Vec<String>,
+    /// The worked example's gateway, when no replay file gives the world.
+    pub gateway: GatewayMode,
+    /// Real time per story time.
+    pub time_scale: f64,
+    /// A replay file's world and plan, and its seed, instead of the worked example.
+    pub replay: Option<(Scenario, u64)>,
+    /// Keep the run's files (the programs' output, the services' records) in this directory.
+    pub keep: Option<PathBuf>,
+    /// How long a copy may take to ask the queue for its first job, in real time.
+    pub first_take_within: Duration,
+}
+
+/// The world to run: a replay file's, or the worked example under the gateway asked for
+/// (its lease and counter keys those of `fenced`, which the contract names).
+pub fn foreign_scenario(config: &ForeignConfig) -> Result<(Scenario, OutsidePlan), String> {
+    if !(config.time_scale.is_finite() && config.time_scale > 0.0 && config.time_scale <= 10.0) {
+        return Err(format!("--time-scale {}: expected a number above 0 and at most 10", config.time_scale));
+    }
+    let scenario = match &config.replay {
+        Some((scenario, _)) => scenario.clone(),
+        None => scenario::build(
+            "worked-example",
+            DEFAULT_SEED,
+            Mechanism::Fenced,
+            config.gateway,
+            FaultMask::ALL,
+        )?,
+    };
+    if let Some(refusal) = world_refusal(&scenario.world) {
+        return Err(refusal);
+    }
+    let plan = outside_plan(&scenario.world)?;
+    Ok((scenario, plan))
+}
+
+/// How long the story waits, after every copy is started, before it begins.
+const LEAD: Duration = Duration::from_millis(100);
+
+/// How long a copy may stay after the queue told it the run is over.
+const LEAVE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Everything a run stands on; torn down when dropped, the database last.
+struct Stage {
+    scenario: Scenario,
+    dir: RunDir,
+    store: PgRefunds,
+    redis: Servers,
+    clock: LiveClock,
+    gateway: GatewayService,
+    queue: QueueService,
+    watch: ExpiryWatch,
+    log: Arc<EventLog>,
+    database_url: String,
+    _postgres: PostgresServer,
+}
+
+impl Stage {
+    fn set_up(config: &ForeignConfig, scenario: Scenario) -> Result<Stage, String> {
+        let dir = RunDir::create(config.keep.as_deref())?;
+        let postgres = PostgresServer::start("worker")?;
+        let database_url = postgres.url();
+        let store = PgRefunds::connect(&database_url)?;
+        let redis = Servers::start(None, None, false)?;
+        fill_store(&scenario, &store, &mut connect(&redis.lock_url)?)?;
+        let mut admin = postgres::Client::connect(&database_url, postgres::NoTls)
+            .map_err(|e| format!("the refund database: {e}"))?;
+        admin.batch_execute(rows_seen::TRIGGER).map_err(|e| format!("the row trigger: {e}"))?;
+        let world = &scenario.world;
+        let clock = LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale };
+        let setup = GatewaySetup {
+            mode: world.gateway_mode,
+            refund_latency: world.refund_latency.clone(),
+            lookup_latency_ms: world.lookup_latency_ms,
+            lookup_lag_ms: world.lookup_lag_ms,
+            clock,
+        };
+        let gateway = GatewayService::start(setup, EventLog::create(&dir.file("gateway.jsonl"))?, 0)?;
+        let queue_log = EventLog::create(&dir.file("queue.jsonl"))?;
+        let queue =
+            QueueService::start(world.workers, world.visibility_timeout_ms, &world.jobs, clock, queue_log)?;
+        let watch = ExpiryWatch::start(&redis.lock_url, EventLog::create(&dir.file("expiries.jsonl"))?)?;
+        let log = Arc::new(EventLog::create(&dir.file("coordinator.jsonl"))?);
+        Ok(Stage {
+            scenario,
+            dir,
+            store,
+            redis,
+            clock,
+            gateway,
+            queue,
+            watch,
+            log,
+            database_url,
+            _postgres: postgres,
+        })
+    }
+}
+
+/// `host:port` of a `redis://host:port` or a `host=... port=...` address.
+fn host_port(url: &str) -> String {
+    if let Some(rest) = url.strip_prefix("redis://") {
+        return rest.trim_end_matches('/').to_owned();
+    }
+    let field =
+        |name: &str| url.split_whitespace().find_map(|f| f.strip_prefix(&format!("{name}="))).unwrap_or("");
+    format!("{}:{}", field("host"), field("port"))
+}
+
+/// Each worker's proxies, in worker order.
+struct Wires {
+    redis: Vec<RedisProxy>,
+    database: Vec<PgProxy>,
+}
+
+fn wires(stage: &Stage, outside: &Arc<Outside>) -> Result<Wires, String> {
+    let workers = stage.scenario.world.workers;
+    let (redis_at, database_at) = (host_port(&stage.redis.lock_url), host_port(&stage.database_url));
+    let mut wires = Wires { redis: Vec::new(), database: Vec::new() };
+    for worker in (0..workers).map(WorkerId) {
+        let party = worker.to_string();
+        let redis = RedisProxy::start(&redis_at, &party, outside.gate(worker, Hop::Redis))
+            .map_err(|e| format!("the Redis proxy of {worker}: {e}"))?;
+        let database = PgProxy::start(&database_at, &party, outside.gate(worker, Hop::Database))
+            .map_err(|e| format!("the database proxy of {worker}: {e}"))?;
+        wires.redis.push(redis);
+        wires.database.push(database);
+    }
+    Ok(wires)
+}
+
+/// What each copy is given: the contract's variables (docs/worker.md).
+fn environment(stage: &Stage, wires: &Wires) -> Vec<Vec<(String, String)>> {
+    let world = &stage.scenario.world;
+    let gateway = stage.gateway.port;
+    let ttl_ms = stage.clock.real(world.ttl_ms).as_millis().max(1);
+    (0..world.workers)
+        .map(WorkerId)
+        .map(|worker| {
+            let i = worker.0 as usize;
+            [
+                ("FENCESIM_WORKER", worker.to_string()),
+                ("FENCESIM_REDIS_URL", format!("redis://127.0.0.1:{}", wires.redis[i].port)),
+                (
+                    "FENCESIM_DATABASE_URL",
+                    format!("postgresql://postgres@127.0.0.1:{}/postgres", wires.database[i].port),
+                ),
+                ("FENCESIM_GATEWAY_URL", format!("http://127.0.0.1:{gateway}/{worker}/gateway")),
+                ("FENCESIM_QUEUE_URL", stage.queue.url(worker)),
+                ("FENCESIM_LEASE_TTL_MS", ttl_ms.to_string()),
+                ("FENCESIM_POLL_MS", "5".to_owned()),
+                // every address is on loopback: an HTTP client that follows a proxy
+                // setting of the machine's must not send them elsewhere
+                ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
+                ("no_proxy", "127.0.0.1,localhost".to_owned()),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect()
+        })
+        .collect()
+}
+
+/// Runs the program through the world and judges what the components saw; also says
+/// which copies had to be stopped because they stayed after the run was over.
+pub fn run_foreign(config: &ForeignConfig) -> Result<(Outcome, Ended), String> {
+    let (scenario, plan) = foreign_scenario(config)?;
+    let mut stage = Stage::set_up(config, scenario)?;
+    let keys = redis_seen::Keys::of(&stage.scenario.world);
+    let outside =
+        Outside::new(plan.on_the_wire.clone(), Groups::default(), stage.log.clone(), stage.clock, keys);
+    let outside = Arc::new(outside);
+    let wires = wires(&stage, &outside)?;
+    let env = environment(&stage, &wires);
+    let mut programs = Programs::spawn(&config.command, env, &stage.dir.path, outside.groups())?;
+    ready(&stage.queue, &mut programs, &config.command, config.first_take_within, &stage.log)?;
+    stage.clock.start_us = wall_us() + LEAD.as_micros() as u64;
+    stage.gateway.begin(stage.clock.start_us);
+    stage.queue.begin(stage.clock.start_us);
+    outside.begin(stage.clock);
+    for job in &stage.scenario.world.jobs {
+        let enqueued = EventKind::JobEnqueued { job: job.id, merchant: job.merchant };
+        stage.log.record_at(stage.clock.start_us, enqueued);
+    }
+    let ended = watch(&stage, &plan).run(&mut programs)?;
+    stage.gateway.wait_for_late_calls(Instant::now() + Duration::from_secs(5));
+    let ended_at_ms = stage.clock.story_ms(wall_us());
+    drop(programs);
+    let seen = seen(&stage.scenario, &wires.redis, &wires.database, &stage.database_url, stage.clock)?;
+    drop(wires);
+    let Stage { scenario, dir, store, gateway, watch, log, clock, .. } = stage;
+    drop(watch);
+    let files =
+        [log.path().to_owned(), dir.file("expiries.jsonl"), gateway.log_path(), dir.file("queue.jsonl")];
+    let mut lines: Vec<LogLine> = read_all(&files)?;
+    lines.extend(seen);
+    lines.sort_by_key(|line| line.at_us);
+    let merged = merge(lines, clock, scenario.world.workers as usize);
+    let final_rows = store.all_rows().map_err(|e| format!("the refund store: {e}"))?;
+    let finished = ended != Ended::OutOfTime;
+    let record = record(&scenario, merged, final_rows, gateway.ledger(), finished, ended_at_ms);
+    let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
+    Ok((judge(&scenario, RunRecord { seed, ..record }, None)?, ended))
+}
+
+fn watch<'a>(stage: &'a Stage, plan: &'a OutsidePlan) -> Watch<'a> {
+    let world = &stage.scenario.world;
+    Watch {
+        world,
+        plan,
+        clock: stage.clock,
+        log: &stage.log,
+        gateway: &stage.gateway,
+        queue: &stage.queue,
+        store: &stage.store,
+        redis_url: &stage.redis.lock_url,
+        leave_within: LEAVE_WITHIN,
+        deadline: Instant::now() + LEAD + stage.clock.real(horizon_ms(world)),
+    }
+}

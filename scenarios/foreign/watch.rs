@@ -1,0 +1,208 @@
+//! The supervisor's loop while a team's worker program runs: it gives the plan's faults
+//! that come at a time, brings in the refunds that arrive, continues and restarts copies as
+//! their faults end, closes the queue once every job is acked, and says what is wrong with
+//! a program that cannot be judged (`ready`: it left before it asked for a job, or never asked).
+
+use crate::foreign::faults::OutsidePlan;
+use crate::foreign::programs::{told, Programs};
+use crate::foreign::queue::QueueService;
+use crate::live::clock::LiveClock;
+use crate::live::faults::expire_now;
+use crate::live::gateway::GatewayService;
+use crate::live::interrupt;
+use crate::live::log::EventLog;
+use crate::live::plan::Planned;
+use crate::live::processes::instant_of;
+use crate::live::redis::connect;
+use crate::live::store::Refunds;
+use fencesim_model::WorkerId;
+use fencesim_sim::{EventKind, FaultKind, WorldConfig};
+use std::time::{Duration, Instant};
+
+/// Something the supervisor does at a time of the story.
+enum Due {
+    Fault(Planned),
+    /// The arrival at this place in the world's list.
+    Arrival(usize),
+}
+
+/// What the loop works with.
+pub struct Watch<'a> {
+    pub world: &'a WorldConfig,
+    pub plan: &'a OutsidePlan,
+    pub clock: LiveClock,
+    pub log: &'a EventLog,
+    pub gateway: &'a GatewayService,
+    pub queue: &'a QueueService,
+    pub store: &'a dyn Refunds,
+    pub redis_url: &'a str,
+    /// How long a copy may stay once the queue said the run is over.
+    pub leave_within: Duration,
+    pub deadline: Instant,
+}
+
+/// How a watch ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Every copy left.
+    Left,
+    /// The queue closed and these copies had not left `leave_within` later: they were stopped.
+    Stayed(Vec<WorkerId>),
+    /// The story's deadline passed first.
+    OutOfTime,
+}
+
+impl Watch<'_> {
+    fn agenda(&self) -> Vec<(Instant, Due)> {
+        let faults = self.plan.at_times.iter().map(|(at, planned)| (*at, Due::Fault(planned.clone())));
+        let arrivals = self.world.arrivals.iter().enumerate().map(|(i, a)| (a.at_ms, Due::Arrival(i)));
+        let mut agenda: Vec<(u64, Due)> = faults.chain(arrivals).collect();
+        agenda.sort_by_key(|(at, due)| (*at, matches!(due, Due::Arrival(_))));
+        agenda.reverse();
+        agenda.into_iter().map(|(at, due)| (instant_of(self.clock, at), due)).collect()
+    }
+
+    /// Watches the copies until every one has left, the queue's end has been told long
+    /// enough, or the deadline passes; an error names a program that cannot be judged.
+    pub fn run(&self, programs: &mut Programs) -> Result<Ended, String> {
+        let mut agenda = self.agenda();
+        let mut closed_at: Option<Instant> = None;
+        loop {
+            interrupt::check()?;
+            programs.look(self.log)?;
+            if programs.all_exited() {
+                return Ok(Ended::Left);
+            }
+            if Instant::now() > self.deadline {
+                return Ok(Ended::OutOfTime);
+            }
+            while agenda.last().is_some_and(|(at, _)| *at <= Instant::now()) {
+                let (_, due) = agenda.pop().expect("a due entry");
+                self.take(due, programs)?;
+            }
+            self.queue.tick();
+            if closed_at.is_none() && agenda.is_empty() && self.queue.all_done() {
+                self.queue.close();
+                closed_at = Some(Instant::now());
+            }
+            if closed_at.is_some_and(|at| at.elapsed() >= self.leave_within) {
+                return Ok(Ended::Stayed(programs.running()));
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+
+    fn take(&self, due: Due, programs: &mut Programs) -> Result<(), String> {
+        match due {
+            Due::Fault((_, fault)) => self.fire(fault, programs),
+            Due::Arrival(index) => self.arrive(index),
+        }
+    }
+
+    fn fire(&self, fault: fencesim_sim::Fault, programs: &mut Programs) -> Result<(), String> {
+        self.log.record(EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
+        let after = |ms| Instant::now() + self.clock.real(ms);
+        match fault.kind {
+            FaultKind::Pause { worker, duration_ms } => {
+                self.gateway.frozen(worker, self.clock.real(duration_ms));
+                programs.pause(worker, after(duration_ms))
+            }
+            FaultKind::Crash { worker, restart_after_ms } => programs.crash(worker, after(restart_after_ms)),
+            FaultKind::ExpireLease { merchant, .. } => {
+                let mut con = connect(self.redis_url)?;
+                for key in self.world.mechanism.spec().lease_keys(merchant, self.world.workers) {
+                    expire_now(&mut con, &key)?
+                }
+            }
+            FaultKind::GatewayOutage { .. }
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
+            FaultKind::Redeliver { worker } => drop(self.queue.hand_on(worker, false)),
+            FaultKind::DuplicateDelivery { worker } => drop(self.queue.hand_on(worker, true)),
+            other => {
+                return Err(format!("a team's worker program is not given {} at a time yet", other.name()))
+            }
+        }
+        Ok(())
+    }
+
+    /// The arrival at `index` of the world's list: its rows into the store, its job queued.
+    fn arrive(&self, index: usize) -> Result<(), String> {
+        let arrival = &self.world.arrivals[index];
+        let rows: Vec<_> =
+            self.world.rows.iter().filter(|row| arrival.rows.contains(&row.id)).copied().collect();
+        self.store.add(&rows).map_err(|e| format!("the refund store: {e}"))?;
+        let (job, merchant) = (arrival.job.id, arrival.job.merchant);
+        self.log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
+        self.log.record(EventKind::JobEnqueued { job, merchant });
+        self.queue.add(arrival.job);
+        Ok(())
+    }
+}
+
+/// Waits until every copy has asked the queue for a job once (its connections made, its
+/// start-up done, whatever its language takes): the story begins then, for all alike.
+pub fn ready(
+    queue: &QueueService,
+    programs: &mut Programs,
+    command: &[String],
+    within: Duration,
+    log: &EventLog,
+) -> Result<(), String> {
+    let started = Instant::now();
+    while !queue.all_asked() {
+        interrupt::check()?;
+        programs.look(log)?;
+        unjudgeable(queue, programs, command, within, started.elapsed() < within)?;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// A copy that left before it asked for a job, or, unless `left_only`, any copy that has
+/// not asked yet: the program cannot be judged.
+fn unjudgeable(
+    queue: &QueueService,
+    programs: &Programs,
+    command: &[String],
+    within: Duration,
+    left_only: bool,
+) -> Result<(), String> {
+    let command = told(command);
+    for (worker, status) in programs.exited() {
+        if !queue.asked(worker) {
+            return Err(format!(
+                "the worker program `{command}` (worker {worker}) {} before it asked the queue for a job \
+                 (POST $FENCESIM_QUEUE_URL/take); it said:\n{}",
+                ended_words(status),
+                programs.said(worker)
+            ));
+        }
+    }
+    if left_only {
+        return Ok(());
+    }
+    let silent: Vec<String> =
+        (0..queue.workers()).map(WorkerId).filter(|&w| !queue.asked(w)).map(|w| w.to_string()).collect();
+    match silent.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "the worker program `{command}` never asked the queue for a job in {} s ({} {}): it must \
+             POST $FENCESIM_QUEUE_URL/take (docs/worker.md); worker {} said:\n{}",
+            within.as_secs(),
+            if silent.len() == 1 { "worker" } else { "workers" },
+            silent.join(", "),
+            WorkerId(0),
+            programs.said(WorkerId(0))
+        )),
+    }
+}
+
+/// A copy's end in words.
+fn ended_words(status: i32) -> String {
+    match status {
+        0 => "exited with status 0".to_owned(),
+        s if s < 0 => format!("was ended by signal {}", -s),
+        s => format!("exited with status {s}"),
+    }
+}

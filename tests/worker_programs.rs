@@ -1,0 +1,173 @@
+//! `fencesim worker` runs a team's own worker program, in any language, and judges it from
+//! what the components saw: the article's TypeScript worker and a Python worker whose lock
+//! is its library's, each with and without the fence, through the worked example, break
+//! what the simulation breaks for `ttl-only` and `fenced` on the same plan; a program that
+//! cannot be judged is named, with exit code 2. Run as a person runs them: the binary,
+//! its exit code and what it prints.
+//!
+//! Needs redis-server, PostgreSQL, and the example workers installed by
+//! `examples/workers/install` (`.ci/components` runs it); without them each test says
+//! loudly that it skipped, and with `CI` set it fails instead.
+
+mod support;
+
+use fencesim::live::postgres::postgres_program;
+use fencesim::model::Mechanism;
+use fencesim::runner::run_with;
+use fencesim::scenario::{build, FaultMask};
+use fencesim::sim::GatewayMode;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether the servers and `needs` (an installed example's file) are here; says loudly when not.
+fn available(test: &str, needs: Option<&Path>) -> bool {
+    let servers = support::redis_server::available(test)
+        && postgres_program("initdb").is_some()
+        && postgres_program("postgres").is_some();
+    let example = needs.is_none_or(Path::exists);
+    if servers && example {
+        return true;
+    }
+    let missing = if servers { "the example workers (run examples/workers/install)" } else { "PostgreSQL" };
+    assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and {missing} was not found");
+    eprintln!("SKIPPED {test}: {missing} not found on this machine");
+    false
+}
+
+fn typescript() -> (PathBuf, Vec<String>) {
+    let worker = root().join("examples/workers/typescript/dist/worker.js");
+    (worker.clone(), vec!["node".into(), worker.display().to_string()])
+}
+
+fn python() -> (PathBuf, Vec<String>) {
+    let venv = root().join("examples/workers/python/.venv/bin/python");
+    let worker = root().join("examples/workers/python/worker.py");
+    (venv.clone(), vec![venv.display().to_string(), worker.display().to_string()])
+}
+
+/// `fencesim worker [flags] -- command`: exit code, standard output, standard error.
+fn worker(flags: &[&str], command: &[String]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .arg("worker")
+        .args(flags)
+        .arg("--")
+        .args(command)
+        .current_dir(root())
+        .output()
+        .expect("fencesim runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The invariants a `fencesim worker --json` run broke.
+fn broken(stdout: &str) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_str(stdout).expect("one JSON object");
+    let mut names: Vec<String> = value["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .map(|v| v["invariant"].as_str().expect("a name").to_owned())
+        .collect();
+    names.dedup();
+    names
+}
+
+/// The invariants the simulation breaks on the worked example under `mechanism`.
+fn simulated(mechanism: Mechanism, gateway: GatewayMode) -> Vec<String> {
+    let scenario = build("worked-example", 1, mechanism, gateway, FaultMask::ALL).unwrap();
+    let outcome = run_with(&scenario, 1, None).unwrap();
+    outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant.to_owned()).collect()
+}
+
+/// One example, fenced and not, through the worked example with a gateway that pays every
+/// call: each breaks what the simulation breaks under the mechanism it stands for.
+fn breaks_what_the_simulation_breaks(test: &str, (needs, command): (PathBuf, Vec<String>)) {
+    if !available(test, Some(&needs)) {
+        return;
+    }
+    for (fence, mechanism) in [(false, Mechanism::TtlOnly), (true, Mechanism::Fenced)] {
+        let mut command = command.clone();
+        if !fence {
+            command.push("--no-fence".into());
+        }
+        let (code, stdout, stderr) = worker(&["--gateway", "non-idempotent", "--json"], &command);
+        let expected = simulated(mechanism, GatewayMode::NonIdempotent);
+        assert_eq!(broken(&stdout), expected, "{test} {command:?}: {stderr}");
+        assert_eq!(code, 1, "a broken invariant exits 1: {stderr}");
+        if !fence {
+            for name in ["no-double-refund", "no-stale-confirm"] {
+                assert!(expected.iter().any(|e| e == name), "the simulation's ttl-only breaks {name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_articles_typescript_worker_breaks_what_the_simulation_breaks() {
+    breaks_what_the_simulation_breaks("worker-typescript", typescript());
+}
+
+#[test]
+fn a_python_worker_with_its_librarys_lock_breaks_what_the_simulation_breaks() {
+    breaks_what_the_simulation_breaks("worker-python", python());
+}
+
+/// With an idempotent gateway the fenced worker breaks nothing and exits 0.
+#[test]
+fn the_fenced_typescript_worker_breaks_nothing_with_an_idempotent_gateway() {
+    let (needs, command) = typescript();
+    if !available("worker-typescript-idempotent", Some(&needs)) {
+        return;
+    }
+    let (code, stdout, stderr) = worker(&["--json"], &command);
+    assert_eq!(broken(&stdout), Vec::<String>::new(), "{stderr}");
+    assert_eq!(code, 0);
+}
+
+/// A program that cannot be judged is named, with what it did, and exit code 2.
+#[test]
+fn a_program_that_cannot_be_judged_is_named() {
+    if !available("worker-bad-programs", None) {
+        return;
+    }
+    let cases: [(&[&str], Vec<String>, &str); 3] = [
+        (&[], vec!["/nonexistent/worker".into()], "cannot start the worker program `/nonexistent/worker`"),
+        (
+            &[],
+            vec!["sh".into(), "-c".into(), "echo no jobs for me; exit 3".into()],
+            "exited with status 3 before it asked",
+        ),
+        (
+            &["--first-take-within", "1"],
+            vec!["sleep".into(), "30".into()],
+            "never asked the queue for a job in 1 s",
+        ),
+    ];
+    for (flags, command, said) in cases {
+        let (code, _, stderr) = worker(flags, &command);
+        assert_eq!(code, 2, "{command:?}: {stderr}");
+        assert!(stderr.contains(said), "{command:?} should say '{said}': {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let (_, _, stderr) = worker(&[], &["sh".into(), "-c".into(), "echo no jobs for me; exit 3".into()]);
+    assert!(stderr.contains("no jobs for me"), "what the program said is shown: {stderr}");
+}
+
+/// A program that opens a TLS connection to its Redis proxy is told to connect without TLS.
+#[test]
+fn a_program_that_speaks_tls_to_a_proxy_is_told_so() {
+    if !available("worker-tls", None) {
+        return;
+    }
+    let script = "import os, socket, urllib.request\n\
+                  port = int(os.environ['FENCESIM_REDIS_URL'].rsplit(':', 1)[1])\n\
+                  urllib.request.urlopen(urllib.request.Request(os.environ['FENCESIM_QUEUE_URL'] + '/take', method='POST'))\n\
+                  s = socket.create_connection(('127.0.0.1', port)); s.sendall(b'\\x16\\x03\\x01\\x00\\x05hello'); s.recv(10)\n";
+    let (code, _, stderr) = worker(&[], &["python3".into(), "-c".into(), script.into()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("with a TLS handshake") && stderr.contains("FENCESIM_REDIS_URL"), "{stderr}");
+}
