@@ -94,8 +94,9 @@ fn each_statement_is_recorded_with_its_parameters_tag_and_rows() {
 struct Slow;
 
 impl PgHooks for Slow {
-    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) {
+    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) -> bool {
         std::thread::sleep(Duration::from_millis(30));
+        true
     }
 
     fn before_reply(&self, _observed: &PgObserved) {}
@@ -137,7 +138,9 @@ struct SlowReply {
 }
 
 impl PgHooks for SlowReply {
-    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) {}
+    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) -> bool {
+        true
+    }
 
     fn before_reply(&self, observed: &PgObserved) {
         if observed.sql.contains("UPDATE") {
@@ -193,7 +196,7 @@ struct HoldUpdate {
 }
 
 impl PgHooks for HoldUpdate {
-    fn before_send(&self, _party: &str, nth: u64, sql: &str, _params: &[Option<String>]) {
+    fn before_send(&self, _party: &str, nth: u64, sql: &str, _params: &[Option<String>]) -> bool {
         if sql.contains("UPDATE") {
             let _ = self.holding.lock().unwrap().send(nth);
             let mut released = self.released.lock().unwrap();
@@ -201,6 +204,7 @@ impl PgHooks for HoldUpdate {
                 released = self.wake.wait(released).unwrap();
             }
         }
+        true
     }
 
     fn before_reply(&self, _observed: &PgObserved) {}

@@ -63,13 +63,14 @@ struct HoldSecond {
 }
 
 impl Gate for HoldSecond {
-    fn pass(&self, _party: &str, _nth: u64, request: &str) {
+    fn pass(&self, _party: &str, _nth: u64, request: &str) -> bool {
         if request.ends_with(" second") {
             let mut released = self.released.lock().unwrap();
             while !*released {
                 released = self.wake.wait(released).unwrap();
             }
         }
+        true
     }
 }
 
@@ -99,6 +100,37 @@ fn a_held_request_reaches_the_server_only_when_released() {
     gate.wake.notify_all();
     asked.join().unwrap();
     assert_eq!(value(&mut direct).as_deref(), Some("second"), "released, it went on");
+}
+
+/// Refuses the party's request that sets the value `second`: its process was killed
+/// right before it.
+struct KillAtSecond;
+
+impl Gate for KillAtSecond {
+    fn pass(&self, _party: &str, _nth: u64, request: &str) -> bool {
+        !request.ends_with(" second")
+    }
+}
+
+/// A request whose party a crash killed right before it never reaches the server: its
+/// connection ends without it.
+#[test]
+fn a_refused_request_never_reaches_the_server() {
+    let Some(server) = redis_server::start("proxy_refuses") else { return };
+    let proxy =
+        RedisProxy::start(&format!("127.0.0.1:{}", server.port), "A", Arc::new(KillAtSecond)).unwrap();
+    let mut con =
+        redis::Client::open(format!("redis://127.0.0.1:{}/", proxy.port)).unwrap().get_connection().unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("first").query(&mut con).unwrap();
+    let refused = redis::cmd("SET").arg("k").arg("second").query::<()>(&mut con);
+    assert!(refused.is_err(), "the connection ends: {refused:?}");
+    let mut direct =
+        redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap().get_connection().unwrap();
+    let value: Option<String> = redis::cmd("GET").arg("k").query(&mut direct).unwrap();
+    assert_eq!(value.as_deref(), Some("first"), "the refused request did nothing");
+    let seen: Vec<String> =
+        proxy.observed().into_iter().map(|o| o.request).filter(|r| !r.starts_with("CLIENT")).collect();
+    assert_eq!(seen, ["SET k first"], "only the request that went on is recorded");
 }
 
 #[test]

@@ -38,41 +38,59 @@ pub struct OutsidePlan {
 pub fn outside_plan(world: &WorldConfig) -> Result<OutsidePlan, String> {
     let mut plan = OutsidePlan { on_the_wire: Vec::new(), at_times: Vec::new() };
     for (index, fault) in world.faults.faults.iter().enumerate() {
-        let planned = (index, fault.clone());
-        match (fault.kind, fault.trigger) {
-            (FaultKind::Pause { .. } | FaultKind::Crash { .. }, Trigger::Step { step, .. })
-                if SEEN_STEPS.contains(&step) =>
-            {
-                plan.on_the_wire.push(planned)
-            }
-            (
-                FaultKind::Pause { .. } | FaultKind::Crash { .. },
-                Trigger::Call { hop: Hop::Redis | Hop::Database, .. },
-            ) => plan.on_the_wire.push(planned),
-            (
-                FaultKind::Pause { .. }
-                | FaultKind::Crash { .. }
-                | FaultKind::ExpireLease { .. }
-                | FaultKind::Redeliver { .. }
-                | FaultKind::DuplicateDelivery { .. }
-                | FaultKind::GatewayOutage { .. }
-                | FaultKind::GatewayConflicts { .. }
-                | FaultKind::LookupLag { .. },
-                Trigger::At { at_ms },
-            ) => plan.at_times.push((at_ms, planned)),
-            (kind, trigger) => {
-                return Err(format!(
-                    "the plan's fault {} {}: a team's worker program is not given it yet (the proxies see \
-                     the steps {}, and requests to Redis and the database)",
-                    kind.name(),
-                    trigger.describe(),
-                    SEEN_STEPS.map(<&str>::from).join(", "),
-                ))
-            }
+        match given(fault) {
+            Ok(Given::OnTheWire) => plan.on_the_wire.push((index, fault.clone())),
+            Ok(Given::At(at_ms)) => plan.at_times.push((at_ms, (index, fault.clone()))),
+            Err(why) => return Err(why),
         }
     }
     plan.at_times.sort_by_key(|(at, _)| *at);
     Ok(plan)
+}
+
+/// Who gives a fault to a team's program.
+enum Given {
+    /// A proxy, at a request or a reply.
+    OnTheWire,
+    /// The supervisor, at this story time.
+    At(u64),
+}
+
+/// Whether a team's program can be given `fault` from outside.
+pub fn givable(fault: &Fault) -> bool {
+    given(fault).is_ok()
+}
+
+fn given(fault: &Fault) -> Result<Given, String> {
+    match (fault.kind, fault.trigger) {
+        (FaultKind::Pause { .. } | FaultKind::Crash { .. }, Trigger::Step { step, .. })
+            if SEEN_STEPS.contains(&step) =>
+        {
+            Ok(Given::OnTheWire)
+        }
+        (
+            FaultKind::Pause { .. } | FaultKind::Crash { .. },
+            Trigger::Call { hop: Hop::Redis | Hop::Database, .. },
+        ) => Ok(Given::OnTheWire),
+        (
+            FaultKind::Pause { .. }
+            | FaultKind::Crash { .. }
+            | FaultKind::ExpireLease { .. }
+            | FaultKind::Redeliver { .. }
+            | FaultKind::DuplicateDelivery { .. }
+            | FaultKind::GatewayOutage { .. }
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::LookupLag { .. },
+            Trigger::At { at_ms },
+        ) => Ok(Given::At(at_ms)),
+        (kind, trigger) => Err(format!(
+            "the plan's fault {} {}: a team's worker program is not given it yet (the proxies see \
+                     the steps {}, and requests to Redis and the database)",
+            kind.name(),
+            trigger.describe(),
+            SEEN_STEPS.map(<&str>::from).join(", "),
+        )),
+    }
 }
 
 /// The faults the proxies fire, with what each worker has done so far.
@@ -115,16 +133,16 @@ impl Outside {
         *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = clock;
     }
 
-    /// Counts one more of `counted` for `worker`, and fires what waits for it; returns how
-    /// long a pause fired on a request holds that request.
-    fn reached(&self, worker: WorkerId, counted: Counted) -> Option<Duration> {
+    /// Counts one more of `counted` for `worker`, and fires what waits for it; returns what
+    /// becomes of a request there: held for a pause's time, or never sent (a crash).
+    fn reached(&self, worker: WorkerId, counted: Counted) -> Fired {
         let nth = {
             let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
             let n = counts.entry((worker, counted)).or_default();
             *n += 1;
             *n
         };
-        let mut held = None;
+        let mut fired = Fired::default();
         for (place, (_, fault)) in self.faults.iter().enumerate() {
             let names = match fault.trigger {
                 Trigger::Step { worker: w, step, nth: n } => {
@@ -138,32 +156,47 @@ impl Outside {
             let first = names
                 && !std::mem::replace(&mut self.fired.lock().unwrap_or_else(|p| p.into_inner())[place], true);
             if first {
-                held = held.max(self.fire(fault));
+                fired = fired.and(self.fire(fault));
             }
         }
-        held
+        fired
     }
 
-    fn fire(&self, fault: &Fault) -> Option<Duration> {
+    fn fire(&self, fault: &Fault) -> Fired {
         let clock = *self.clock.lock().unwrap_or_else(|p| p.into_inner());
         self.log.record(fencesim_sim::EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
         match fault.kind {
             FaultKind::Pause { worker, duration_ms } => {
                 let real = clock.real(duration_ms);
                 self.groups.stop(worker, Instant::now() + real);
-                Some(real)
+                Fired { held: real, killed: false }
             }
             FaultKind::Crash { worker, restart_after_ms } => {
                 self.groups.kill(worker, Instant::now() + clock.real(restart_after_ms));
-                None
+                Fired { held: Duration::ZERO, killed: true }
             }
-            _ => None,
+            _ => Fired::default(),
         }
     }
 
     /// A proxy's gate for `worker` on `hop`.
     pub fn gate(self: &Arc<Self>, worker: WorkerId, hop: Hop) -> Arc<WireGate> {
         Arc::new(WireGate { outside: self.clone(), worker, hop })
+    }
+}
+
+/// What the faults fired at a request do to it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fired {
+    /// How long it waits (the process is stopped meanwhile).
+    held: Duration,
+    /// The process was killed: the request never goes on.
+    killed: bool,
+}
+
+impl Fired {
+    fn and(self, other: Fired) -> Fired {
+        Fired { held: self.held.max(other.held), killed: self.killed || other.killed }
     }
 }
 
@@ -175,11 +208,13 @@ pub struct WireGate {
 }
 
 impl WireGate {
-    /// Before the worker's request goes on: a pause fired here holds it until it is over.
-    pub fn before_request(&self) {
-        if let Some(held) = self.outside.reached(self.worker, Counted::Request(self.hop)) {
-            std::thread::sleep(held);
-        }
+    /// Before the worker's request goes on: a pause fired here holds it until it is over; a
+    /// crash fired here means it never goes on (`false`), as the simulated worker's request
+    /// never leaves a process that crashed right before it.
+    pub fn before_request(&self) -> bool {
+        let fired = self.outside.reached(self.worker, Counted::Request(self.hop));
+        std::thread::sleep(fired.held);
+        !fired.killed
     }
 
     /// Before a reply goes back: the step it shows, if any, is reached.
@@ -216,8 +251,8 @@ fn database_step(observed: &PgObserved) -> Option<StepKind> {
 }
 
 impl Gate for WireGate {
-    fn pass(&self, _party: &str, _nth: u64, _request: &str) {
-        self.before_request();
+    fn pass(&self, _party: &str, _nth: u64, _request: &str) -> bool {
+        self.before_request()
     }
 
     fn replied(&self, observed: &Observed) {
@@ -226,8 +261,8 @@ impl Gate for WireGate {
 }
 
 impl PgHooks for WireGate {
-    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) {
-        self.before_request();
+    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) -> bool {
+        self.before_request()
     }
 
     fn before_reply(&self, observed: &PgObserved) {

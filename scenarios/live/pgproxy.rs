@@ -79,8 +79,9 @@ pub use crate::live::pgsession::{MAX_ROWS, SKIPPED, UNANSWERED};
 /// Where a party's statement, or its answer, waits, if anywhere.
 pub trait PgHooks: Send + Sync {
     /// Returns when the request that runs the party's statement `nth` (`sql`, with
-    /// `params`) may go on to the server.
-    fn before_send(&self, party: &str, nth: u64, sql: &str, params: &[Option<String>]);
+    /// `params`) may go on to the server: `true`, or `false` when the party is gone (a
+    /// crash fired right before the request) and its connection ends without it.
+    fn before_send(&self, party: &str, nth: u64, sql: &str, params: &[Option<String>]) -> bool;
 
     /// Returns when the answer to `observed` (read from the server, not yet passed on) may
     /// go back to the party.
@@ -91,7 +92,9 @@ pub trait PgHooks: Send + Sync {
 pub struct PgOpen;
 
 impl PgHooks for PgOpen {
-    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) {}
+    fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) -> bool {
+        true
+    }
     fn before_reply(&self, _observed: &PgObserved) {}
 }
 
@@ -328,7 +331,9 @@ impl Connection {
             let asked = self.session().asked(&message);
             if let Some(run) = &asked {
                 let nth = run.nth.unwrap_or_default();
-                self.shared.hooks.before_send(&self.shared.party, nth, &run.sql, &run.params);
+                if !self.shared.hooks.before_send(&self.shared.party, nth, &run.sql, &run.params) {
+                    return Ok(());
+                }
             }
             held.extend_from_slice(&message.bytes);
             let waits = match &asked {

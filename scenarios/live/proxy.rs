@@ -37,8 +37,10 @@ pub struct Observed {
 /// Where a party's request waits, if anywhere, before it goes on to the server, and where
 /// its reply waits before it goes back.
 pub trait Gate: Send + Sync {
-    /// Returns when the party's `nth` request (`request`, in words) may go on.
-    fn pass(&self, party: &str, nth: u64, request: &str);
+    /// Returns when the party's `nth` request (`request`, in words) may go on: `true`, or
+    /// `false` when the party is gone (a crash fired right before the request) and its
+    /// connection ends without it.
+    fn pass(&self, party: &str, nth: u64, request: &str) -> bool;
 
     /// Returns when the reply `observed` tells of may go back to the party: a fault that
     /// stops the party right after a reply stops it here, and the reply lands while it is
@@ -50,7 +52,9 @@ pub trait Gate: Send + Sync {
 pub struct Open;
 
 impl Gate for Open {
-    fn pass(&self, _party: &str, _nth: u64, _request: &str) {}
+    fn pass(&self, _party: &str, _nth: u64, _request: &str) -> bool {
+        true
+    }
 }
 
 /// The byte a TLS handshake opens with.
@@ -153,7 +157,9 @@ fn relay(client: TcpStream, connection: u32, shared: &Shared) -> io::Result<()> 
         let nth = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let args = parts(&request);
         let asked = args.join(" ");
-        shared.gate.pass(&shared.party, nth, &asked);
+        if !shared.gate.pass(&shared.party, nth, &asked) {
+            return to_client.shutdown(Shutdown::Both);
+        }
         let sent_us = wall_us();
         to_server.write_all(&request)?;
         let reply = read_value(&mut from_server)?.ok_or_else(|| io::Error::other("the server closed"))?;
