@@ -171,3 +171,83 @@ fn a_program_that_speaks_tls_to_a_proxy_is_told_so() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("with a TLS handshake") && stderr.contains("FENCESIM_REDIS_URL"), "{stderr}");
 }
+
+/// A failing run saves a replay file that names the program; `fencesim replay FILE` runs
+/// the program through the same world and plan again and says the verdict repeated.
+#[test]
+fn a_failing_run_is_a_replay_file_that_runs_the_program_again() {
+    let (needs, mut command) = typescript();
+    if !available("worker-replay", Some(&needs)) {
+        return;
+    }
+    command.push("--no-fence".into());
+    let dir = tempfile_dir("worker-replay");
+    let saved = dir.display().to_string();
+    let (code, _, stderr) = worker(&["--gateway", "non-idempotent", "--save-replay", &saved], &command);
+    assert_eq!(code, 1, "{stderr}");
+    let file = std::fs::read_dir(&dir).unwrap().next().expect("a replay file").unwrap().path();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\"worker\"") && text.contains("--no-fence"), "the file names the program: {text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["replay", &file.display().to_string()])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("the verdict repeated in 1 of 1 runs: broke no-double-refund, no-stale-confirm"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A replay file that names no program, or an impossible time scale, is refused (exit 2)
+/// before anything starts.
+#[test]
+fn a_broken_worker_replay_file_is_refused_by_name() {
+    let dir = tempfile_dir("worker-replay-bad");
+    let good = root().join("reports/shrunk/check-before-write-idempotent.json");
+    let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(good).unwrap()).unwrap();
+    for (worker, said) in [
+        (serde_json::json!({"command": [], "time_scale": 0.25}), "worker.command: no program named"),
+        (serde_json::json!({"command": ["node"], "time_scale": 0.0}), "worker.time_scale 0"),
+    ] {
+        value["worker"] = worker;
+        let file = dir.join("bad.json");
+        std::fs::write(&file, value.to_string()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_fencesim")).arg("replay").arg(&file).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(said) && !stderr.contains("panicked"), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fencesim-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Random worlds with faults: the unfenced TypeScript worker is caught (seeds 1000 and 1001
+/// break no-stale-confirm, measured), each world's simulated verdict is told beside, and a
+/// failing world is saved as a replay file of the program.
+#[test]
+fn random_worlds_catch_the_unfenced_worker_and_keep_the_failing_world() {
+    let (needs, mut command) = typescript();
+    if !available("worker-random", Some(&needs)) {
+        return;
+    }
+    command.push("--no-fence".into());
+    let dir = tempfile_dir("worker-random");
+    let saved = dir.display().to_string();
+    let flags = ["--random", "2", "--first-seed", "1000", "--beside", "ttl-only", "--save-replay", &saved];
+    let (code, stdout, stderr) = worker(&flags, &command);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("seed 1000: ") && stdout.contains("seed 1001: "), "{stdout}");
+    assert!(stdout.contains("broke no-stale-confirm"), "{stdout}");
+    assert!(stdout.contains("; simulated: ") && stdout.contains("under ttl-only in "), "{stdout}");
+    assert!(std::fs::read_dir(&dir).unwrap().count() >= 1, "a failing world is saved");
+    let _ = std::fs::remove_dir_all(&dir);
+}

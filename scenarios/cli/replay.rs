@@ -28,6 +28,10 @@ pub struct ReplayArgs {
     /// On the page, the same fault plan under this mechanism too
     #[arg(long, value_parser = parse_mechanism, requires = "html")]
     beside: Option<Mechanism>,
+    /// For a file of a team's worker program (`fencesim worker --save-replay`): run the
+    /// program through it this many times and count the runs whose verdict repeated
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
 }
 
 fn compare_hash(outcome: &Outcome, replay: &ReplayFile) {
@@ -71,11 +75,14 @@ pub fn run_command(args: ReplayArgs) -> ExitCode {
         Ok(scenario) => scenario,
         Err(error) => return bad_input(format!("{}: {error}", args.file.display())),
     };
+    let mechanism = match &replay.worker {
+        Some(_) => format!("a team's worker program (its keys as {} names them)", replay.mechanism),
+        None => format!("mechanism {}", replay.mechanism),
+    };
     println!(
-        "replaying {}: scenario {}, mechanism {}, gateway {}, seed {}, {} fault(s)",
+        "replaying {}: scenario {}, {mechanism}, gateway {}, seed {}, {} fault(s)",
         args.file.display(),
         replay.scenario,
-        replay.mechanism,
         replay.gateway,
         replay.seed,
         replay.fault_plan.faults.len()
@@ -84,7 +91,14 @@ pub fn run_command(args: ReplayArgs) -> ExitCode {
         println!("with the mutant {mutant} planted in the workers");
     }
     if let Some(worker) = &replay.worker {
-        return crate::cli::worker::replay_worker(&replay, scenario, worker);
+        return crate::cli::worker::replay_worker(&replay, scenario, worker, args.runs);
+    }
+    if args.runs > 1 {
+        return bad_input(format!(
+            "{}: --runs is for a file of a team's worker program; a simulated run repeats by construction \
+             (--check-determinism checks it)",
+            args.file.display()
+        ));
     }
     let outcome = match run_with(&scenario, replay.seed, replay.mutant) {
         Ok(outcome) => outcome,

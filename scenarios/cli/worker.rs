@@ -43,6 +43,18 @@ pub struct WorkerArgs {
     /// Run it this many times and count, per invariant, the runs that broke it
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: u32,
+    /// Run it through this many random worlds with faults instead (seeds from --first-seed
+    /// up; the faults a program can be given from outside), and count the worlds that broke
+    /// each invariant
+    #[arg(long, conflicts_with_all = ["replay", "runs"], value_parser = clap::value_parser!(u32).range(1..=10000))]
+    random: Option<u32>,
+    /// The first seed of --random
+    #[arg(long, default_value_t = 1, requires = "random")]
+    first_seed: u64,
+    /// With --random: each world also simulated under this mechanism (the one the program
+    /// stands for), its verdict beside the program's, and the worlds where they agree counted
+    #[arg(long, requires = "random", value_parser = crate::cli::args::parse_mechanism)]
+    beside: Option<crate::model::Mechanism>,
     /// Save a failing run as a replay file naming the program, the world and the plan (into
     /// this directory); `fencesim replay FILE` runs the program through them again
     #[arg(long, value_name = "DIR")]
@@ -78,6 +90,9 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     };
     if args.runs > 1 {
         return runs(&config, args.runs);
+    }
+    if let Some(count) = args.random {
+        return random(&config, (args.first_seed, count), args.beside, args.save_replay.as_deref());
     }
     let (outcome, ended) = match run_foreign(&config) {
         Ok(done) => done,
@@ -125,11 +140,12 @@ fn tell(outcome: &Outcome, command: &[String]) {
 }
 
 /// `fencesim replay FILE` of a team's worker program's run: the same program through the
-/// same world and plan, and whether it broke what the file says it broke.
+/// same world and plan, `runs` times, and how often it broke what the file says it broke.
 pub fn replay_worker(
     replay: &ReplayFile,
     scenario: crate::scenario::Scenario,
     worker: &WorkerProgram,
+    runs: u32,
 ) -> ExitCode {
     interrupt::watch();
     println!("the worker program `{}`, at time scale {}", worker.command.join(" "), worker.time_scale);
@@ -141,21 +157,30 @@ pub fn replay_worker(
         keep: None,
         first_take_within: Duration::from_secs(20),
     };
-    let outcome = match run_foreign(&config) {
-        Ok((outcome, _)) => outcome,
-        Err(error) => return bad_input(error),
-    };
-    tell(&outcome, &config.command);
-    let broken: Vec<&str> = outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
-    match broken == replay.violations {
-        true => println!("the verdict repeated: {}", verdict_words(&broken)),
-        false => println!(
-            "the verdict did not repeat: the file says {}, this run {}",
-            verdict_words(&replay.violations.iter().map(String::as_str).collect::<Vec<_>>()),
-            verdict_words(&broken)
-        ),
+    let expected: Vec<&str> = replay.violations.iter().map(String::as_str).collect();
+    let (mut repeated, mut passed) = (0, true);
+    for run in 1..=runs {
+        let outcome = match run_foreign(&config) {
+            Ok((outcome, _)) => outcome,
+            Err(error) => return bad_input(error),
+        };
+        if runs == 1 {
+            tell(&outcome, &config.command);
+        }
+        let broken: Vec<&str> =
+            outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+        passed &= outcome.passed();
+        match broken == expected {
+            true => repeated += 1,
+            false => println!(
+                "run {run}: the verdict did not repeat: the file says {}, this run {}",
+                verdict_words(&expected),
+                verdict_words(&broken)
+            ),
+        }
     }
-    verdict(outcome.passed())
+    println!("the verdict repeated in {repeated} of {runs} runs: {}", verdict_words(&expected));
+    verdict(passed)
 }
 
 fn verdict_words(broken: &[&str]) -> String {
@@ -189,4 +214,72 @@ fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
         println!("  {name:<22} broken in {times} of {count} runs");
     }
     verdict(broken.is_empty())
+}
+
+/// Runs the program through `count` random worlds from `first_seed` up, each judged, and
+/// simulated under `beside` too when given; a failing world is saved as a replay file into
+/// `save`, if given. Exit 1 when any broke.
+fn random(
+    config: &ForeignConfig,
+    (first_seed, count): (u64, u32),
+    beside: Option<crate::model::Mechanism>,
+    save: Option<&std::path::Path>,
+) -> ExitCode {
+    let mut broken: std::collections::BTreeMap<&'static str, u32> = std::collections::BTreeMap::new();
+    let mut agreed = 0;
+    for seed in first_seed..first_seed + u64::from(count) {
+        let scenario = crate::foreign::worlds::random_world(seed, config.gateway);
+        let (workers, faults) = (scenario.world.workers, scenario.world.faults.faults.len());
+        let simulated = match beside.map(|mechanism| simulated_under(&scenario, seed, mechanism)).transpose()
+        {
+            Ok(simulated) => simulated,
+            Err(error) => return bad_input(format!("seed {seed}: {error}")),
+        };
+        let this = ForeignConfig { replay: Some((scenario, seed)), ..config.clone() };
+        let outcome = match run_foreign(&this) {
+            Ok((outcome, _)) => outcome,
+            Err(error) => return bad_input(format!("seed {seed}: {error}")),
+        };
+        let these: Vec<&str> =
+            outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+        for name in &these {
+            *broken.entry(name).or_default() += 1;
+        }
+        let mut line =
+            format!("seed {seed}: {workers} workers, {faults} fault(s): {}", verdict_words(&these));
+        if let Some(simulated) = &simulated {
+            agreed += u32::from(*simulated == these);
+            line += &format!("; simulated: {}", verdict_words(simulated));
+        }
+        if let Some(dir) = save.filter(|_| !these.is_empty()) {
+            let program = WorkerProgram { command: config.command.clone(), time_scale: config.time_scale };
+            match ReplayFile::of_worker(&outcome, program).write_into_as(dir, "worker") {
+                Ok(path) => line += &format!(" ({})", ReplayFile::command(&path)),
+                Err(error) => return bad_input(error),
+            }
+        }
+        println!("{line}");
+    }
+    let told: Vec<String> = broken.iter().map(|(name, n)| format!("{name} in {n}")).collect();
+    println!(
+        "`{}`, {count} random worlds: {}",
+        config.command.join(" "),
+        if told.is_empty() { "nothing broken".to_owned() } else { format!("broke {}", told.join(", ")) }
+    );
+    if let Some(mechanism) = beside {
+        println!("the same verdict as the simulation under {mechanism} in {agreed} of {count} worlds");
+    }
+    verdict(broken.is_empty())
+}
+
+/// The invariants the simulation breaks in `scenario`'s world under `mechanism`.
+fn simulated_under(
+    scenario: &crate::scenario::Scenario,
+    seed: u64,
+    mechanism: crate::model::Mechanism,
+) -> Result<Vec<&'static str>, String> {
+    let mut scenario = scenario.clone();
+    scenario.world.mechanism = mechanism;
+    let outcome = crate::runner::run_with(&scenario, seed, None)?;
+    Ok(outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect())
 }

@@ -17,5 +17,6 @@ pub mod rows_seen;
 pub mod run;
 pub mod seen;
 pub mod watch;
+pub mod worlds;
 
 pub use run::{run_foreign, ForeignConfig};

@@ -181,15 +181,12 @@ fn told(request: &tiny_http::Request) -> Told {
 /// The calling worker and the path it asked for: named by the `worker` header (the
 /// project's own worker), or by the path's first part (`/A/gateway/refunds/815`: a program
 /// the run does not control is given a base address of its own, so that its calls are
-/// known to be its own without its cooperation).
+/// known to be its own without its cooperation); the base is taken off the path either way.
 fn routed(named: Option<WorkerId>, url: &str) -> (Option<WorkerId>, String) {
-    if named.is_some() {
-        return (named, url.to_owned());
-    }
     let mut parts = url.trim_start_matches('/').splitn(3, '/');
-    match (parts.next().and_then(|w| w.parse().ok()), parts.next(), parts.next()) {
-        (Some(worker), Some("gateway"), rest) => (Some(worker), format!("/{}", rest.unwrap_or(""))),
-        _ => (None, url.to_owned()),
+    match (parts.next().and_then(|w| w.parse::<WorkerId>().ok()), parts.next(), parts.next()) {
+        (Some(worker), Some("gateway"), rest) => (named.or(Some(worker)), format!("/{}", rest.unwrap_or(""))),
+        _ => (named, url.to_owned()),
     }
 }
 
@@ -513,5 +510,22 @@ impl Gateway for LiveGateway {
         };
         self.faults.keep_lost(kept);
         paid?.ok_or(GatewayError::Unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::routed;
+    use fencesim_model::WorkerId;
+
+    #[test]
+    fn a_caller_is_known_by_its_header_or_its_base_address() {
+        let (a, b) = (Some(WorkerId(0)), Some(WorkerId(1)));
+        assert_eq!(routed(a, "/refunds/815"), (a, "/refunds/815".to_owned()));
+        assert_eq!(routed(None, "/B/gateway/refunds/815"), (b, "/refunds/815".to_owned()));
+        assert_eq!(routed(None, "/B/gateway/refunds"), (b, "/refunds".to_owned()));
+        assert_eq!(routed(a, "/A/gateway/refunds"), (a, "/refunds".to_owned()), "the header and the base");
+        assert_eq!(routed(None, "/refunds/815"), (None, "/refunds/815".to_owned()), "nobody named");
+        assert_eq!(routed(None, "/faults"), (None, "/faults".to_owned()));
     }
 }
