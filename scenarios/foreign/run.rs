@@ -107,13 +107,7 @@ impl Stage {
         admin.batch_execute(rows_seen::TRIGGER).map_err(|e| format!("the row trigger: {e}"))?;
         let world = &scenario.world;
         let clock = LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale };
-        let setup = GatewaySetup {
-            mode: world.gateway_mode,
-            refund_latency: world.refund_latency.clone(),
-            lookup_latency_ms: world.lookup_latency_ms,
-            lookup_lag_ms: world.lookup_lag_ms,
-            clock,
-        };
+        let setup = GatewaySetup::of(world, clock);
         let gateway = GatewayService::start(setup, EventLog::create(&dir.file("gateway.jsonl"))?, 0)?;
         let queue_log = EventLog::create(&dir.file("queue.jsonl"))?;
         let queue =

@@ -11,20 +11,12 @@ use crate::live::faults::expire_now;
 use crate::live::gateway::GatewayService;
 use crate::live::interrupt;
 use crate::live::log::EventLog;
-use crate::live::plan::Planned;
-use crate::live::processes::instant_of;
 use crate::live::redis::connect;
 use crate::live::store::Refunds;
+use crate::live::supervise::{agenda, Due};
 use fencesim_model::WorkerId;
 use fencesim_sim::{EventKind, FaultKind, WorldConfig};
 use std::time::{Duration, Instant};
-
-/// Something the supervisor does at a time of the story.
-enum Due {
-    Fault(Planned),
-    /// The arrival at this place in the world's list.
-    Arrival(usize),
-}
 
 /// What the loop works with.
 pub struct Watch<'a> {
@@ -53,19 +45,10 @@ pub enum Ended {
 }
 
 impl Watch<'_> {
-    fn agenda(&self) -> Vec<(Instant, Due)> {
-        let faults = self.plan.at_times.iter().map(|(at, planned)| (*at, Due::Fault(planned.clone())));
-        let arrivals = self.world.arrivals.iter().enumerate().map(|(i, a)| (a.at_ms, Due::Arrival(i)));
-        let mut agenda: Vec<(u64, Due)> = faults.chain(arrivals).collect();
-        agenda.sort_by_key(|(at, due)| (*at, matches!(due, Due::Arrival(_))));
-        agenda.reverse();
-        agenda.into_iter().map(|(at, due)| (instant_of(self.clock, at), due)).collect()
-    }
-
     /// Watches the copies until every one has left, the queue's end has been told long
     /// enough, or the deadline passes; an error names a program that cannot be judged.
     pub fn run(&self, programs: &mut Programs) -> Result<Ended, String> {
-        let mut agenda = self.agenda();
+        let mut agenda = agenda(&self.plan.at_times, self.world, self.clock);
         let mut closed_at: Option<Instant> = None;
         loop {
             interrupt::check()?;

@@ -289,13 +289,7 @@ impl Stage {
         let world = &scenario.world;
         // the start is provisional until `begin` fixes it, once every worker is ready
         let clock = LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale };
-        let setup = GatewaySetup {
-            mode: world.gateway_mode,
-            refund_latency: world.refund_latency.clone(),
-            lookup_latency_ms: world.lookup_latency_ms,
-            lookup_lag_ms: world.lookup_lag_ms,
-            clock,
-        };
+        let setup = GatewaySetup::of(world, clock);
         let gateway =
             GatewayService::start(setup, EventLog::create(&dir.file("gateway.jsonl"))?, config.gateway_port)?;
         let watch = ExpiryWatch::start(&redis.lock_url, EventLog::create(&dir.file("expiries.jsonl"))?)?;

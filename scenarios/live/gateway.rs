@@ -47,6 +47,19 @@ pub struct GatewaySetup {
     pub clock: LiveClock,
 }
 
+impl GatewaySetup {
+    /// The service `world` asks for, on `clock`.
+    pub fn of(world: &fencesim_sim::WorldConfig, clock: LiveClock) -> GatewaySetup {
+        GatewaySetup {
+            mode: world.gateway_mode,
+            refund_latency: world.refund_latency.clone(),
+            lookup_latency_ms: world.lookup_latency_ms,
+            lookup_lag_ms: world.lookup_lag_ms,
+            clock,
+        }
+    }
+}
+
 /// The faults in force at the gateway, in the story's milliseconds.
 #[derive(Default)]
 struct InForce {

@@ -20,10 +20,21 @@ use fencesim_sim::{EventKind, FaultKind, WorldConfig};
 use std::time::{Duration, Instant};
 
 /// Something the coordinator does at a time of the story.
-enum Due {
+pub enum Due {
     Fault(Planned),
     /// The arrival at this place in the world's list.
     Arrival(usize),
+}
+
+/// The timed faults and the world's arrivals, on the wall clock, the next one last (a fault
+/// before an arrival of the same time).
+pub fn agenda(at_times: &[(u64, Planned)], world: &WorldConfig, clock: LiveClock) -> Vec<(Instant, Due)> {
+    let faults = at_times.iter().map(|(at, planned)| (*at, Due::Fault(planned.clone())));
+    let arrivals = world.arrivals.iter().enumerate().map(|(index, a)| (a.at_ms, Due::Arrival(index)));
+    let mut agenda: Vec<(u64, Due)> = faults.chain(arrivals).collect();
+    agenda.sort_by_key(|(at, due)| (*at, matches!(due, Due::Arrival(_))));
+    agenda.reverse();
+    agenda.into_iter().map(|(at, due)| (instant_of(clock, at), due)).collect()
 }
 
 /// What the loop works with.
@@ -45,13 +56,7 @@ pub struct Supervision<'a> {
 impl Supervision<'_> {
     /// The timed faults and the arrivals, the next one last.
     fn agenda(&self) -> Vec<(Instant, Due)> {
-        let faults = self.plan.at_times.iter().map(|(at, planned)| (*at, Due::Fault(planned.clone())));
-        let arrivals =
-            self.world.arrivals.iter().enumerate().map(|(index, a)| (a.at_ms, Due::Arrival(index)));
-        let mut agenda: Vec<(u64, Due)> = faults.chain(arrivals).collect();
-        agenda.sort_by_key(|(at, due)| (*at, matches!(due, Due::Arrival(_))));
-        agenda.reverse();
-        agenda.into_iter().map(|(at, due)| (instant_of(self.clock, at), due)).collect()
+        agenda(&self.plan.at_times, self.world, self.clock)
     }
 
     /// Watches the workers until every one has left (`true`) or the deadline passes
