@@ -6,28 +6,15 @@
 //! own on loopback; without PostgreSQL they say loudly that they skipped, and with `CI`
 //! set they fail instead.
 
+mod support;
+
 use fencesim::live::pgproxy::{PgHooks, PgObserved, PgOpen, PgProxy, SKIPPED};
 use fencesim::live::pgwire::{read_message, Message, GSSENC_REQUEST, SSL_REQUEST};
-use fencesim::live::postgres::{postgres_program, PostgresServer};
+use fencesim::live::postgres::PostgresServer;
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// Whether this machine has PostgreSQL; says loudly when it does not.
-fn has_postgres(test: &str) -> bool {
-    if postgres_program("initdb").is_some() && postgres_program("postgres").is_some() {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and no PostgreSQL was found");
-    eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
-    false
-}
-
-/// A cluster of the test's own, or none (said loudly) on a machine without PostgreSQL.
-fn cluster(test: &str) -> Option<PostgresServer> {
-    has_postgres(test).then(|| PostgresServer::start(test).unwrap())
-}
 
 fn proxy(server: &PostgresServer, party: &str, hooks: Arc<dyn PgHooks>) -> PgProxy {
     PgProxy::start(&format!("127.0.0.1:{}", server.port), party, hooks).unwrap()
@@ -51,7 +38,7 @@ const UPDATE: &str = "UPDATE t SET state = 'x' WHERE id = $1 AND state = 'a'";
 
 #[test]
 fn each_statement_is_recorded_with_its_parameters_tag_and_rows() {
-    let Some(server) = cluster("pgproxy-records") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-records") else { return };
     let proxy = proxy(&server, "A", Arc::new(PgOpen));
     let mut client = through(&proxy);
     client.batch_execute("CREATE TABLE t (id bigint primary key, state text)").unwrap();
@@ -108,7 +95,7 @@ impl PgHooks for Slow {
 /// statement yet waiting for it, and record the statement as skipped.)
 #[test]
 fn an_error_is_recorded_in_the_servers_words_and_the_connection_goes_on() {
-    let Some(server) = cluster("pgproxy-errors") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-errors") else { return };
     let proxy = proxy(&server, "B", Arc::new(Slow));
     let mut client = through(&proxy);
     let missing = client.batch_execute("SELECT * FROM missing").unwrap_err();
@@ -163,7 +150,7 @@ fn table(server: &PostgresServer) -> postgres::Client {
 
 #[test]
 fn a_held_answer_reaches_the_party_late_after_the_change_was_made() {
-    let Some(server) = cluster("pgproxy-held-reply") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-held-reply") else { return };
     let mut con = table(&server);
     let (holding, held) = mpsc::channel();
     let hold = Duration::from_millis(200);
@@ -212,7 +199,7 @@ impl PgHooks for HoldUpdate {
 
 #[test]
 fn a_held_statement_reaches_the_server_only_when_released() {
-    let Some(server) = cluster("pgproxy-held-send") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-held-send") else { return };
     let mut con = table(&server);
     let (holding, held) = mpsc::channel();
     let hooks = Arc::new(HoldUpdate {
@@ -287,7 +274,7 @@ impl Raw {
 
 #[test]
 fn encryption_is_refused_a_tls_handshake_closed_and_plain_text_goes_on() {
-    let Some(server) = cluster("pgproxy-tls") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-tls") else { return };
     let proxy = proxy(&server, "E", Arc::new(PgOpen));
     let mut raw = Raw::connect(&proxy);
     for code in [GSSENC_REQUEST, SSL_REQUEST] {
@@ -323,7 +310,7 @@ fn extended(sql: &str) -> Vec<u8> {
 
 #[test]
 fn after_an_error_the_rest_of_a_pipelined_batch_is_recorded_as_skipped() {
-    let Some(server) = cluster("pgproxy-skipped") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-skipped") else { return };
     let proxy = proxy(&server, "F", Arc::new(PgOpen));
     let mut raw = Raw::connect(&proxy);
     raw.start_up();
@@ -349,7 +336,7 @@ fn after_an_error_the_rest_of_a_pipelined_batch_is_recorded_as_skipped() {
 
 #[test]
 fn a_malformed_message_closes_its_connection_only() {
-    let Some(server) = cluster("pgproxy-malformed") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-malformed") else { return };
     let proxy = proxy(&server, "G", Arc::new(PgOpen));
     for length in [2_i32, i32::MAX] {
         let mut raw = Raw::connect(&proxy);
@@ -379,7 +366,7 @@ fn a_malformed_message_closes_its_connection_only() {
 
 #[test]
 fn a_cancel_request_reaches_the_server_as_it_came() {
-    let Some(server) = cluster("pgproxy-cancel") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-cancel") else { return };
     let proxy = proxy(&server, "H", Arc::new(PgOpen));
     let mut client = through(&proxy);
     let cancel = client.cancel_token();
@@ -402,7 +389,7 @@ fn a_cancel_request_reaches_the_server_as_it_came() {
 
 #[test]
 fn a_long_result_is_kept_to_its_cap_and_a_dropped_proxy_closes_its_connections() {
-    let Some(server) = cluster("pgproxy-cap") else { return };
+    let Some(server) = support::postgres::cluster("pgproxy-cap") else { return };
     let proxy = proxy(&server, "I", Arc::new(PgOpen));
     let mut client = through(&proxy);
     let rows = client.query("SELECT generate_series(1, 1500)::bigint", &[]).unwrap();

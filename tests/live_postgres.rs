@@ -6,7 +6,7 @@
 
 mod support;
 
-use fencesim::live::postgres::{postgres_program, PgRefunds, PostgresServer};
+use fencesim::live::postgres::PgRefunds;
 use fencesim::live::store::Refunds;
 use fencesim::model::{
     Cents, MerchantId, RefundId, RefundRow, RefundState, SqliteRefunds, Statements, Token, WriteGuard,
@@ -15,18 +15,13 @@ use fencesim::model::{
 use fencesim::mutant::{Mutant, Planted};
 use fencesim::sim::Wiring;
 
-/// A cluster of the test's own, or none (said loudly) on a machine without PostgreSQL.
-fn cluster(test: &str) -> Option<PostgresServer> {
-    has_postgres(test).then(|| PostgresServer::start(test).unwrap())
-}
-
 /// The database's token sequence counts on PostgreSQL as on SQLite, from where the
 /// deployment placed it. (Its upsert named the column ambiguously for PostgreSQL, and
 /// every batch of `fenced-db-sequence` live on PostgreSQL failed with a backend error:
 /// found by `fencesim fidelity`.)
 #[test]
 fn the_database_sequence_counts_on_postgres_as_on_sqlite() {
-    let Some(server) = cluster("postgres-sequence") else { return };
+    let Some(server) = support::postgres::cluster("postgres-sequence") else { return };
     let stores: [Box<dyn Refunds>; 2] = [
         Box::new(PgRefunds::connect(&server.url()).unwrap()),
         Box::new(SqliteRefunds::open_in_memory().unwrap()),
@@ -83,7 +78,7 @@ fn writes(store: &dyn Refunds) -> Vec<String> {
 /// `no-stale-confirm`: found by `fencesim fidelity`.)
 #[test]
 fn every_planted_statement_answers_on_postgres_as_on_sqlite() {
-    let Some(server) = cluster("postgres-planted") else { return };
+    let Some(server) = support::postgres::cluster("postgres-planted") else { return };
     let mut planted = 0;
     for mutant in Mutant::ALL {
         let statements = Planted(mutant).statements(Statements::SQLITE);
@@ -132,7 +127,7 @@ fn descendants(pid: u32) -> Vec<(u32, String)> {
 #[test]
 fn a_live_run_stopped_by_a_signal_leaves_no_process_and_no_directory() {
     let test = "live-signal";
-    if !support::redis_server::available(test) || !has_postgres(test) {
+    if !support::redis_server::available(test) || !support::postgres::available(test) {
         return;
     }
     let tmp = std::env::temp_dir().join(format!("fencesim-signal-{}", std::process::id()));
@@ -197,16 +192,6 @@ impl Drop for Cleanup {
     }
 }
 
-/// Whether this machine has PostgreSQL; says loudly when it does not.
-fn has_postgres(test: &str) -> bool {
-    if postgres_program("initdb").is_some() && postgres_program("postgres").is_some() {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and no PostgreSQL was found");
-    eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
-    false
-}
-
 /// A team's file on PostgreSQL: each statement is prepared there before any worker runs it,
 /// with every parameter typed as the worker gives it. A confirm that leaves `:token` out or
 /// compares it with nothing that types it (`:token > 0`) runs as on SQLite (it failed with
@@ -214,7 +199,7 @@ fn has_postgres(test: &str) -> bool {
 /// before the run, named by its field, in PostgreSQL's words.
 #[test]
 fn a_team_files_statements_are_prepared_on_postgres_before_the_run() {
-    let Some(server) = cluster("postgres-prepare") else { return };
+    let Some(server) = support::postgres::cluster("postgres-prepare") else { return };
     let text = fencesim::mechanism_file::builtin::text_of(fencesim::model::Mechanism::FencedDbSequence);
     let confirm = "WHERE id = :id AND state = 'sending' AND fence = :token";
     let cases = [
@@ -264,7 +249,7 @@ fn a_team_files_statements_are_prepared_on_postgres_before_the_run() {
 /// and exit 2, where the SQLite check alone lets it through.
 #[test]
 fn mechanism_check_prepares_every_kept_file_on_postgres_too() {
-    let Some(server) = cluster("postgres-check") else { return };
+    let Some(server) = support::postgres::cluster("postgres-check") else { return };
     let check = |file: &std::path::Path| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
             .args(["mechanism", "check"])
@@ -308,7 +293,7 @@ fn mechanism_check_prepares_every_kept_file_on_postgres_too() {
 /// allow is refused, each time, in PostgreSQL's words, and progress names the last refusal.
 #[test]
 fn a_statement_postgres_refuses_live_is_told_in_its_words() {
-    let Some(server) = cluster("postgres-refused") else { return };
+    let Some(server) = support::postgres::cluster("postgres-refused") else { return };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("mechanisms/fenced.toml")).unwrap();
     let changed = text

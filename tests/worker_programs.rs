@@ -11,7 +11,6 @@
 
 mod support;
 
-use fencesim::live::postgres::postgres_program;
 use fencesim::model::Mechanism;
 use fencesim::runner::run_with;
 use fencesim::scenario::{build, FaultMask};
@@ -25,9 +24,7 @@ fn root() -> PathBuf {
 
 /// Whether the servers and `needs` (an installed example's file) are here; says loudly when not.
 fn available(test: &str, needs: Option<&Path>) -> bool {
-    let servers = support::redis_server::available(test)
-        && postgres_program("initdb").is_some()
-        && postgres_program("postgres").is_some();
+    let servers = support::redis_server::available(test) && support::postgres::available(test);
     let example = needs.is_none_or(Path::exists);
     if servers && example {
         return true;

@@ -241,11 +241,9 @@ fn redis_step(observed: &Observed, keys: &Keys) -> Option<StepKind> {
 
 /// The step a database reply shows: a claim or a confirm that changed its row.
 fn database_step(observed: &PgObserved) -> Option<StepKind> {
-    let changed =
-        observed.tag.as_deref().and_then(|t| t.strip_prefix("UPDATE ")).and_then(|n| n.parse::<u64>().ok());
-    match (rows_seen::kind_of(&observed.sql), changed) {
-        (Some(WriteKind::Claim), Some(1..)) => Some(StepKind::AfterClaim),
-        (Some(WriteKind::Confirm), Some(1..)) => Some(StepKind::AfterConfirm),
+    match (rows_seen::kind_of(&observed.sql), rows_seen::count_of(observed.tag.as_deref())) {
+        (Some(WriteKind::Claim), 1..) => Some(StepKind::AfterClaim),
+        (Some(WriteKind::Confirm), 1..) => Some(StepKind::AfterConfirm),
         _ => None,
     }
 }

@@ -100,7 +100,7 @@ pub fn bound(sql: &str, params: &[Option<String>], column: &str) -> Option<Strin
 }
 
 /// The rows a statement's tag says it changed (`UPDATE 3`).
-fn count_of(tag: Option<&str>) -> u64 {
+pub fn count_of(tag: Option<&str>) -> u64 {
     tag.and_then(|t| t.strip_prefix("UPDATE ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
 }
 

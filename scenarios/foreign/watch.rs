@@ -7,11 +7,10 @@ use crate::foreign::faults::OutsidePlan;
 use crate::foreign::programs::{told, Programs};
 use crate::foreign::queue::QueueService;
 use crate::live::clock::LiveClock;
-use crate::live::faults::expire_now;
+use crate::live::faults::expire_lease;
 use crate::live::gateway::GatewayService;
 use crate::live::interrupt;
 use crate::live::log::EventLog;
-use crate::live::redis::connect;
 use crate::live::store::Refunds;
 use crate::live::supervise::{agenda, Due};
 use fencesim_model::WorkerId;
@@ -91,12 +90,7 @@ impl Watch<'_> {
                 programs.pause(worker, after(duration_ms))
             }
             FaultKind::Crash { worker, restart_after_ms } => programs.crash(worker, after(restart_after_ms)),
-            FaultKind::ExpireLease { merchant, .. } => {
-                let mut con = connect(self.redis_url)?;
-                for key in self.world.mechanism.spec().lease_keys(merchant, self.world.workers) {
-                    expire_now(&mut con, &key)?
-                }
-            }
+            FaultKind::ExpireLease { merchant, .. } => expire_lease(self.redis_url, self.world, merchant)?,
             FaultKind::GatewayOutage { .. }
             | FaultKind::GatewayConflicts { .. }
             | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),

@@ -380,6 +380,19 @@ impl LiveFaults {
     }
 }
 
+/// Every key `merchant`'s lease may be held at expires now, on the server at `url`.
+pub fn expire_lease(
+    url: &str,
+    world: &fencesim_sim::WorldConfig,
+    merchant: fencesim_model::MerchantId,
+) -> Result<(), String> {
+    let mut con = crate::live::redis::connect(url)?;
+    for key in world.mechanism.spec().lease_keys(merchant, world.workers) {
+        expire_now(&mut con, &key)?
+    }
+    Ok(())
+}
+
 /// The lease key expires now, as the server expires a key whose time is up (so that the
 /// expiry watch hears of it): its time is set to a millisecond from now, and the key is
 /// read a little after, which makes the server expire it then.

@@ -5,7 +5,7 @@
 
 use crate::live::clock::LiveClock;
 use crate::live::faketime::jump_ms;
-use crate::live::faults::expire_now;
+use crate::live::faults::expire_lease;
 use crate::live::gateway::GatewayService;
 use crate::live::interrupt;
 use crate::live::log::EventLog;
@@ -135,12 +135,7 @@ impl Supervision<'_> {
                 children.pause(worker, after(duration_ms))
             }
             FaultKind::Crash { worker, restart_after_ms } => children.crash(worker, after(restart_after_ms)),
-            FaultKind::ExpireLease { merchant, .. } => {
-                let mut con = connect(&servers.lock_url)?;
-                for key in self.world.mechanism.spec().lease_keys(merchant, self.world.workers) {
-                    expire_now(&mut con, &key)?
-                }
-            }
+            FaultKind::ExpireLease { merchant, .. } => expire_lease(&servers.lock_url, self.world, merchant)?,
             FaultKind::RedisRestart { persistence, .. } => {
                 let pid = servers.lock_pid().ok_or("the live run restarts only its own Redis")?;
                 restart_now(connect(&servers.lock_url).ok().as_mut(), pid, persistence, self.log);

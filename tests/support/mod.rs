@@ -3,6 +3,7 @@
 pub mod chromium;
 pub mod faketime;
 pub mod picture;
+pub mod postgres;
 pub mod redis_answers;
 pub mod redis_server;
 pub mod xmllint;
