@@ -147,3 +147,20 @@ fn a_party_that_speaks_tls_is_closed_and_said_so() {
     assert_eq!(seen[0].request, "(a TLS handshake)");
     assert!(seen[0].reply.contains("plain RESP"), "{}", seen[0].reply);
 }
+
+/// The server going away (a restart of the plan) ends the party's connection too, so that
+/// its client sees the connection lost and makes a new one, as it would without a proxy,
+/// instead of waiting for an answer that never comes.
+#[test]
+fn a_server_that_goes_away_ends_the_partys_connection() {
+    let Some(server) = redis_server::start("proxy_server_gone") else { return };
+    let proxy = RedisProxy::start(&format!("127.0.0.1:{}", server.port), "A", Arc::new(Open)).unwrap();
+    let mut con = client(&proxy);
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    // SAFETY: a signal to the test's own redis-server.
+    unsafe { libc::kill(server.pid(), libc::SIGKILL) };
+    con.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let lost = redis::cmd("GET").arg("k").query::<Option<String>>(&mut con).unwrap_err();
+    assert!(!lost.is_timeout(), "the connection ended rather than hung: {lost:?}");
+    assert!(lost.is_io_error() || lost.is_connection_dropped(), "{lost:?}");
+}

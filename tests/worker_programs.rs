@@ -248,3 +248,32 @@ fn random_worlds_catch_the_unfenced_worker_and_keep_the_failing_world() {
     assert!(std::fs::read_dir(&dir).unwrap().count() >= 1, "a failing world is saved");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The project's own worker, run as a program that follows the contract
+/// (`fencesim contract-worker`): judged from what the servers saw, it breaks what the
+/// simulation breaks for `ttl-only`, and judging the events it wrote itself gives the same
+/// verdict; so does a replay file's world that restarts Redis from outside with the counter
+/// lost, the deployment not seeding it again (a planted bug).
+#[test]
+fn the_projects_own_worker_is_judged_alike_from_the_servers_and_from_its_own_events() {
+    if !available("worker-contract", None) {
+        return;
+    }
+    let fencesim = env!("CARGO_BIN_EXE_fencesim").to_owned();
+    let command = [fencesim.clone(), "contract-worker".into(), "--mechanism".into(), "ttl-only".into()];
+    let (code, stdout, stderr) = worker(&["--gateway", "non-idempotent"], &command);
+    let observed: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("VIOLATION "))
+        .map(|l| l.split_whitespace().next().unwrap().to_owned())
+        .collect();
+    assert_eq!(observed, simulated(Mechanism::TtlOnly, GatewayMode::NonIdempotent), "{stderr}");
+    assert!(stdout.contains("judged again from the program's own events: the same verdict"), "{stdout}");
+    assert_eq!(code, 1, "{stderr}");
+    let file = root().join("reports/mutants/no-reseed-after-restart.json").display().to_string();
+    let like = [fencesim, "contract-worker".into(), "--like".into(), file.clone()];
+    let (_, stdout, stderr) = worker(&["--replay", &file], &like);
+    assert!(stderr.contains("plants no-reseed-after-restart"), "the file's bug is said: {stderr}");
+    assert!(stdout.contains("redis#1 restarts, with no persistence"), "the restart is given: {stdout}");
+    assert!(stdout.contains("judged again from the program's own events: the same verdict"), "{stdout}");
+}

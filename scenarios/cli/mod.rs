@@ -79,6 +79,10 @@ pub enum Command {
     /// file's world, against real servers, judged from what they saw: `fencesim worker --
     /// node worker.js` (docs/worker.md)
     Worker(worker::WorkerArgs),
+    /// The project's own worker as a program that follows docs/worker.md's contract, for
+    /// `fencesim worker -- fencesim contract-worker`; it also writes its own events, and the
+    /// run says whether judging those agrees with judging what the servers saw
+    ContractWorker(worker::ContractWorkerArgs),
     /// Print the shell's completion script for fencesim, e.g. `fencesim completions bash >
     /// ~/.local/share/bash-completion/completions/fencesim`
     Completions(completions::CompletionsArgs),
@@ -112,6 +116,7 @@ pub fn dispatch(command: Command) -> ExitCode {
         Command::Merge(args) => merge::run(args),
         Command::Live(args) => live::live_command(args),
         Command::Worker(args) => worker::run(args),
+        Command::ContractWorker(args) => worker::contract_worker(args),
         Command::Completions(args) => completions::run(args),
         Command::Manpage(args) => manpage::run(args),
         Command::LiveWorker { spec } => live::live_worker_command(spec),

@@ -8,7 +8,7 @@ use crate::cli::{bad_input, verdict, INTERRUPTED};
 use crate::files::replay_file::{ReplayFile, WorkerProgram};
 use crate::files::write::write_whole;
 use crate::foreign::watch::Ended;
-use crate::foreign::{run_foreign, ForeignConfig};
+use crate::foreign::{broken, run_foreign, ForeignConfig, ForeignRun};
 use crate::live::interrupt;
 use crate::runner::Outcome;
 use crate::sim::GatewayMode;
@@ -68,14 +68,17 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     interrupt::watch();
     let replay = match &args.replay {
         Some(path) => match crate::cli::live::replayed(path) {
-            Ok((_, _, Some(mutant))) => {
-                return bad_input(format!(
-                "{}: the file plants {} in the project's own worker; a team's program brings its own bugs",
-                path.display(),
-                mutant.name()
-            ))
+            Ok((scenario, seed, mutant)) => {
+                if let Some(mutant) = mutant {
+                    eprintln!(
+                        "note: {} plants {} in the project's own worker; the program run here is not changed by \
+                         it (`fencesim contract-worker --like FILE` plants it)",
+                        path.display(),
+                        mutant.name()
+                    );
+                }
+                Some((scenario, seed))
             }
-            Ok((scenario, seed, None)) => Some((scenario, seed)),
             Err(error) => return bad_input(error),
         },
         None => None,
@@ -94,7 +97,7 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     if let Some(count) = args.random {
         return random(&config, (args.first_seed, count), args.beside, args.save_replay.as_deref());
     }
-    let (outcome, ended) = match run_foreign(&config) {
+    let ForeignRun { outcome, ended, own } = match run_foreign(&config) {
         Ok(done) => done,
         Err(error) if interrupt::asked() => {
             eprintln!("fencesim: {error}");
@@ -109,7 +112,12 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     }
     match args.json {
         true => println!("{}", outcome.to_json()),
-        false => tell(&outcome, &config.command),
+        false => {
+            tell(&outcome, &config.command);
+            if let Some(own) = &own {
+                println!("{}", own_words(&broken(&outcome), &broken(own)));
+            }
+        }
     }
     if let Some(dir) = args.save_replay.filter(|_| !outcome.passed()) {
         let program = WorkerProgram { command: config.command.clone(), time_scale: config.time_scale };
@@ -158,10 +166,10 @@ pub fn replay_worker(
         first_take_within: Duration::from_secs(20),
     };
     let expected: Vec<&str> = replay.violations.iter().map(String::as_str).collect();
-    let (mut repeated, mut passed) = (0, true);
+    let (mut repeated, mut passed, mut own) = (0, true, OwnCount::default());
     for run in 1..=runs {
         let outcome = match run_foreign(&config) {
-            Ok((outcome, _)) => outcome,
+            Ok(done) => own.counted(done),
             Err(error) => return bad_input(error),
         };
         if runs == 1 {
@@ -180,6 +188,7 @@ pub fn replay_worker(
         }
     }
     println!("the verdict repeated in {repeated} of {runs} runs: {}", verdict_words(&expected));
+    own.tell(runs);
     verdict(passed)
 }
 
@@ -195,9 +204,10 @@ fn verdict_words(broken: &[&str]) -> String {
 fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
     let mut broken: std::collections::BTreeMap<&'static str, u32> = std::collections::BTreeMap::new();
     let mut names: Vec<&'static str> = Vec::new();
+    let mut own = OwnCount::default();
     for run in 1..=count {
         let outcome = match run_foreign(config) {
-            Ok((outcome, _)) => outcome,
+            Ok(done) => own.counted(done),
             Err(error) => return bad_input(error),
         };
         names = outcome.checks.iter().map(|check| check.invariant).collect();
@@ -213,6 +223,7 @@ fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
         let times = broken.get(name).copied().unwrap_or(0);
         println!("  {name:<22} broken in {times} of {count} runs");
     }
+    own.tell(count);
     verdict(broken.is_empty())
 }
 
@@ -226,7 +237,7 @@ fn random(
     save: Option<&std::path::Path>,
 ) -> ExitCode {
     let mut broken: std::collections::BTreeMap<&'static str, u32> = std::collections::BTreeMap::new();
-    let mut agreed = 0;
+    let (mut agreed, mut own) = (0, OwnCount::default());
     for seed in first_seed..first_seed + u64::from(count) {
         let scenario = crate::foreign::worlds::random_world(seed, config.gateway);
         let (workers, faults) = (scenario.world.workers, scenario.world.faults.faults.len());
@@ -237,7 +248,7 @@ fn random(
         };
         let this = ForeignConfig { replay: Some((scenario, seed)), ..config.clone() };
         let outcome = match run_foreign(&this) {
-            Ok((outcome, _)) => outcome,
+            Ok(done) => own.counted(done),
             Err(error) => return bad_input(format!("seed {seed}: {error}")),
         };
         let these: Vec<&str> =
@@ -269,6 +280,7 @@ fn random(
     if let Some(mechanism) = beside {
         println!("the same verdict as the simulation under {mechanism} in {agreed} of {count} worlds");
     }
+    own.tell(count);
     verdict(broken.is_empty())
 }
 
@@ -282,4 +294,86 @@ fn simulated_under(
     scenario.world.mechanism = mechanism;
     let outcome = crate::runner::run_with(&scenario, seed, None)?;
     Ok(outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect())
+}
+
+/// How often the verdict from a program's own events agreed with the observed one, over
+/// the runs in which it wrote any.
+#[derive(Default)]
+struct OwnCount {
+    told: u32,
+    agreed: u32,
+}
+
+impl OwnCount {
+    /// Counts the run, says when the two verdicts part, and gives back the observed outcome.
+    fn counted(&mut self, run: ForeignRun) -> Outcome {
+        if let Some(agrees) = run.own_agrees() {
+            self.told += 1;
+            self.agreed += u32::from(agrees);
+            if !agrees {
+                let own = run.own.as_ref().map(broken).unwrap_or_default();
+                println!("  {}", own_words(&broken(&run.outcome), &own));
+            }
+        }
+        run.outcome
+    }
+
+    fn tell(&self, runs: u32) {
+        if self.told > 0 {
+            println!(
+                "judged from the program's own events ({} of {runs} runs wrote them): the same verdict in {} of {}",
+                self.told, self.agreed, self.told
+            );
+        }
+    }
+}
+
+/// The verdict from the program's own events beside the observed one.
+fn own_words(observed: &[&str], own: &[&str]) -> String {
+    match observed == own {
+        true => {
+            format!("judged again from the program's own events: the same verdict ({})", verdict_words(own))
+        }
+        false => format!(
+            "judged again from the program's own events: {}, where what the components saw {}",
+            verdict_words(own),
+            verdict_words(observed)
+        ),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ContractWorkerArgs {
+    /// The mechanism the worker follows (its keys are those the contract names)
+    #[arg(long, default_value = "fenced", value_parser = crate::cli::args::parse_mechanism)]
+    mechanism: crate::model::Mechanism,
+    /// Plant this bug of the mutant catalogue in it
+    #[arg(long)]
+    mutant: Option<String>,
+    /// Take the mechanism and the planted bug from this replay file
+    #[arg(long, conflicts_with_all = ["mechanism", "mutant"])]
+    like: Option<PathBuf>,
+    /// The run's time scale (`fencesim worker --time-scale`): the contract's TTL is real time
+    #[arg(long, default_value_t = 0.25)]
+    time_scale: f64,
+}
+
+/// `fencesim contract-worker`: the project's own worker as a program that follows the
+/// contract, started by `fencesim worker -- fencesim contract-worker`.
+pub fn contract_worker(args: ContractWorkerArgs) -> ExitCode {
+    let (mechanism, mutant) = match &args.like {
+        Some(path) => match crate::cli::live::replayed(path) {
+            Ok((scenario, _, mutant)) => (scenario.world.mechanism, mutant),
+            Err(error) => return bad_input(error),
+        },
+        None => match args.mutant.as_deref().map(str::parse).transpose() {
+            Ok(mutant) => (args.mechanism, mutant),
+            Err(error) => return bad_input(error),
+        },
+    };
+    let asked = crate::foreign::own_worker::ContractWorker { mechanism, mutant, time_scale: args.time_scale };
+    match crate::foreign::own_worker::run_contract_worker(asked) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => bad_input(error),
+    }
 }

@@ -62,35 +62,51 @@ pub fn givable(fault: &Fault) -> bool {
 }
 
 fn given(fault: &Fault) -> Result<Given, String> {
+    let seen = match fault.trigger {
+        Trigger::Step { step, .. } => SEEN_STEPS.contains(&step),
+        Trigger::Call { .. } => true,
+        _ => false,
+    };
     match (fault.kind, fault.trigger) {
-        (FaultKind::Pause { .. } | FaultKind::Crash { .. }, Trigger::Step { step, .. })
-            if SEEN_STEPS.contains(&step) =>
-        {
-            Ok(Given::OnTheWire)
-        }
-        (
-            FaultKind::Pause { .. } | FaultKind::Crash { .. },
-            Trigger::Call { hop: Hop::Redis | Hop::Database, .. },
-        ) => Ok(Given::OnTheWire),
-        (
-            FaultKind::Pause { .. }
-            | FaultKind::Crash { .. }
-            | FaultKind::ExpireLease { .. }
-            | FaultKind::Redeliver { .. }
-            | FaultKind::DuplicateDelivery { .. }
-            | FaultKind::GatewayOutage { .. }
-            | FaultKind::GatewayConflicts { .. }
-            | FaultKind::LookupLag { .. },
-            Trigger::At { at_ms },
-        ) => Ok(Given::At(at_ms)),
+        (kind, _) if seen && acts_on_the_wire(kind) => Ok(Given::OnTheWire),
+        (kind, Trigger::At { at_ms }) if at_a_time(kind) => Ok(Given::At(at_ms)),
         (kind, trigger) => Err(format!(
             "the plan's fault {} {}: a team's worker program is not given it yet (the proxies see \
-                     the steps {}, and requests to Redis and the database)",
+                     the steps {}, and requests to Redis, the database and the gateway)",
             kind.name(),
             trigger.describe(),
             SEEN_STEPS.map(<&str>::from).join(", "),
         )),
     }
+}
+
+/// The kinds a proxy or the gateway fires where the program's traffic shows the trigger.
+fn acts_on_the_wire(kind: FaultKind) -> bool {
+    matches!(
+        kind,
+        FaultKind::Pause { .. }
+            | FaultKind::Crash { .. }
+            | FaultKind::RedisRestart { .. }
+            | FaultKind::RedisDelay { .. }
+            | FaultKind::DbDelay { .. }
+            | FaultKind::RedisReplyDelay { .. }
+            | FaultKind::DbReplyDelay { .. }
+            | FaultKind::GatewayLatency { .. }
+            | FaultKind::LostResponse { .. }
+            | FaultKind::GatewayTimeout { .. }
+            | FaultKind::GatewayOutage { .. }
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::LookupLag { .. }
+    )
+}
+
+/// The kinds the supervisor fires at a story time.
+fn at_a_time(kind: FaultKind) -> bool {
+    acts_on_the_wire(kind)
+        || matches!(
+            kind,
+            FaultKind::ExpireLease { .. } | FaultKind::Redeliver { .. } | FaultKind::DuplicateDelivery { .. }
+        )
 }
 
 /// The faults the proxies fire, with what each worker has done so far.
@@ -103,6 +119,27 @@ pub struct Outside {
     log: Arc<EventLog>,
     clock: Mutex<LiveClock>,
     keys: Keys,
+    /// Hold-ups armed for each worker's next request, and its answer, on a hop.
+    armed: Mutex<BTreeMap<(WorkerId, Hop), Armed>>,
+    /// The lock server (its process id and address) a restart kills, and the gateway
+    /// service a gateway fault is sent to.
+    servers: Mutex<Serving>,
+    begun: std::sync::atomic::AtomicBool,
+}
+
+/// The servers the faults act on.
+#[derive(Clone, Debug, Default)]
+pub struct Serving {
+    pub redis_pid: Option<i32>,
+    pub redis_url: String,
+    pub gateway_url: String,
+}
+
+/// Hold-ups armed for a worker's next request on a hop and for its answer.
+#[derive(Clone, Copy, Debug, Default)]
+struct Armed {
+    request: Duration,
+    reply: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -120,7 +157,23 @@ impl Outside {
         keys: Keys,
     ) -> Outside {
         let fired = Mutex::new(vec![false; faults.len()]);
-        Outside { faults, fired, counts: Mutex::default(), groups, log, clock: Mutex::new(clock), keys }
+        Outside {
+            faults,
+            fired,
+            counts: Mutex::default(),
+            groups,
+            log,
+            clock: Mutex::new(clock),
+            keys,
+            armed: Mutex::default(),
+            servers: Mutex::default(),
+            begun: Default::default(),
+        }
+    }
+
+    /// The servers the faults act on from now on (again after a restart: a new process id).
+    pub fn serving(&self, servers: Serving) {
+        *self.servers.lock().unwrap_or_else(|p| p.into_inner()) = servers;
     }
 
     /// The process groups the faults signal.
@@ -131,11 +184,22 @@ impl Outside {
     /// The story starts on `clock`.
     pub fn begin(&self, clock: LiveClock) {
         *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = clock;
+        self.begun.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the story has started: what a program sends before it (its start-up's
+    /// queries) is not counted, as the simulated worker's count starts with the story.
+    fn in_the_story(&self) -> bool {
+        let start_us = self.clock.lock().unwrap_or_else(|p| p.into_inner()).start_us;
+        self.begun.load(std::sync::atomic::Ordering::SeqCst) && crate::live::clock::wall_us() >= start_us
     }
 
     /// Counts one more of `counted` for `worker`, and fires what waits for it; returns what
     /// becomes of a request there: held for a pause's time, or never sent (a crash).
     fn reached(&self, worker: WorkerId, counted: Counted) -> Fired {
+        if !self.in_the_story() {
+            return Fired::default();
+        }
         let nth = {
             let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
             let n = counts.entry((worker, counted)).or_default();
@@ -163,31 +227,84 @@ impl Outside {
     }
 
     fn fire(&self, fault: &Fault) -> Fired {
-        let clock = *self.clock.lock().unwrap_or_else(|p| p.into_inner());
         self.log.record(fencesim_sim::EventKind::FaultFired { fault: fault.kind, trigger: fault.trigger });
-        match fault.kind {
+        self.act(fault.kind)
+    }
+
+    /// Does what `kind` does, now (the supervisor records a fault it fires at a time).
+    pub fn act(&self, kind: FaultKind) -> Fired {
+        let clock = *self.clock.lock().unwrap_or_else(|p| p.into_inner());
+        let arm = |worker, hop, armed: fn(&mut Armed) -> &mut Duration, ms| {
+            let mut all = self.armed.lock().unwrap_or_else(|p| p.into_inner());
+            *armed(all.entry((worker, hop)).or_default()) += clock.real(ms);
+        };
+        match kind {
             FaultKind::Pause { worker, duration_ms } => {
                 let real = clock.real(duration_ms);
                 self.groups.stop(worker, Instant::now() + real);
-                Fired { held: real, killed: false }
+                return Fired { held: real, killed: false };
             }
             FaultKind::Crash { worker, restart_after_ms } => {
                 self.groups.kill(worker, Instant::now() + clock.real(restart_after_ms));
-                Fired { held: Duration::ZERO, killed: true }
+                return Fired { held: Duration::ZERO, killed: true };
             }
-            _ => Fired::default(),
+            FaultKind::RedisDelay { worker, delay_ms } => {
+                arm(worker, Hop::Redis, |a| &mut a.request, delay_ms)
+            }
+            FaultKind::DbDelay { worker, delay_ms } => {
+                arm(worker, Hop::Database, |a| &mut a.request, delay_ms)
+            }
+            FaultKind::RedisReplyDelay { worker, delay_ms } => {
+                arm(worker, Hop::Redis, |a| &mut a.reply, delay_ms)
+            }
+            FaultKind::DbReplyDelay { worker, delay_ms } => {
+                arm(worker, Hop::Database, |a| &mut a.reply, delay_ms)
+            }
+            FaultKind::RedisRestart { persistence, .. } => {
+                let servers = self.servers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Some(pid) = servers.redis_pid {
+                    let mut con = crate::live::redis::connect(&servers.redis_url).ok();
+                    crate::live::servers::restart_now(con.as_mut(), pid, persistence, &self.log);
+                }
+            }
+            FaultKind::GatewayLatency { .. }
+            | FaultKind::LostResponse { .. }
+            | FaultKind::GatewayTimeout { .. }
+            | FaultKind::GatewayOutage { .. }
+            | FaultKind::GatewayConflicts { .. }
+            | FaultKind::LookupLag { .. } => {
+                let url = self.servers.lock().unwrap_or_else(|p| p.into_inner()).gateway_url.clone();
+                let _ = crate::live::gateway::send_fault(&url, kind);
+            }
+            _ => {}
         }
+        Fired::default()
+    }
+
+    /// What is armed for `worker`'s next request on `hop`, taken.
+    fn take_armed(&self, worker: WorkerId, hop: Hop) -> Armed {
+        self.armed.lock().unwrap_or_else(|p| p.into_inner()).remove(&(worker, hop)).unwrap_or_default()
     }
 
     /// A proxy's gate for `worker` on `hop`.
     pub fn gate(self: &Arc<Self>, worker: WorkerId, hop: Hop) -> Arc<WireGate> {
-        Arc::new(WireGate { outside: self.clone(), worker, hop })
+        Arc::new(WireGate { outside: self.clone(), worker, hop, reply: Mutex::default() })
+    }
+}
+
+/// The gateway service asks before it answers a worker's call: the worker's n-th call on
+/// the gateway hop, where a pause holds it and a crash drops it.
+impl crate::live::gateway::CallGate for Outside {
+    fn pass(&self, worker: WorkerId) -> bool {
+        let fired = self.reached(worker, Counted::Request(Hop::Gateway));
+        std::thread::sleep(fired.held);
+        !fired.killed
     }
 }
 
 /// What the faults fired at a request do to it.
 #[derive(Clone, Copy, Debug, Default)]
-struct Fired {
+pub struct Fired {
     /// How long it waits (the process is stopped meanwhile).
     held: Duration,
     /// The process was killed: the request never goes on.
@@ -205,6 +322,8 @@ pub struct WireGate {
     outside: Arc<Outside>,
     worker: WorkerId,
     hop: Hop,
+    /// How long the answer to the request on its way is held, as armed when it left.
+    reply: Mutex<Duration>,
 }
 
 impl WireGate {
@@ -213,15 +332,21 @@ impl WireGate {
     /// never leaves a process that crashed right before it.
     pub fn before_request(&self) -> bool {
         let fired = self.outside.reached(self.worker, Counted::Request(self.hop));
-        std::thread::sleep(fired.held);
+        let armed = self.outside.take_armed(self.worker, self.hop);
+        *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = armed.reply;
+        std::thread::sleep(fired.held + armed.request);
         !fired.killed
     }
 
-    /// Before a reply goes back: the step it shows, if any, is reached.
+    /// Before a reply goes back: the step it shows, if any, is reached; then the answer
+    /// waits what was armed for it.
     pub fn before_reply(&self, step: Option<StepKind>) {
         if let Some(step) = step {
             self.outside.reached(self.worker, Counted::Step(step));
         }
+        // armed when the request left: a fault fired at this reply's step holds the next one
+        let held = std::mem::take(&mut *self.reply.lock().unwrap_or_else(|p| p.into_inner()));
+        std::thread::sleep(held);
     }
 }
 

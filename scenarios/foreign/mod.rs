@@ -7,9 +7,12 @@
 //! - `faults`: the plan's faults given from outside, at the requests and replies the
 //!   proxies see (`live::proxy`, `live::pgproxy`);
 //! - `redis_seen`, `rows_seen`: the proxies' and the row trigger's records read as the
-//!   simulation's events; `seen`: all of them for one run.
+//!   simulation's events; `seen`: all of them for one run;
+//! - `own_worker`: the project's own worker speaking the contract (`fencesim contract-worker`),
+//!   which also writes its own events, so that a run can judge it from both.
 
 pub mod faults;
+pub mod own_worker;
 pub mod programs;
 pub mod queue;
 pub mod redis_seen;
@@ -19,4 +22,4 @@ pub mod seen;
 pub mod watch;
 pub mod worlds;
 
-pub use run::{run_foreign, ForeignConfig};
+pub use run::{broken, run_foreign, ForeignConfig, ForeignRun};

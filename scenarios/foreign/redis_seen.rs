@@ -104,6 +104,14 @@ impl Reading {
                 vec![EventKind::LeaseRead { worker, instance: 0, key: arg(1), holder }]
             }
             "DEL" | "UNLINK" => self.delete(worker, o, keys),
+            // a delete that answers with the value it took: whose lease it ended is in the reply
+            "GETDEL" if keys.lease(&arg(1)).is_some() => {
+                let holder = (o.reply != "(nil)").then(|| o.reply.clone());
+                if holder.is_some() {
+                    self.holders.remove(&arg(1));
+                }
+                vec![EventKind::LeaseDeleted { worker, instance: 0, key: arg(1), holder }]
+            }
             "PEXPIRE" | "EXPIRE" if keys.lease(&arg(1)).is_some() => {
                 let real_ms = arg(2).parse::<u64>().unwrap_or(0) * if command == "EXPIRE" { 1000 } else { 1 };
                 let holder = (o.reply == "1").then(|| self.holders.get(&arg(1)).cloned()).flatten();

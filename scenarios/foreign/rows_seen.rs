@@ -99,13 +99,48 @@ pub fn bound(sql: &str, params: &[Option<String>], column: &str) -> Option<Strin
     None
 }
 
-/// The rows a statement's tag says it changed (`UPDATE 3`).
+/// The rows a write's tag says it changed: `UPDATE 3`, or `SELECT 3` for an update inside a
+/// `WITH` whose rows the statement returns.
 pub fn count_of(tag: Option<&str>) -> u64 {
-    tag.and_then(|t| t.strip_prefix("UPDATE ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+    tag.and_then(|t| t.strip_prefix("UPDATE ").or_else(|| t.strip_prefix("SELECT ")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether a write's conditions name the fence (its `WHERE`, not what it returns).
+fn fenced(sql: &str) -> bool {
+    let sql = plain(sql);
+    let conditions = sql.split(" where ").nth(1).unwrap_or("");
+    conditions.split(" returning ").next().is_some_and(|w| w.contains("fence"))
 }
 
 fn state_of(text: &str) -> RefundState {
     RefundState::from_sql(text).unwrap_or(RefundState::Pending)
+}
+
+/// The tokens a worker took from the database's own counter (`fence_seq`, one row a
+/// merchant, as `fenced-db-sequence` keeps it): a statement that writes it and returns one
+/// number is a token for the merchant its `merchant = $n` or first parameter names.
+pub fn tokens(seen: &[(WorkerId, PgSeen)]) -> Vec<LogLine> {
+    let mut lines = Vec::new();
+    for (worker, statement) in seen {
+        let sql = plain(&statement.sql);
+        let writes = sql.starts_with("insert into fence_seq") || sql.starts_with("update fence_seq");
+        let returned = match statement.rows.as_slice() {
+            [row] if row.len() == 1 => row[0].as_deref().and_then(|v| v.parse::<i64>().ok()),
+            _ => None,
+        };
+        let merchant = bound(&statement.sql, &statement.params, "merchant")
+            .or_else(|| statement.params.first().cloned().flatten())
+            .and_then(|m| m.parse::<u32>().ok());
+        if let (true, Some(token), Some(merchant), None) = (writes, returned, merchant, &statement.error) {
+            let key = format!("fence_seq:{}", fencesim_model::MerchantId(merchant));
+            let issued = EventKind::TokenIssued { worker: *worker, key, token: Token(token) };
+            let at_us = statement.sent_us + (statement.answered_us - statement.sent_us) / 2;
+            lines.push(LogLine { at_us, happened: issued, sent_us: None });
+        }
+    }
+    lines
 }
 
 /// Every worker's refund writes and refused statements, in wall-clock microseconds.
@@ -142,13 +177,17 @@ pub fn events(
             .get(&worker)
             .and_then(|taken| taken.iter().rev().find(|(at, _)| *at <= statement.sent_us))
             .map(|&(_, token)| token)
-            .filter(|_| plain(&statement.sql).split(" where ").nth(1).is_some_and(|w| w.contains("fence")));
-        let changed = count_of(statement.tag.as_deref());
-        let queue = statement.backend_pid.and_then(|pid| by_pid.get_mut(&pid));
-        let mine: Vec<&RowChange> = match queue {
-            Some(queue) => (0..changed).map_while(|_| queue.pop_front()).collect(),
-            None => Vec::new(),
-        };
+            .filter(|_| fenced(&statement.sql));
+        // a server process runs one statement at a time: the rows it changed up to this
+        // statement's answer are this statement's (or, before it was sent, a statement's
+        // that is not a refund write, told here all the same)
+        let mut mine: Vec<&RowChange> = Vec::new();
+        if let Some(queue) = statement.backend_pid.and_then(|pid| by_pid.get_mut(&pid)) {
+            while let Some(change) = queue.front().filter(|c| c.at_us <= statement.answered_us) {
+                mine.push(change);
+                queue.pop_front();
+            }
+        }
         for change in &mine {
             let after = RowImage { state: state_of(&change.state), fence: change.fence };
             let refund = RefundId(change.id as u32);
@@ -202,5 +241,10 @@ mod tests {
         assert_eq!(kind_of("update refund set state = 'sent' where id = $1"), Some(WriteKind::Confirm));
         assert_eq!(kind_of("update refund set fence = 3 where id = $1"), None);
         assert!(writes_refunds(claim) && !writes_refunds("SELECT * FROM refund"));
+        let stamped = "WITH w AS (UPDATE refund SET state = 'sent' WHERE id = $1 AND state = 'sending' \
+                       RETURNING state, fence) SELECT state, fence FROM w";
+        assert_eq!(kind_of(stamped), Some(WriteKind::Confirm));
+        assert!(writes_refunds(stamped) && !fenced(stamped) && fenced(claim));
+        assert_eq!((count_of(Some("SELECT 1")), count_of(Some("UPDATE 2")), count_of(None)), (1, 2, 0));
     }
 }

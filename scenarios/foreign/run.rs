@@ -6,7 +6,7 @@
 //! what the proxies, the trigger, the gateway, the queue and Redis's expiries saw, judged
 //! by the simulation's checkers.
 
-use crate::foreign::faults::{outside_plan, Outside, OutsidePlan};
+use crate::foreign::faults::{outside_plan, Outside, OutsidePlan, Serving};
 use crate::foreign::programs::{Groups, Programs};
 use crate::foreign::queue::QueueService;
 use crate::foreign::seen::seen;
@@ -23,7 +23,7 @@ use crate::live::plan::world_refusal;
 use crate::live::postgres::{PgRefunds, PostgresServer};
 use crate::live::proxy::RedisProxy;
 use crate::live::redis::connect;
-use crate::live::servers::Servers;
+use crate::live::servers::{restart_mode, Servers};
 use crate::live::store::Refunds;
 use crate::runner::{judge, Outcome, DEFAULT_SEED};
 use crate::scenario::{self, FaultMask, Scenario};
@@ -80,17 +80,20 @@ const LEAD: Duration = Duration::from_millis(100);
 const LEAVE_WITHIN: Duration = Duration::from_secs(5);
 
 /// Everything a run stands on; torn down when dropped, the database last.
-struct Stage {
+pub(crate) struct Stage {
     scenario: Scenario,
     dir: RunDir,
     store: PgRefunds,
-    redis: Servers,
+    redis: std::cell::RefCell<Servers>,
+    redis_url: String,
     clock: LiveClock,
     gateway: GatewayService,
     queue: QueueService,
     watch: ExpiryWatch,
     log: Arc<EventLog>,
     database_url: String,
+    /// Where a program may write its own events (`foreign::own_worker` does).
+    events: PathBuf,
     _postgres: PostgresServer,
 }
 
@@ -100,8 +103,9 @@ impl Stage {
         let postgres = PostgresServer::start("worker")?;
         let database_url = postgres.url();
         let store = PgRefunds::connect(&database_url)?;
-        let redis = Servers::start(None, None, false)?;
-        fill_store(&scenario, &store, &mut connect(&redis.lock_url)?)?;
+        let redis = Servers::start(None, restart_mode(&scenario.world)?, false)?;
+        let redis_url = redis.lock_url.clone();
+        fill_store(&scenario, &store, &mut connect(&redis_url)?)?;
         let mut admin = postgres::Client::connect(&database_url, postgres::NoTls)
             .map_err(|e| format!("the refund database: {e}"))?;
         admin.batch_execute(rows_seen::TRIGGER).map_err(|e| format!("the row trigger: {e}"))?;
@@ -112,19 +116,23 @@ impl Stage {
         let queue_log = EventLog::create(&dir.file("queue.jsonl"))?;
         let queue =
             QueueService::start(world.workers, world.visibility_timeout_ms, &world.jobs, clock, queue_log)?;
-        let watch = ExpiryWatch::start(&redis.lock_url, EventLog::create(&dir.file("expiries.jsonl"))?)?;
+        let watch = ExpiryWatch::start(&redis_url, EventLog::create(&dir.file("expiries.jsonl"))?)?;
         let log = Arc::new(EventLog::create(&dir.file("coordinator.jsonl"))?);
+        let events = dir.file("events");
+        std::fs::create_dir_all(&events).map_err(|e| format!("cannot make {}: {e}", events.display()))?;
         Ok(Stage {
             scenario,
             dir,
             store,
-            redis,
+            redis: std::cell::RefCell::new(redis),
+            redis_url,
             clock,
             gateway,
             queue,
             watch,
             log,
             database_url,
+            events,
             _postgres: postgres,
         })
     }
@@ -148,7 +156,7 @@ struct Wires {
 
 fn wires(stage: &Stage, outside: &Arc<Outside>) -> Result<Wires, String> {
     let workers = stage.scenario.world.workers;
-    let (redis_at, database_at) = (host_port(&stage.redis.lock_url), host_port(&stage.database_url));
+    let (redis_at, database_at) = (host_port(&stage.redis_url), host_port(&stage.database_url));
     let mut wires = Wires { redis: Vec::new(), database: Vec::new() };
     for worker in (0..workers).map(WorkerId) {
         let party = worker.to_string();
@@ -182,6 +190,7 @@ fn environment(stage: &Stage, wires: &Wires) -> Vec<Vec<(String, String)>> {
                 ("FENCESIM_QUEUE_URL", stage.queue.url(worker)),
                 ("FENCESIM_LEASE_TTL_MS", ttl_ms.to_string()),
                 ("FENCESIM_POLL_MS", "5".to_owned()),
+                ("FENCESIM_EVENTS_DIR", stage.events.display().to_string()),
                 // every address is on loopback: an HTTP client that follows a proxy
                 // setting of the machine's must not send them elsewhere
                 ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
@@ -194,15 +203,40 @@ fn environment(stage: &Stage, wires: &Wires) -> Vec<Vec<(String, String)>> {
         .collect()
 }
 
+/// A run's verdicts.
+pub struct ForeignRun {
+    /// Judged from what the components saw.
+    pub outcome: Outcome,
+    /// Whether the copies left when told.
+    pub ended: Ended,
+    /// Judged again from the events the program wrote itself into `$FENCESIM_EVENTS_DIR`,
+    /// in place of what the proxies and the row trigger saw, when it wrote any.
+    pub own: Option<Outcome>,
+}
+
+impl ForeignRun {
+    /// Whether the program's own events give the verdict the observations give.
+    pub fn own_agrees(&self) -> Option<bool> {
+        self.own.as_ref().map(|own| broken(own) == broken(&self.outcome))
+    }
+}
+
+/// The invariants an outcome says were broken.
+pub fn broken(outcome: &Outcome) -> Vec<&'static str> {
+    outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect()
+}
+
 /// Runs the program through the world and judges what the components saw; also says
 /// which copies had to be stopped because they stayed after the run was over.
-pub fn run_foreign(config: &ForeignConfig) -> Result<(Outcome, Ended), String> {
+pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
     let (scenario, plan) = foreign_scenario(config)?;
     let mut stage = Stage::set_up(config, scenario)?;
     let keys = redis_seen::Keys::of(&stage.scenario.world);
     let outside =
         Outside::new(plan.on_the_wire.clone(), Groups::default(), stage.log.clone(), stage.clock, keys);
     let outside = Arc::new(outside);
+    outside.serving(serving(&stage));
+    stage.gateway.gate(outside.clone());
     let wires = wires(&stage, &outside)?;
     let env = environment(&stage, &wires);
     let mut programs = Programs::spawn(&config.command, env, &stage.dir.path, outside.groups())?;
@@ -215,30 +249,64 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<(Outcome, Ended), String> {
         let enqueued = EventKind::JobEnqueued { job: job.id, merchant: job.merchant };
         stage.log.record_at(stage.clock.start_us, enqueued);
     }
-    let ended = watch(&stage, &plan).run(&mut programs)?;
+    let ended = watch(&stage, &plan, &outside).run(&mut programs)?;
     stage.gateway.wait_for_late_calls(Instant::now() + Duration::from_secs(5));
     let ended_at_ms = stage.clock.story_ms(wall_us());
     drop(programs);
     let seen = seen(&stage.scenario, &wires.redis, &wires.database, &stage.database_url, stage.clock)?;
     drop(wires);
+    let own_lines = own_events(&stage.events)?;
     let Stage { scenario, dir, store, gateway, watch, log, clock, .. } = stage;
     drop(watch);
     let files =
         [log.path().to_owned(), dir.file("expiries.jsonl"), gateway.log_path(), dir.file("queue.jsonl")];
-    let mut lines: Vec<LogLine> = read_all(&files)?;
-    lines.extend(seen);
-    lines.sort_by_key(|line| line.at_us);
-    let merged = merge(lines, clock, scenario.world.workers as usize);
+    let world_lines: Vec<LogLine> = read_all(&files)?;
     let final_rows = store.all_rows().map_err(|e| format!("the refund store: {e}"))?;
-    let finished = ended != Ended::OutOfTime;
-    let record = record(&scenario, merged, final_rows, gateway.ledger(), finished, ended_at_ms);
     let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
-    Ok((judge(&scenario, RunRecord { seed, ..record }, None)?, ended))
+    let judged = |told: Vec<LogLine>| {
+        let mut lines = world_lines.clone();
+        lines.extend(told);
+        lines.sort_by_key(|line| line.at_us);
+        let merged = merge(lines, clock, scenario.world.workers as usize);
+        let finished = ended != Ended::OutOfTime;
+        let record = record(&scenario, merged, final_rows.clone(), gateway.ledger(), finished, ended_at_ms);
+        judge(&scenario, RunRecord { seed, ..record }, None)
+    };
+    let outcome = judged(seen)?;
+    let own = match own_lines.is_empty() {
+        true => None,
+        false => Some(judged(own_lines)?),
+    };
+    Ok(ForeignRun { outcome, ended, own })
 }
 
-fn watch<'a>(stage: &'a Stage, plan: &'a OutsidePlan) -> Watch<'a> {
+/// The events the copies wrote themselves, if any did (every file of the directory).
+fn own_events(dir: &std::path::Path) -> Result<Vec<LogLine>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    files.sort();
+    read_all(&files).map_err(|e| format!("the program's own events: {e}"))
+}
+
+/// The servers a fault acts on: the lock server (as it runs now) and the gateway service.
+pub(crate) fn serving(stage: &Stage) -> Serving {
+    Serving {
+        redis_pid: stage.redis.borrow().lock_pid(),
+        redis_url: stage.redis_url.clone(),
+        gateway_url: format!("http://127.0.0.1:{}", stage.gateway.port),
+    }
+}
+
+fn watch<'a>(stage: &'a Stage, plan: &'a OutsidePlan, outside: &'a Outside) -> Watch<'a> {
     let world = &stage.scenario.world;
     Watch {
+        outside,
+        servers: &stage.redis,
+        serving: serving(stage),
         world,
         plan,
         clock: stage.clock,
@@ -246,7 +314,7 @@ fn watch<'a>(stage: &'a Stage, plan: &'a OutsidePlan) -> Watch<'a> {
         gateway: &stage.gateway,
         queue: &stage.queue,
         store: &stage.store,
-        redis_url: &stage.redis.lock_url,
+        redis_url: &stage.redis_url,
         leave_within: LEAVE_WITHIN,
         deadline: Instant::now() + LEAD + stage.clock.real(horizon_ms(world)),
     }

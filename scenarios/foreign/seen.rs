@@ -43,6 +43,7 @@ pub fn seen(
         return Err(tls_refusal(*worker, "the database", "FENCESIM_DATABASE_URL"));
     }
     let mut lines = redis_seen::events(&redis_seen, &Keys::of(&scenario.world), clock.scale);
+    lines.extend(rows_seen::tokens(&rows_seen));
     let mut tokens: BTreeMap<WorkerId, Vec<(u64, Token)>> = BTreeMap::new();
     for line in &lines {
         if let EventKind::TokenIssued { worker, token, .. } = &line.happened {

@@ -27,6 +27,12 @@ pub struct Watch<'a> {
     pub queue: &'a QueueService,
     pub store: &'a dyn Refunds,
     pub redis_url: &'a str,
+    /// The faults the proxies fire, which also act for the supervisor (a delay, a restart).
+    pub outside: &'a crate::foreign::faults::Outside,
+    /// The lock server, started again after a restart's down time.
+    pub servers: &'a std::cell::RefCell<crate::live::servers::Servers>,
+    /// The servers as the faults know them, the lock server's process id renewed after a restart.
+    pub serving: crate::foreign::faults::Serving,
     /// How long a copy may stay once the queue said the run is over.
     pub leave_within: Duration,
     pub deadline: Instant,
@@ -63,6 +69,7 @@ impl Watch<'_> {
                 self.take(due, programs)?;
             }
             self.queue.tick();
+            self.restarted()?;
             if closed_at.is_none() && agenda.is_empty() && self.queue.all_done() {
                 self.queue.close();
                 closed_at = Some(Instant::now());
@@ -96,9 +103,24 @@ impl Watch<'_> {
             | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
             FaultKind::Redeliver { worker } => drop(self.queue.hand_on(worker, false)),
             FaultKind::DuplicateDelivery { worker } => drop(self.queue.hand_on(worker, true)),
-            other => {
-                return Err(format!("a team's worker program is not given {} at a time yet", other.name()))
-            }
+            // a delay, a restart, a fault of one worker's gateway call: as the proxies fire them
+            other => drop(self.outside.act(other)),
+        }
+        Ok(())
+    }
+
+    /// Starts the lock server again once a restart's down time has passed, runs the
+    /// deployment's start-up routine (the counters seeded as the world's mechanism seeds
+    /// them), and tells the faults its new process.
+    fn restarted(&self) -> Result<(), String> {
+        let world = self.world;
+        let down = self.clock.real(world.mechanism.restart_down_ms(world.redis_restart_ms, world.ttl_ms));
+        let mut servers = self.servers.borrow_mut();
+        if servers.watch(down)? {
+            crate::live::servers::start_routine(world, self.redis_url, self.store, self.log)?;
+            let serving =
+                crate::foreign::faults::Serving { redis_pid: servers.lock_pid(), ..self.serving.clone() };
+            self.outside.serving(serving);
         }
         Ok(())
     }

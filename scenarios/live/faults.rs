@@ -69,6 +69,17 @@ pub struct GatewayArmed {
     pub late_ms: Option<u64>,
 }
 
+impl GatewayArmed {
+    /// Both armings at once, as one call carries them.
+    pub fn and(self, other: GatewayArmed) -> GatewayArmed {
+        GatewayArmed {
+            extra_ms: self.extra_ms + other.extra_ms,
+            lost: self.lost + other.lost,
+            late_ms: self.late_ms.or(other.late_ms),
+        }
+    }
+}
+
 /// Sleeps `story_ms` of the story.
 async fn sleep_story(clock: crate::live::clock::LiveClock, story_ms: u64) {
     sleep_real(clock.real(story_ms)).await
@@ -150,6 +161,43 @@ pub struct Outside {
 }
 
 impl LiveFaults {
+    /// The faults of a worker that takes none itself, as a team's program takes none: its
+    /// faults are given from outside (`foreign::faults`), so it has no plan, no latency of
+    /// its own and no connection of its own to any server.
+    pub fn none(
+        worker: WorkerId,
+        log: Arc<EventLog>,
+        clock: crate::live::clock::LiveClock,
+        mechanism: fencesim_model::Mechanism,
+        workers: u32,
+    ) -> LiveFaults {
+        LiveFaults {
+            worker,
+            log,
+            planned: Vec::new(),
+            progress: Mutex::default(),
+            progress_file: PathBuf::new(),
+            keep_counts: false,
+            admin: Mutex::new(None),
+            latency_ms: [0; Hop::COUNT],
+            held: Mutex::default(),
+            clock,
+            last_request: Mutex::default(),
+            last_hop: Mutex::default(),
+            mechanism,
+            workers,
+            turns: crate::live::turns::Turns::default(),
+            outside: Outside {
+                gateway_url: String::new(),
+                queue: Mutex::new(None),
+                visibility_ms: 0,
+                redis_pid: None,
+                redis_url: String::new(),
+                clock_file: None,
+            },
+        }
+    }
+
     /// The worker reached `step`: count it and take the faults it triggers.
     pub fn step(&self, step: StepKind) {
         *self.last_hop.lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -66,6 +66,15 @@ struct InForce {
     outage_until_ms: u64,
     conflicts_until_ms: u64,
     lookups: LookupCopy,
+    /// Faults armed here for a worker's next refund call (a team's program, which carries
+    /// no headers; the project's worker arms its own).
+    armed: std::collections::BTreeMap<WorkerId, GatewayArmed>,
+}
+
+/// Asked before the service answers a worker's call (a lookup or a refund call), as the
+/// worker's n-th call on the gateway hop; `false`: the caller is gone and the call is dropped.
+pub trait CallGate: Send + Sync {
+    fn pass(&self, worker: WorkerId) -> bool;
 }
 
 struct Shared {
@@ -84,6 +93,7 @@ struct Shared {
     start_us: std::sync::atomic::AtomicU64,
     setup: GatewaySetup,
     log: EventLog,
+    gate: Mutex<Option<Arc<dyn CallGate>>>,
 }
 
 /// The running service; stopped when dropped.
@@ -114,6 +124,7 @@ impl GatewayService {
             start_us: setup.clock.start_us.into(),
             setup,
             log,
+            gate: Mutex::new(None),
         });
         let threads = (0..HANDLERS)
             .map(|_| {
@@ -161,6 +172,11 @@ impl GatewayService {
     /// Takes a fault that acts on the gateway as a whole (the coordinator's, at a time).
     pub fn take(&self, kind: FaultKind) {
         self.shared.take(kind);
+    }
+
+    /// Asks `gate` before each call is answered.
+    pub fn gate(&self, gate: Arc<dyn CallGate>) {
+        *self.shared.gate.lock().unwrap_or_else(|p| p.into_inner()) = Some(gate);
     }
 }
 
@@ -246,6 +262,14 @@ impl Shared {
         let (worker, path) = routed(named, request.url());
         let mut text = String::new();
         let _ = request.as_reader().read_to_string(&mut text);
+        let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let (Some(gate), Some(worker), false) = (gate, worker, path == "/faults") {
+            if !gate.pass(worker) {
+                return drop(
+                    request.respond(json_response(503, &serde_json::json!({"error": "caller gone"}))),
+                );
+            }
+        }
         let (status, body) = match (request.method(), worker) {
             (tiny_http::Method::Post, _) if path == "/faults" => {
                 match serde_json::from_str::<FaultKind>(&text) {
@@ -260,7 +284,10 @@ impl Shared {
             (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, &path),
             (tiny_http::Method::Post, Some(worker)) if path == "/refunds" => {
                 match serde_json::from_str::<RefundRequest>(&text) {
-                    Ok(call) => self.pay(worker, call, armed(&request), told(&request)),
+                    Ok(call) => {
+                        let armed = armed(&request).and(self.armed_here(worker));
+                        self.pay(worker, call, armed, told(&request))
+                    }
                     Err(e) => (400, serde_json::json!({"error": e.to_string()})),
                 }
             }
@@ -281,9 +308,22 @@ impl Shared {
                 in_force.conflicts_until_ms = in_force.conflicts_until_ms.max(now + for_ms)
             }
             FaultKind::LookupLag { for_ms } => in_force.lookups.freeze(now, for_ms),
+            FaultKind::GatewayLatency { worker, extra_ms } => {
+                in_force.armed.entry(worker).or_default().extra_ms += extra_ms
+            }
+            FaultKind::LostResponse { worker } => in_force.armed.entry(worker).or_default().lost += 1,
+            FaultKind::GatewayTimeout { worker, late_ms } => {
+                in_force.armed.entry(worker).or_default().late_ms = Some(late_ms)
+            }
             // the live plan sends the gateway no other kind
             _ => {}
         }
+    }
+
+    /// What was armed here for `worker`'s next refund call, taken.
+    fn armed_here(&self, worker: WorkerId) -> GatewayArmed {
+        let mut in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
+        in_force.armed.remove(&worker).unwrap_or_default()
     }
 
     /// During an outage the request is refused at once; records it if so.

@@ -133,7 +133,13 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
         let connection = shared.connections.fetch_add(1, Ordering::SeqCst) + 1;
         let shared = shared.clone();
         std::thread::spawn(move || {
+            let closing = client.try_clone();
             let _ = relay(client, connection, &shared);
+            // the party's connection ends with the server's (a restart): the clone kept for
+            // the proxy's own end would otherwise hold it open, the party waiting for ever
+            if let Ok(client) = closing {
+                let _ = client.shutdown(Shutdown::Both);
+            }
         });
     }
 }

@@ -78,10 +78,10 @@ pub struct WorkerSpec {
 }
 
 /// Records each step, and takes the faults the worker triggers there.
-struct LiveProbe {
-    worker: WorkerId,
-    log: Arc<EventLog>,
-    faults: Arc<LiveFaults>,
+pub(crate) struct LiveProbe {
+    pub worker: WorkerId,
+    pub log: Arc<EventLog>,
+    pub faults: Arc<LiveFaults>,
 }
 
 impl Probe for LiveProbe {
@@ -187,7 +187,7 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
 }
 
 /// Runs a worker's loop on a runtime of the process's own until the queue closes.
-fn drive(spec: &WorkerSpec, worker: impl std::future::Future<Output = ()>) -> Result<(), String> {
+pub(crate) fn drive(spec: &WorkerSpec, worker: impl std::future::Future<Output = ()>) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -206,7 +206,7 @@ fn drive(spec: &WorkerSpec, worker: impl std::future::Future<Output = ()>) -> Re
 /// The live arm has no second store: its worlds have one store only, and `fencesim live`
 /// refuses a mechanism that is about the second store. The worker never calls this port
 /// (its config says there is no ledger); a call would be answered as a backend error.
-struct NoSettlement;
+pub(crate) struct NoSettlement;
 
 const NO_SETTLEMENT: &str = "the live arm has no settlement ledger";
 
