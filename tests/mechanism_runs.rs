@@ -4,6 +4,8 @@
 //! copied from does not have on the same seed, and shrink to at most 3 faults; a replay
 //! file of such a run replays in a process that never saw the mechanism file.
 
+mod support;
+
 use fencesim::files::replay_file::ReplayFile;
 use fencesim::mechanism_file::builtin::text_of;
 use fencesim::mechanism_file::define;
@@ -232,19 +234,6 @@ fn a_run_from_a_file_replays_from_its_replay_file_alone() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The data a page carries (gzip, then base64), as JSON text.
-fn page_data(page: &Path) -> String {
-    use base64::Engine as _;
-    use std::io::Read as _;
-    let html = std::fs::read_to_string(page).unwrap();
-    let start = html.find("type=\"application/gzip\">").expect("the page's data") + 24;
-    let encoded = &html[start..start + html[start..].find("</script>").unwrap()];
-    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap();
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
-    text
-}
-
 /// Every command that takes a mechanism takes a file, and refuses a bad one with exit 2.
 #[test]
 fn each_command_takes_a_mechanism_file_and_refuses_a_bad_one_with_exit_2() {
@@ -263,7 +252,7 @@ fn each_command_takes_a_mechanism_file_and_refuses_a_bad_one_with_exit_2() {
         page.to_str().unwrap(),
     ]);
     assert!(code == 0 || code == 1, "{err}");
-    assert!(page_data(&page).contains("\"mechanism\":\"team-claim-fence-at-most\""));
+    assert!(support::page::page_data(&page).contains("\"mechanism\":\"team-claim-fence-at-most\""));
     std::fs::remove_file(&page).unwrap();
     let (code, stdout, err) =
         fencesim(&["matrix", "--mechanism-file", &bug, "--seeds", "20", "--out", "target"]);

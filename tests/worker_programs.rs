@@ -261,7 +261,13 @@ fn the_projects_own_worker_is_judged_alike_from_the_servers_and_from_its_own_eve
     }
     let fencesim = env!("CARGO_BIN_EXE_fencesim").to_owned();
     let command = [fencesim.clone(), "contract-worker".into(), "--mechanism".into(), "ttl-only".into()];
-    let (code, stdout, stderr) = worker(&["--gateway", "non-idempotent"], &command);
+    let page = tempfile_dir("worker-contract").join("run.html");
+    let flags = ["--gateway", "non-idempotent", "--html", page.to_str().unwrap(), "--beside", "ttl-only"];
+    let (code, stdout, stderr) = worker(&flags, &command);
+    let html = std::fs::read_to_string(&page).expect("the run's page is written");
+    assert!(html.contains("broken under the program `"), "the page names the program as what ran");
+    let data = support::page::page_data(&page);
+    assert!(data.contains("The same fault plan under ttl-only"), "and the simulation beside it");
     let observed: Vec<String> = stdout
         .lines()
         .filter_map(|l| l.strip_prefix("VIOLATION "))

@@ -52,9 +52,13 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 1, requires = "random")]
     first_seed: u64,
     /// With --random: each world also simulated under this mechanism (the one the program
-    /// stands for), its verdict beside the program's, and the worlds where they agree counted
-    #[arg(long, requires = "random", value_parser = crate::cli::args::parse_mechanism)]
+    /// stands for), its verdict beside the program's, and the worlds where they agree
+    /// counted; with --html: the same world and plan simulated under it, drawn below the run
+    #[arg(long, value_parser = crate::cli::args::parse_mechanism)]
     beside: Option<crate::model::Mechanism>,
+    /// Write the run's timeline page (one HTML file that opens from disk) to this file
+    #[arg(long, conflicts_with_all = ["random", "runs"])]
+    html: Option<PathBuf>,
     /// Save a failing run as a replay file naming the program, the world and the plan (into
     /// this directory); `fencesim replay FILE` runs the program through them again
     #[arg(long, value_name = "DIR")]
@@ -84,11 +88,11 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         None => None,
     };
     let config = ForeignConfig {
-        command: args.command,
+        command: args.command.clone(),
         gateway: args.gateway,
         time_scale: args.time_scale,
         replay,
-        keep: args.keep,
+        keep: args.keep.clone(),
         first_take_within: Duration::from_secs(args.first_take_within),
     };
     if args.runs > 1 {
@@ -97,7 +101,10 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     if let Some(count) = args.random {
         return random(&config, (args.first_seed, count), args.beside, args.save_replay.as_deref());
     }
-    let ForeignRun { outcome, ended, own } = match run_foreign(&config) {
+    if args.beside.is_some() && args.html.is_none() {
+        return bad_input("--beside goes with --random (a verdict beside each world's) or --html (a run beside the program's)");
+    }
+    let ForeignRun { outcome, ended, own, left_early } = match run_foreign(&config) {
         Ok(done) => done,
         Err(error) if interrupt::asked() => {
             eprintln!("fencesim: {error}");
@@ -105,10 +112,8 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         }
         Err(error) => return bad_input(error),
     };
-    if let Some(path) = args.trace {
-        if let Err(e) = write_whole(&path, &outcome.trace_bytes()) {
-            return bad_input(format!("cannot write the trace to {}: {e}", path.display()));
-        }
+    if let Err(error) = keep(&args, &config, &outcome) {
+        return bad_input(error);
     }
     match args.json {
         true => println!("{}", outcome.to_json()),
@@ -119,12 +124,8 @@ pub fn run(args: WorkerArgs) -> ExitCode {
             }
         }
     }
-    if let Some(dir) = args.save_replay.filter(|_| !outcome.passed()) {
-        let program = WorkerProgram { command: config.command.clone(), time_scale: config.time_scale };
-        match ReplayFile::of_worker(&outcome, program).write_into_as(&dir, "worker") {
-            Ok(path) => eprintln!("saved {} ({})", path.display(), ReplayFile::command(&path)),
-            Err(error) => return bad_input(error),
-        }
+    for told in &left_early {
+        eprintln!("worker: {told}");
     }
     if let Ended::Stayed(workers) = &ended {
         let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
@@ -134,6 +135,32 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         );
     }
     verdict(outcome.passed())
+}
+
+/// Writes what the arguments ask to keep of a run: its trace, its page, and its replay
+/// file when it failed.
+fn keep(args: &WorkerArgs, config: &ForeignConfig, outcome: &Outcome) -> Result<(), String> {
+    if let Some(path) = &args.trace {
+        write_whole(path, &outcome.trace_bytes())
+            .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
+    }
+    let program = config.command.join(" ");
+    if let Some(path) = &args.html {
+        let world = match &args.replay {
+            Some(file) => format!("--replay {}", file.display()),
+            None => format!("--gateway {}", config.gateway),
+        };
+        let beside = args.beside.map(|m| format!(" --beside {m}")).unwrap_or_default();
+        let again = format!("fencesim worker {world} --html {}{beside} -- {program}", path.display());
+        crate::tell::timeline::write_program_page(path, outcome, &program, args.beside, &again)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(dir) = args.save_replay.as_ref().filter(|_| !outcome.passed()) {
+        let program = WorkerProgram { command: config.command.clone(), time_scale: config.time_scale };
+        let path = ReplayFile::of_worker(outcome, program).write_into_as(dir, "worker")?;
+        eprintln!("saved {} ({})", path.display(), ReplayFile::command(&path));
+    }
+    Ok(())
 }
 
 fn tell(outcome: &Outcome, command: &[String]) {
@@ -307,6 +334,9 @@ struct OwnCount {
 impl OwnCount {
     /// Counts the run, says when the two verdicts part, and gives back the observed outcome.
     fn counted(&mut self, run: ForeignRun) -> Outcome {
+        for told in &run.left_early {
+            println!("  {}", told.split("; its last lines").next().unwrap_or_default());
+        }
         if let Some(agrees) = run.own_agrees() {
             self.told += 1;
             self.agreed += u32::from(agrees);

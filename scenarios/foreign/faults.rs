@@ -24,9 +24,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The steps the proxies see, and so the steps a fault may name for a worker of a team's.
-pub const SEEN_STEPS: [StepKind; 4] =
-    [StepKind::LeaseAcquired, StepKind::TokenTaken, StepKind::AfterClaim, StepKind::AfterConfirm];
+/// The steps the proxies and the queue see, and so the steps a fault may name for a worker
+/// of a team's.
+pub const SEEN_STEPS: [StepKind; 5] = [
+    StepKind::JobReceived,
+    StepKind::LeaseAcquired,
+    StepKind::TokenTaken,
+    StepKind::AfterClaim,
+    StepKind::AfterConfirm,
+];
 
 /// The plan split by who takes each fault: the proxies (at steps and requests) or the
 /// supervisor (at times); refused, naming the fault, when neither can.
@@ -64,7 +70,7 @@ pub fn givable(fault: &Fault) -> bool {
 fn given(fault: &Fault) -> Result<Given, String> {
     let seen = match fault.trigger {
         Trigger::Step { step, .. } => SEEN_STEPS.contains(&step),
-        Trigger::Call { .. } => true,
+        Trigger::Call { hop, .. } => hop != Hop::Settlement,
         _ => false,
     };
     match (fault.kind, fault.trigger) {
@@ -292,6 +298,14 @@ impl Outside {
     }
 }
 
+impl Outside {
+    /// The queue handed `worker` a job: the step `JobReceived` is reached, before the answer
+    /// goes back (a pause stops the program then, and the answer lands while it is stopped).
+    pub fn job_received(&self, worker: WorkerId) {
+        self.reached(worker, Counted::Step(StepKind::JobReceived));
+    }
+}
+
 /// The gateway service asks before it answers a worker's call: the worker's n-th call on
 /// the gateway hop, where a pause holds it and a crash drops it.
 impl crate::live::gateway::CallGate for Outside {
@@ -390,5 +404,48 @@ impl PgHooks for WireGate {
 
     fn before_reply(&self, observed: &PgObserved) {
         WireGate::before_reply(self, database_step(observed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(kind: FaultKind, trigger: Trigger) -> Fault {
+        Fault { kind, trigger }
+    }
+
+    /// What a team's program can be given, and where: each kind at the moments the run sees.
+    #[test]
+    fn a_fault_is_given_where_the_run_sees_its_moment() {
+        let a = WorkerId(0);
+        let step = |step| Trigger::Step { worker: a, step, nth: 1 };
+        let call = |hop| Trigger::Call { worker: a, hop, nth: 2 };
+        let at = Trigger::At { at_ms: 5 };
+        let pause = FaultKind::Pause { worker: a, duration_ms: 10 };
+        let restart = FaultKind::RedisRestart { instance: 0, persistence: fencesim_sim::Persistence::None };
+        let late = FaultKind::DbReplyDelay { worker: a, delay_ms: 3 };
+        let expire = FaultKind::ExpireLease { instance: 0, merchant: fencesim_model::MerchantId(1) };
+        for (kind, trigger) in [
+            (pause, step(StepKind::JobReceived)),
+            (pause, call(Hop::Gateway)),
+            (restart, step(StepKind::TokenTaken)),
+            (restart, at),
+            (late, step(StepKind::AfterClaim)),
+            (FaultKind::LostResponse { worker: a }, call(Hop::Database)),
+            (expire, at),
+        ] {
+            assert!(givable(&fault(kind, trigger)), "{kind:?} at {trigger:?}");
+        }
+        for (kind, trigger) in [
+            (pause, step(StepKind::AfterLookup)),
+            (pause, call(Hop::Settlement)),
+            (pause, Trigger::Within { worker: a, hop: Hop::Redis, nth: 1 }),
+            (expire, step(StepKind::LeaseAcquired)),
+            (FaultKind::RedisFailover { instance: 0 }, at),
+        ] {
+            let refused = given(&fault(kind, trigger)).err().expect("refused");
+            assert!(refused.contains(kind.name()), "the refusal names the fault: {refused}");
+        }
     }
 }

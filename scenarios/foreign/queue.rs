@@ -37,7 +37,13 @@ struct Shared {
     state: Mutex<State>,
     log: EventLog,
     stop: AtomicBool,
+    on_delivery: Mutex<Option<OnDelivery>>,
 }
+
+/// Told when a worker is handed a job, before the answer goes back (the step `JobReceived`,
+/// where a fault of the plan may fire). It must not wait: the service answers one request
+/// at a time.
+pub type OnDelivery = Arc<dyn Fn(WorkerId) + Send + Sync>;
 
 /// The running service; stopped when dropped.
 pub struct QueueService {
@@ -71,7 +77,12 @@ impl QueueService {
             workers,
             asked: Default::default(),
         };
-        let shared = Arc::new(Shared { state: Mutex::new(state), log, stop: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            log,
+            stop: AtomicBool::new(false),
+            on_delivery: Mutex::new(None),
+        });
         let server = tiny_http::Server::http("127.0.0.1:0").map_err(|e| format!("the queue service: {e}"))?;
         let port = server.server_addr().to_ip().map(|a| a.port()).ok_or("the queue service has no port")?;
         let server = Arc::new(server);
@@ -85,6 +96,11 @@ impl QueueService {
             }
         });
         Ok(QueueService { port, shared, server, thread: Some(thread) })
+    }
+
+    /// Tells `on_delivery` of each job handed out from now on.
+    pub fn on_delivery(&self, on_delivery: OnDelivery) {
+        *self.shared.on_delivery.lock().unwrap_or_else(|p| p.into_inner()) = Some(on_delivery);
     }
 
     /// A worker's base address.
@@ -206,6 +222,12 @@ impl Shared {
             204 => tiny_http::Response::from_data(Vec::new()).with_status_code(204),
             _ => json(status, &body),
         };
+        if let (200, Some((worker, "take"))) = (status, routed(request.url())) {
+            let told = self.on_delivery.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(on_delivery) = told {
+                on_delivery(worker);
+            }
+        }
         let _ = request.respond(response);
     }
 

@@ -212,6 +212,8 @@ pub struct ForeignRun {
     /// Judged again from the events the program wrote itself into `$FENCESIM_EVENTS_DIR`,
     /// in place of what the proxies and the row trigger saw, when it wrote any.
     pub own: Option<Outcome>,
+    /// Each copy that left before the queue said the run was over, in words.
+    pub left_early: Vec<String>,
 }
 
 impl ForeignRun {
@@ -237,6 +239,8 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
     let outside = Arc::new(outside);
     outside.serving(serving(&stage));
     stage.gateway.gate(outside.clone());
+    let told = outside.clone();
+    stage.queue.on_delivery(Arc::new(move |worker| told.job_received(worker)));
     let wires = wires(&stage, &outside)?;
     let env = environment(&stage, &wires);
     let mut programs = Programs::spawn(&config.command, env, &stage.dir.path, outside.groups())?;
@@ -249,7 +253,7 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
         let enqueued = EventKind::JobEnqueued { job: job.id, merchant: job.merchant };
         stage.log.record_at(stage.clock.start_us, enqueued);
     }
-    let ended = watch(&stage, &plan, &outside).run(&mut programs)?;
+    let (ended, left_early) = watch(&stage, &plan, &outside).run(&mut programs)?;
     stage.gateway.wait_for_late_calls(Instant::now() + Duration::from_secs(5));
     let ended_at_ms = stage.clock.story_ms(wall_us());
     drop(programs);
@@ -277,7 +281,7 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
         true => None,
         false => Some(judged(own_lines)?),
     };
-    Ok(ForeignRun { outcome, ended, own })
+    Ok(ForeignRun { outcome, ended, own, left_early })
 }
 
 /// The events the copies wrote themselves, if any did (every file of the directory).

@@ -52,12 +52,25 @@ pub enum Ended {
 impl Watch<'_> {
     /// Watches the copies until every one has left, the queue's end has been told long
     /// enough, or the deadline passes; an error names a program that cannot be judged.
-    pub fn run(&self, programs: &mut Programs) -> Result<Ended, String> {
+    /// Also tells each copy that left before the queue said the run was over.
+    pub fn run(&self, programs: &mut Programs) -> Result<(Ended, Vec<String>), String> {
+        let mut early = Vec::new();
+        let ended = self.watch(programs, &mut early)?;
+        Ok((ended, early))
+    }
+
+    fn watch(&self, programs: &mut Programs, early: &mut Vec<String>) -> Result<Ended, String> {
         let mut agenda = agenda(&self.plan.at_times, self.world, self.clock);
         let mut closed_at: Option<Instant> = None;
+        let mut noticed = std::collections::BTreeSet::new();
         loop {
             interrupt::check()?;
             programs.look(self.log)?;
+            for (worker, status) in programs.exited() {
+                if closed_at.is_none() && noticed.insert(worker) {
+                    early.push(self.left_early(programs, worker, status));
+                }
+            }
             if programs.all_exited() {
                 return Ok(Ended::Left);
             }
@@ -81,6 +94,18 @@ impl Watch<'_> {
         }
     }
 
+    /// A copy that left while jobs were still to be done, in words: when, how, and its last lines.
+    fn left_early(&self, programs: &Programs, worker: WorkerId, status: i32) -> String {
+        let how = match status {
+            0 => "exit code 0".to_owned(),
+            code if code > 0 => format!("exit code {code}"),
+            signal => format!("signal {}", -signal),
+        };
+        let at = self.clock.story_ms(crate::live::clock::wall_us());
+        let said = programs.said(worker).lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n");
+        format!("{worker} left {at} ms into the story ({how}), before the queue said the run was over; its last lines:\n{said}")
+    }
+
     fn take(&self, due: Due, programs: &mut Programs) -> Result<(), String> {
         match due {
             Due::Fault((_, fault)) => self.fire(fault, programs),
@@ -97,7 +122,15 @@ impl Watch<'_> {
                 programs.pause(worker, after(duration_ms))
             }
             FaultKind::Crash { worker, restart_after_ms } => programs.crash(worker, after(restart_after_ms)),
-            FaultKind::ExpireLease { merchant, .. } => expire_lease(self.redis_url, self.world, merchant)?,
+            FaultKind::ExpireLease { merchant, .. } => {
+                let restarts =
+                    self.world.faults.faults.iter().any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
+                match expire_lease(self.redis_url, self.world, merchant) {
+                    // a server that is down or going down (a restart) holds no lease to expire now
+                    Err(_) if restarts || self.servers.borrow_mut().down() => {}
+                    other => other?,
+                }
+            }
             FaultKind::GatewayOutage { .. }
             | FaultKind::GatewayConflicts { .. }
             | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),

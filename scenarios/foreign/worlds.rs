@@ -3,15 +3,16 @@
 //! swarm's faults), with what a team's program cannot be given taken out: the second store
 //! and the replica (the run has one database and one Redis), and each fault of a kind the
 //! proxies and the supervisor cannot give from outside. A fault of a kind they can give,
-//! at a trigger they cannot see (a step only the worker knows, a request to the gateway),
-//! is given at a time instead, drawn from the seed within the world's busy time. The lease
-//! and counter keys are those `fenced` names, as the contract says.
+//! at a trigger they cannot see (a step only the worker knows), is given at a time instead,
+//! drawn from the seed within the world's busy time. Every restart of Redis keeps what the
+//! first one's persistence mode keeps (a real server runs under one). The lease and counter
+//! keys are those `fenced` names, as the contract says.
 
 use crate::foreign::faults::givable;
 use crate::scenario::random::horizon_ms;
 use crate::scenario::{random_scenario, FaultMask, Scenario};
 use fencesim_model::Mechanism;
-use fencesim_sim::{Fault, GatewayMode, Trigger};
+use fencesim_sim::{Fault, FaultKind, GatewayMode, Trigger};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -34,6 +35,13 @@ pub fn random_world(seed: u64, gateway: GatewayMode) -> Scenario {
             [fault, at].into_iter().find(givable)
         })
         .collect();
+    let mut modes = world.faults.faults.iter_mut().filter_map(|fault| match &mut fault.kind {
+        FaultKind::RedisRestart { persistence, .. } => Some(persistence),
+        _ => None,
+    });
+    if let Some(first) = modes.next().copied() {
+        modes.for_each(|mode| *mode = first);
+    }
     scenario
 }
 
@@ -50,6 +58,10 @@ mod tests {
             assert!(scenario.world.validate().is_ok(), "seed {seed}");
             assert!(outside_plan(&scenario.world).is_ok(), "seed {seed}");
             assert!(crate::live::plan::world_refusal(&scenario.world).is_none(), "seed {seed}");
+            assert!(
+                crate::live::servers::restart_mode(&scenario.world).is_ok(),
+                "seed {seed}: one persistence mode"
+            );
             faults += scenario.world.faults.faults.len();
         }
         assert!(faults >= 100, "the worlds keep faults to give: {faults} in 50 worlds");

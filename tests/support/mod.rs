@@ -2,6 +2,7 @@
 
 pub mod chromium;
 pub mod faketime;
+pub mod page;
 pub mod picture;
 pub mod postgres;
 pub mod redis_answers;

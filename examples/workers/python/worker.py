@@ -23,7 +23,7 @@ import urllib.request
 
 import psycopg
 import redis
-from redis.exceptions import LockNotOwnedError
+from redis.exceptions import ConnectionError as RedisDown, LockNotOwnedError, TimeoutError as RedisSlow
 
 # --------------------------------------------------------------------------------------
 # Configuration
@@ -249,6 +249,8 @@ def release(lock) -> str:
         return "lease released"
     except LockNotOwnedError:
         return "lease already gone at release (LockNotOwnedError)"
+    except (RedisDown, RedisSlow) as error:
+        return f"lease not released, Redis unreachable ({error})"
 
 
 def settle(db: psycopg.Connection, r: redis.Redis, job) -> None:
@@ -257,8 +259,13 @@ def settle(db: psycopg.Connection, r: redis.Redis, job) -> None:
 
     # 1. Acquire the lease: the Lock sends SET key <its token> NX PX <ms>
     lock = r.lock(f"lock:settle:m_{merchant}", timeout=lock_seconds(LEASE_TTL_MS), blocking=False)
-    if not lock.acquire():
-        log(f"{name}: lease busy")
+    try:
+        if not lock.acquire():
+            log(f"{name}: lease busy")
+            return
+    except (RedisDown, RedisSlow) as error:
+        # Redis restarting: leave the job to the queue; the client connects again next time
+        log(f"{name}: Redis unreachable ({error}): job left to the queue")
         return
 
     try:
@@ -286,7 +293,7 @@ def settle(db: psycopg.Connection, r: redis.Redis, job) -> None:
 
         # 4. Every row done: ack, then release
         log(f"{name}: {settled} rows settled, {ack_job(job)}, {release(lock)}")
-    except (FenceViolation, GatewayGaveUp) as error:
+    except (FenceViolation, GatewayGaveUp, RedisDown, RedisSlow) as error:
         log(f"{name}: {error}: batch abandoned, {release(lock)}")
 
 

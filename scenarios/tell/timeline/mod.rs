@@ -321,13 +321,18 @@ fn fixes(outcome: &Outcome) -> Vec<crate::tell::fix::Fix> {
 /// A failing run's page title, as a bug report's: what broke, under which mechanism and
 /// planted bug, after which fault (the first that fired), and the seed.
 pub fn page_title(outcome: &Outcome) -> String {
+    page_title_of(outcome, &run_title(outcome))
+}
+
+/// `page_title`, naming what ran as `who` (a mechanism, or a team's program).
+fn page_title_of(outcome: &Outcome, who: &str) -> String {
     let seed = format!("seed {} of scenario {}", outcome.record.seed, outcome.scenario.name);
     let broken: Vec<&str> = (outcome.checks.iter())
         .filter(|check| check.kind.fails_runs() && !check.breaches.is_empty())
         .map(|check| check.invariant)
         .collect();
     if broken.is_empty() {
-        return format!("Every invariant held under {}: {seed}", run_title(outcome));
+        return format!("Every invariant held under {who}: {seed}");
     }
     let first = outcome.record.events.iter().find_map(|event| match &event.kind {
         fencesim_sim::EventKind::FaultFired { fault, .. } => Some((event.at_ms, fault)),
@@ -346,7 +351,7 @@ pub fn page_title(outcome: &Outcome) -> String {
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
         [] => unreachable!("a failing run broke something"),
     };
-    format!("{names} broken under {} {after}: {seed}", run_title(outcome))
+    format!("{names} broken under {who} {after}: {seed}")
 }
 
 fn run_title(outcome: &Outcome) -> String {
@@ -364,17 +369,43 @@ pub fn write_run_page(
     beside: Option<Mechanism>,
     again: &str,
 ) -> Result<(), String> {
-    let mut first = run_view(outcome, &run_title(outcome));
+    let again_beside = |mechanism| format!("{again} --html {} --beside {mechanism}", path.display());
+    write_page(path, outcome, &run_title(outcome), beside, (again, &again_beside))
+}
+
+/// The page of a team's worker program's run (`fencesim worker`), the program named as what
+/// ran, with the same world and plan simulated under `beside` drawn below it.
+pub fn write_program_page(
+    path: &Path,
+    outcome: &Outcome,
+    program: &str,
+    beside: Option<Mechanism>,
+    again: &str,
+) -> Result<(), String> {
+    let who = format!("the program `{program}` ({} gateway)", outcome.scenario.world.gateway_mode);
+    write_page(path, outcome, &who, beside, (again, &|_| again.to_owned()))
+}
+
+/// `again`: the command that draws the page again, as told under the run and under the
+/// run beside it.
+fn write_page(
+    path: &Path,
+    outcome: &Outcome,
+    who: &str,
+    beside: Option<Mechanism>,
+    (again, again_beside): (&str, &dyn Fn(Mechanism) -> String),
+) -> Result<(), String> {
+    let mut first = run_view(outcome, who);
     first.replay = again.to_owned();
     let mut runs = vec![first];
     if let Some(mechanism) = beside {
         let other = outcome.scenario.clone().with_mechanism(mechanism, outcome.scenario.world.gateway_mode);
         let other = run_with(&other, outcome.record.seed, outcome.mutant)?;
         let mut view = run_view(&other, &format!("The same fault plan under {}", run_title(&other)));
-        view.replay = format!("{again} --html {} --beside {mechanism}", path.display());
+        view.replay = again_beside(mechanism);
         runs.push(view);
     }
-    write_whole(path, timeline_page(&page_title(outcome), &runs).as_bytes())
+    write_whole(path, timeline_page(&page_title_of(outcome, who), &runs).as_bytes())
         .map_err(|e| format!("cannot write the page to {}: {e}", path.display()))
 }
 
