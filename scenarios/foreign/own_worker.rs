@@ -14,12 +14,9 @@ use crate::live::log::EventLog;
 use crate::live::postgres::PgRefunds;
 use crate::live::redis::LiveRedis;
 use crate::live::store::{LiveStore, Refunds};
-use crate::live::worker::{LiveProbe, NoSettlement};
-use crate::mutant::{Mutant, OwnPorts, Planted, PlantedPorts};
-use fencesim_model::{
-    Delivery, Job, JobId, JobQueue, LeaseClient, Mechanism, MerchantId, Ports, TokenClient, Worker,
-    WorkerConfig, WorkerId,
-};
+use crate::live::worker::{worker_loop, LiveParts, LiveProbe};
+use crate::mutant::{Mutant, Planted};
+use fencesim_model::{Delivery, Job, JobId, JobQueue, Mechanism, MerchantId, WorkerConfig, WorkerId};
 use fencesim_sim::Wiring;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -123,23 +120,8 @@ fn run_over<R: Refunds + Clone>(
     let probe = LiveProbe { worker: id, log: log.clone(), faults: faults.clone() };
     let gateway = LiveGateway::new(&contract.gateway_url, id, faults);
     let config = WorkerConfig { id, mechanism, ttl_ms, settlement: false };
-    let Some(mutant) = asked.mutant else {
-        let ports = Ports {
-            lease: LeaseClient::new(mechanism, vec![redis.clone()], clock),
-            tokens: TokenClient::new(mechanism, id, redis, store.clone(), ttl_ms),
-            store,
-            gateway,
-            queue,
-            probe,
-            clock,
-            settlement: NoSettlement,
-        };
-        return drive(Worker::new(config, ports, incarnation).run());
-    };
-    let own = OwnPorts { mechanism, worker: id, ttl_ms, redis: vec![redis], store, gateway, queue, clock };
-    let PlantedPorts { lease, tokens, store, gateway, queue } = Planted(mutant).plant(own);
-    let ports = Ports { lease, tokens, store, gateway, queue, probe, clock, settlement: NoSettlement };
-    drive(Worker::new(config, ports, incarnation).run())
+    let parts = LiveParts { redis, store, gateway, queue, probe, clock };
+    drive(worker_loop(config, parts, incarnation, asked.mutant))
 }
 
 fn drive(worker: impl std::future::Future<Output = ()>) -> Result<(), String> {

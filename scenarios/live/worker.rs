@@ -167,6 +167,35 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
     let gateway = LiveGateway::new(&spec.gateway_url, id, faults);
     let (mechanism, clock, ttl_ms) = (spec.mechanism, spec.clock, spec.ttl_ms);
     let config = WorkerConfig { id, mechanism, ttl_ms, settlement: false };
+    let parts = LiveParts { redis, store, gateway, queue, probe, clock };
+    drive(spec, worker_loop(config, parts, spec.incarnation, mutant))
+}
+
+/// A worker's ports over the live components, before a planted bug, if any, wraps them.
+pub(crate) struct LiveParts<R, Q> {
+    pub redis: LiveRedis,
+    pub store: LiveStore<R>,
+    pub gateway: LiveGateway,
+    pub queue: Q,
+    pub probe: LiveProbe,
+    pub clock: LiveClock,
+}
+
+/// The model's worker over `parts`, with `mutant` planted in them if given: its loop, to be
+/// driven until the queue closes (a live worker process's, or the project's own worker run
+/// as a team's program).
+pub(crate) fn worker_loop<R, Q>(
+    config: WorkerConfig,
+    parts: LiveParts<R, Q>,
+    incarnation: u32,
+    mutant: Option<Mutant>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+where
+    R: Refunds + Clone + Send + Sync + 'static,
+    Q: fencesim_model::JobQueue + Send + Sync + 'static,
+{
+    let LiveParts { redis, store, gateway, queue, probe, clock } = parts;
+    let (mechanism, id, ttl_ms) = (config.mechanism, config.id, config.ttl_ms);
     let Some(mutant) = mutant else {
         let ports = Ports {
             lease: LeaseClient::new(mechanism, vec![redis.clone()], clock),
@@ -178,12 +207,12 @@ fn run_over<R: Refunds + Clone>(spec: &WorkerSpec, refunds: R, mutant: Option<Mu
             clock,
             settlement: NoSettlement,
         };
-        return drive(spec, Worker::new(config, ports, spec.incarnation).run());
+        return Box::pin(Worker::new(config, ports, incarnation).run());
     };
     let own = OwnPorts { mechanism, worker: id, ttl_ms, redis: vec![redis], store, gateway, queue, clock };
     let PlantedPorts { lease, tokens, store, gateway, queue } = Planted(mutant).plant(own);
     let ports = Ports { lease, tokens, store, gateway, queue, probe, clock, settlement: NoSettlement };
-    drive(spec, Worker::new(config, ports, spec.incarnation).run())
+    Box::pin(Worker::new(config, ports, incarnation).run())
 }
 
 /// Runs a worker's loop on a runtime of the process's own until the queue closes.
