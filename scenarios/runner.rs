@@ -96,6 +96,11 @@ impl Outcome {
         !self.checks.iter().any(Check::is_violation)
     }
 
+    /// The invariants the run broke, in the checkers' order.
+    pub fn broken(&self) -> Vec<&'static str> {
+        self.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect()
+    }
+
     pub fn check(&self, invariant: &str) -> &Check {
         self.checks.iter().find(|check| check.invariant == invariant).expect("every invariant is checked")
     }

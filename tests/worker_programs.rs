@@ -40,6 +40,13 @@ fn typescript() -> (PathBuf, Vec<String>) {
     (worker.clone(), vec!["node".into(), worker.display().to_string()])
 }
 
+/// The TypeScript worker with its fence conditions removed, if it is here (said if not).
+fn unfenced_typescript(test: &str) -> Option<Vec<String>> {
+    let (needs, mut command) = typescript();
+    command.push("--no-fence".into());
+    available(test, Some(&needs)).then_some(command)
+}
+
 fn python() -> (PathBuf, Vec<String>) {
     let venv = root().join("examples/workers/python/.venv/bin/python");
     let worker = root().join("examples/workers/python/worker.py");
@@ -173,11 +180,7 @@ fn a_program_that_speaks_tls_to_a_proxy_is_told_so() {
 /// the program through the same world and plan again and says the verdict repeated.
 #[test]
 fn a_failing_run_is_a_replay_file_that_runs_the_program_again() {
-    let (needs, mut command) = typescript();
-    if !available("worker-replay", Some(&needs)) {
-        return;
-    }
-    command.push("--no-fence".into());
+    let Some(command) = unfenced_typescript("worker-replay") else { return };
     let dir = tempfile_dir("worker-replay");
     let saved = dir.display().to_string();
     let (code, _, stderr) = worker(&["--gateway", "non-idempotent", "--save-replay", &saved], &command);
@@ -232,11 +235,7 @@ fn tempfile_dir(test: &str) -> PathBuf {
 /// failing world is saved as a replay file of the program.
 #[test]
 fn random_worlds_catch_the_unfenced_worker_and_keep_the_failing_world() {
-    let (needs, mut command) = typescript();
-    if !available("worker-random", Some(&needs)) {
-        return;
-    }
-    command.push("--no-fence".into());
+    let Some(command) = unfenced_typescript("worker-random") else { return };
     let dir = tempfile_dir("worker-random");
     let saved = dir.display().to_string();
     let flags = ["--random", "2", "--first-seed", "1000", "--beside", "ttl-only", "--save-replay", &saved];

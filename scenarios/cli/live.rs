@@ -302,8 +302,7 @@ fn warn_if_unsteady(
     simulated: &crate::runner::Outcome,
 ) {
     use crate::search::widen::{steady_under, OTHER_SCHEDULES};
-    let broken: Vec<&str> =
-        simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+    let broken: Vec<&str> = simulated.broken();
     let mut run = |trial: &crate::scenario::Scenario, seed| run_with(trial, seed, mutant);
     if let Ok(steady) = steady_under(scenario, seed, &broken, &mut run) {
         if !broken.is_empty() && steady < OTHER_SCHEDULES {

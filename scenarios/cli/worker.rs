@@ -8,7 +8,7 @@ use crate::cli::{bad_input, verdict, INTERRUPTED};
 use crate::files::replay_file::{ReplayFile, WorkerProgram};
 use crate::files::write::write_whole;
 use crate::foreign::watch::Ended;
-use crate::foreign::{broken, run_foreign, ForeignConfig, ForeignRun};
+use crate::foreign::{run_foreign, ForeignConfig, ForeignRun};
 use crate::live::interrupt;
 use crate::runner::Outcome;
 use crate::sim::GatewayMode;
@@ -120,12 +120,12 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         false => {
             tell(&outcome, &config.command);
             if let Some(own) = &own {
-                println!("{}", own_words(&broken(&outcome), &broken(own)));
+                println!("{}", own_words(&outcome.broken(), &own.broken()));
             }
         }
     }
     for told in &left_early {
-        eprintln!("worker: {told}");
+        eprintln!("worker: {told:#}");
     }
     if let Ended::Stayed(workers) = &ended {
         let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
@@ -202,15 +202,14 @@ pub fn replay_worker(
         if runs == 1 {
             tell(&outcome, &config.command);
         }
-        let broken: Vec<&str> =
-            outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+        let these = outcome.broken();
         passed &= outcome.passed();
-        match broken == expected {
+        match these == expected {
             true => repeated += 1,
             false => println!(
                 "run {run}: the verdict did not repeat: the file says {}, this run {}",
                 verdict_words(&expected),
-                verdict_words(&broken)
+                verdict_words(&these)
             ),
         }
     }
@@ -238,8 +237,7 @@ fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
             Err(error) => return bad_input(error),
         };
         names = outcome.checks.iter().map(|check| check.invariant).collect();
-        let these: Vec<&str> =
-            outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+        let these = outcome.broken();
         for name in &these {
             *broken.entry(name).or_default() += 1;
         }
@@ -278,8 +276,7 @@ fn random(
             Ok(done) => own.counted(done),
             Err(error) => return bad_input(format!("seed {seed}: {error}")),
         };
-        let these: Vec<&str> =
-            outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+        let these = outcome.broken();
         for name in &these {
             *broken.entry(name).or_default() += 1;
         }
@@ -320,7 +317,7 @@ fn simulated_under(
     let mut scenario = scenario.clone();
     scenario.world.mechanism = mechanism;
     let outcome = crate::runner::run_with(&scenario, seed, None)?;
-    Ok(outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect())
+    Ok(outcome.broken())
 }
 
 /// How often the verdict from a program's own events agreed with the observed one, over
@@ -335,14 +332,14 @@ impl OwnCount {
     /// Counts the run, says when the two verdicts part, and gives back the observed outcome.
     fn counted(&mut self, run: ForeignRun) -> Outcome {
         for told in &run.left_early {
-            println!("  {}", told.split("; its last lines").next().unwrap_or_default());
+            println!("  {told}");
         }
         if let Some(agrees) = run.own_agrees() {
             self.told += 1;
             self.agreed += u32::from(agrees);
             if !agrees {
-                let own = run.own.as_ref().map(broken).unwrap_or_default();
-                println!("  {}", own_words(&broken(&run.outcome), &own));
+                let own = run.own.as_ref().map(Outcome::broken).unwrap_or_default();
+                println!("  {}", own_words(&run.outcome.broken(), &own));
             }
         }
         run.outcome

@@ -130,7 +130,6 @@ pub struct Outside {
     /// The lock server (its process id and address) a restart kills, and the gateway
     /// service a gateway fault is sent to.
     servers: Mutex<Serving>,
-    begun: std::sync::atomic::AtomicBool,
 }
 
 /// The servers the faults act on.
@@ -163,6 +162,8 @@ impl Outside {
         keys: Keys,
     ) -> Outside {
         let fired = Mutex::new(vec![false; faults.len()]);
+        // nothing is counted until the story begins (`begin` sets its start)
+        let clock = LiveClock { start_us: u64::MAX, ..clock };
         Outside {
             faults,
             fired,
@@ -173,13 +174,17 @@ impl Outside {
             keys,
             armed: Mutex::default(),
             servers: Mutex::default(),
-            begun: Default::default(),
         }
     }
 
-    /// The servers the faults act on from now on (again after a restart: a new process id).
+    /// The servers the faults act on.
     pub fn serving(&self, servers: Serving) {
         *self.servers.lock().unwrap_or_else(|p| p.into_inner()) = servers;
+    }
+
+    /// The lock server started again after a restart, as process `pid`.
+    pub fn redis_started(&self, pid: Option<i32>) {
+        self.servers.lock().unwrap_or_else(|p| p.into_inner()).redis_pid = pid;
     }
 
     /// The process groups the faults signal.
@@ -190,14 +195,13 @@ impl Outside {
     /// The story starts on `clock`.
     pub fn begin(&self, clock: LiveClock) {
         *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = clock;
-        self.begun.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether the story has started: what a program sends before it (its start-up's
     /// queries) is not counted, as the simulated worker's count starts with the story.
     fn in_the_story(&self) -> bool {
         let start_us = self.clock.lock().unwrap_or_else(|p| p.into_inner()).start_us;
-        self.begun.load(std::sync::atomic::Ordering::SeqCst) && crate::live::clock::wall_us() >= start_us
+        crate::live::clock::wall_us() >= start_us
     }
 
     /// Counts one more of `counted` for `worker`, and fires what waits for it; returns what

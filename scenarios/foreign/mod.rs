@@ -22,4 +22,4 @@ pub mod seen;
 pub mod watch;
 pub mod worlds;
 
-pub use run::{broken, run_foreign, ForeignConfig, ForeignRun};
+pub use run::{run_foreign, ForeignConfig, ForeignRun};

@@ -80,7 +80,7 @@ const LEAD: Duration = Duration::from_millis(100);
 const LEAVE_WITHIN: Duration = Duration::from_secs(5);
 
 /// Everything a run stands on; torn down when dropped, the database last.
-pub(crate) struct Stage {
+struct Stage {
     scenario: Scenario,
     dir: RunDir,
     store: PgRefunds,
@@ -212,20 +212,15 @@ pub struct ForeignRun {
     /// Judged again from the events the program wrote itself into `$FENCESIM_EVENTS_DIR`,
     /// in place of what the proxies and the row trigger saw, when it wrote any.
     pub own: Option<Outcome>,
-    /// Each copy that left before the queue said the run was over, in words.
-    pub left_early: Vec<String>,
+    /// Each copy that left before the queue said the run was over.
+    pub left_early: Vec<crate::foreign::watch::LeftEarly>,
 }
 
 impl ForeignRun {
     /// Whether the program's own events give the verdict the observations give.
     pub fn own_agrees(&self) -> Option<bool> {
-        self.own.as_ref().map(|own| broken(own) == broken(&self.outcome))
+        self.own.as_ref().map(|own| own.broken() == self.outcome.broken())
     }
-}
-
-/// The invariants an outcome says were broken.
-pub fn broken(outcome: &Outcome) -> Vec<&'static str> {
-    outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect()
 }
 
 /// Runs the program through the world and judges what the components saw; also says
@@ -297,7 +292,7 @@ fn own_events(dir: &std::path::Path) -> Result<Vec<LogLine>, String> {
 }
 
 /// The servers a fault acts on: the lock server (as it runs now) and the gateway service.
-pub(crate) fn serving(stage: &Stage) -> Serving {
+fn serving(stage: &Stage) -> Serving {
     Serving {
         redis_pid: stage.redis.borrow().lock_pid(),
         redis_url: stage.redis_url.clone(),
@@ -310,7 +305,6 @@ fn watch<'a>(stage: &'a Stage, plan: &'a OutsidePlan, outside: &'a Outside) -> W
     Watch {
         outside,
         servers: &stage.redis,
-        serving: serving(stage),
         world,
         plan,
         clock: stage.clock,

@@ -31,11 +31,40 @@ pub struct Watch<'a> {
     pub outside: &'a crate::foreign::faults::Outside,
     /// The lock server, started again after a restart's down time.
     pub servers: &'a std::cell::RefCell<crate::live::servers::Servers>,
-    /// The servers as the faults know them, the lock server's process id renewed after a restart.
-    pub serving: crate::foreign::faults::Serving,
     /// How long a copy may stay once the queue said the run is over.
     pub leave_within: Duration,
     pub deadline: Instant,
+}
+
+/// A copy that left while jobs were still to be done.
+#[derive(Clone, Debug)]
+pub struct LeftEarly {
+    pub worker: WorkerId,
+    /// When, in the story's milliseconds.
+    pub at_ms: u64,
+    /// Its exit status (a signal's number, negated).
+    pub status: i32,
+    /// Its last lines of output.
+    pub said: String,
+}
+
+/// When and how it left, in one line; `{:#}` adds its last lines.
+impl std::fmt::Display for LeftEarly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = match self.status {
+            signal if signal < 0 => format!("signal {}", -signal),
+            code => format!("exit code {code}"),
+        };
+        let (worker, at) = (self.worker, self.at_ms);
+        write!(f, "{worker} left {at} ms into the story ({how}), before the queue said the run was over")?;
+        if f.alternate() {
+            write!(f, "; its last lines:")?;
+            for line in self.said.lines() {
+                write!(f, "\n  {line}")?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How a watch ended.
@@ -53,13 +82,13 @@ impl Watch<'_> {
     /// Watches the copies until every one has left, the queue's end has been told long
     /// enough, or the deadline passes; an error names a program that cannot be judged.
     /// Also tells each copy that left before the queue said the run was over.
-    pub fn run(&self, programs: &mut Programs) -> Result<(Ended, Vec<String>), String> {
+    pub fn run(&self, programs: &mut Programs) -> Result<(Ended, Vec<LeftEarly>), String> {
         let mut early = Vec::new();
         let ended = self.watch(programs, &mut early)?;
         Ok((ended, early))
     }
 
-    fn watch(&self, programs: &mut Programs, early: &mut Vec<String>) -> Result<Ended, String> {
+    fn watch(&self, programs: &mut Programs, early: &mut Vec<LeftEarly>) -> Result<Ended, String> {
         let mut agenda = agenda(&self.plan.at_times, self.world, self.clock);
         let mut closed_at: Option<Instant> = None;
         let mut noticed = std::collections::BTreeSet::new();
@@ -68,7 +97,8 @@ impl Watch<'_> {
             programs.look(self.log)?;
             for (worker, status) in programs.exited() {
                 if closed_at.is_none() && noticed.insert(worker) {
-                    early.push(self.left_early(programs, worker, status));
+                    let at_ms = self.clock.story_ms(crate::live::clock::wall_us());
+                    early.push(LeftEarly { worker, at_ms, status, said: programs.said(worker) });
                 }
             }
             if programs.all_exited() {
@@ -94,18 +124,6 @@ impl Watch<'_> {
         }
     }
 
-    /// A copy that left while jobs were still to be done, in words: when, how, and its last lines.
-    fn left_early(&self, programs: &Programs, worker: WorkerId, status: i32) -> String {
-        let how = match status {
-            0 => "exit code 0".to_owned(),
-            code if code > 0 => format!("exit code {code}"),
-            signal => format!("signal {}", -signal),
-        };
-        let at = self.clock.story_ms(crate::live::clock::wall_us());
-        let said = programs.said(worker).lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n");
-        format!("{worker} left {at} ms into the story ({how}), before the queue said the run was over; its last lines:\n{said}")
-    }
-
     fn take(&self, due: Due, programs: &mut Programs) -> Result<(), String> {
         match due {
             Due::Fault((_, fault)) => self.fire(fault, programs),
@@ -127,7 +145,7 @@ impl Watch<'_> {
                     self.world.faults.faults.iter().any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
                 match expire_lease(self.redis_url, self.world, merchant) {
                     // a server that is down or going down (a restart) holds no lease to expire now
-                    Err(_) if restarts || self.servers.borrow_mut().down() => {}
+                    Err(_) if restarts => {}
                     other => other?,
                 }
             }
@@ -151,9 +169,7 @@ impl Watch<'_> {
         let mut servers = self.servers.borrow_mut();
         if servers.watch(down)? {
             crate::live::servers::start_routine(world, self.redis_url, self.store, self.log)?;
-            let serving =
-                crate::foreign::faults::Serving { redis_pid: servers.lock_pid(), ..self.serving.clone() };
-            self.outside.serving(serving);
+            self.outside.redis_started(servers.lock_pid());
         }
         Ok(())
     }

@@ -117,8 +117,7 @@ pub fn judge(root: &Path, path: &Path, program: &Path) -> Result<Judged, String>
     let file = ReplayFile::load(path)?;
     let scenario = file.scenario()?;
     let simulated = run_with(&scenario, file.seed, file.mutant)?;
-    let broken: Vec<&str> =
-        simulated.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant).collect();
+    let broken: Vec<&str> = simulated.broken();
     let steady =
         steady_under(&scenario, file.seed, &broken, &mut |trial, seed| run_with(trial, seed, file.mutant))?;
     let refused = live_scenario(&config(&file, program, 1.0, "sqlite", None)?).err();

@@ -121,11 +121,6 @@ impl Servers {
         self.lock.as_ref().map(RedisServer::pid)
     }
 
-    /// Whether the lock server is down now (killed by a restart, not started again yet).
-    pub fn down(&mut self) -> bool {
-        self.back_at.is_some() || self.lock.as_mut().is_some_and(RedisServer::exited)
-    }
-
     /// Starts the lock server again once it has been down for `down`; `true` when it just
     /// started (and the start-up routine is due).
     pub fn watch(&mut self, down: Duration) -> Result<bool, String> {

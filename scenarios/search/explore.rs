@@ -59,8 +59,7 @@ impl SeedResult {
         outcome: Outcome,
         touched: Touched,
     ) -> SeedResult {
-        let violations: Vec<&'static str> =
-            outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
+        let violations: Vec<&'static str> = outcome.broken();
         let jobs = scenario.world.all_jobs().count() as u64;
         // every job needs one lease; each one more is a handoff (the job changed hands)
         let handoffs = u64::from(touched.leases).saturating_sub(jobs);

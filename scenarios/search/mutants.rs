@@ -23,10 +23,6 @@ pub const MUTANT_FILES: &str = "reports/mutants";
 /// Where each search starts: the seeds are far apart so that the searches are independent.
 pub const START_STRIDE: u64 = 100_000;
 
-fn broken(outcome: &Outcome) -> Vec<&'static str> {
-    outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect()
-}
-
 /// Invariants newly broken, each with whether its chain passes through the bug's act.
 type NewBreaches = Vec<(&'static str, bool)>;
 
@@ -36,7 +32,7 @@ type NewBreaches = Vec<(&'static str, bool)>;
 fn newly_broken(scenario: &Scenario, seed: u64, mutant: Mutant) -> Result<(NewBreaches, Outcome), String> {
     let right = run(scenario, seed)?;
     let wrong = run_planted(scenario, seed, mutant)?;
-    let before = broken(&right);
+    let before = right.broken();
     let new = wrong.checks.iter().filter(|check| check.is_violation() && !before.contains(&check.invariant));
     let new = new.map(|check| (check.invariant, wrong.through_the_bug(check))).collect();
     Ok((new, wrong))

@@ -159,10 +159,6 @@ fn wider(margin: Option<(u64, usize)>, than: Option<(u64, usize)>) -> bool {
     }
 }
 
-fn broken(outcome: &Outcome) -> Vec<&'static str> {
-    outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect()
-}
-
 /// Under how many of `OTHER_SCHEDULES` other schedules (the scheduler's seeds after `seed`)
 /// the world breaks every invariant in `kept` too: the same count means the failure does not
 /// rest on how the simulation orders what falls in one millisecond.
@@ -257,7 +253,7 @@ pub fn widen(
     mut run: impl FnMut(&Scenario, u64) -> Result<Outcome, String>,
 ) -> Result<Scenario, String> {
     let first = run(scenario, seed)?;
-    let kept = broken(&first);
+    let kept = first.broken();
     let mut best =
         Robustness { steady: steady_under(scenario, seed, &kept, &mut run)?, margin: race_margin(&first) };
     let mut widest = scenario.clone();
@@ -269,7 +265,7 @@ pub fn widen(
                 break 'again;
             }
             let outcome = run(&trial, seed)?;
-            if broken(&outcome) != kept {
+            if outcome.broken() != kept {
                 continue;
             }
             let margin = race_margin(&outcome);

@@ -37,8 +37,7 @@ pub fn outcome_table(outcomes: &[Outcome]) -> String {
     );
     for outcome in outcomes {
         let tally = outcome.tally();
-        let broken: Vec<&str> =
-            outcome.checks.iter().filter(|check| check.is_violation()).map(|check| check.invariant).collect();
+        let broken: Vec<&str> = outcome.broken();
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
