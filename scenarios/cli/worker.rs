@@ -7,6 +7,7 @@ use crate::cli::args::parse_gateway;
 use crate::cli::{bad_input, verdict, INTERRUPTED};
 use crate::files::replay_file::{ReplayFile, WorkerProgram};
 use crate::files::write::write_whole;
+use crate::foreign::controlled::Control;
 use crate::foreign::watch::Ended;
 use crate::foreign::{run_foreign, ForeignConfig, ForeignRun};
 use crate::live::interrupt;
@@ -63,6 +64,18 @@ pub struct WorkerArgs {
     /// this directory); `fencesim replay FILE` runs the program through them again
     #[arg(long, value_name = "DIR")]
     save_replay: Option<PathBuf>,
+    /// Run on the run's own clock: every request held at its proxy until the seed's
+    /// scheduler lets it go, Redis and PostgreSQL on the same clock (docs/controlled.md)
+    #[arg(long)]
+    controlled: bool,
+    /// With --controlled: the seed that draws the hops' latencies and breaks ties (with
+    /// --random, each world's own seed)
+    #[arg(long, default_value_t = 1, requires = "controlled")]
+    seed: u64,
+    /// With --controlled: how long, in milliseconds, a copy may work without sending a
+    /// request before the run goes on without it
+    #[arg(long, default_value_t = 2000, requires = "controlled")]
+    grace_ms: u64,
     /// The worker program and its arguments, after `--`; one copy is started per worker
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -94,6 +107,9 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         replay,
         keep: args.keep.clone(),
         first_take_within: Duration::from_secs(args.first_take_within),
+        control: args
+            .controlled
+            .then_some(Control { seed: args.seed, grace: Duration::from_millis(args.grace_ms) }),
     };
     if args.runs > 1 {
         return runs(&config, args.runs);
@@ -156,7 +172,11 @@ fn keep(args: &WorkerArgs, config: &ForeignConfig, outcome: &Outcome) -> Result<
         eprintln!("wrote {}", path.display());
     }
     if let Some(dir) = args.save_replay.as_ref().filter(|_| !outcome.passed()) {
-        let program = WorkerProgram { command: config.command.clone(), time_scale: config.time_scale };
+        let program = WorkerProgram {
+            command: config.command.clone(),
+            time_scale: config.time_scale,
+            controlled: config.control.map(|control| control.seed),
+        };
         let path = ReplayFile::of_worker(outcome, program).write_into_as(dir, "worker")?;
         eprintln!("saved {} ({})", path.display(), ReplayFile::command(&path));
     }
@@ -191,6 +211,7 @@ pub fn replay_worker(
         replay: Some((scenario, replay.seed)),
         keep: None,
         first_take_within: Duration::from_secs(20),
+        control: worker.controlled.map(|seed| Control { seed, grace: Duration::from_millis(2000) }),
     };
     let expected: Vec<&str> = replay.violations.iter().map(String::as_str).collect();
     let (mut repeated, mut passed, mut own) = (0, true, OwnCount::default());
@@ -271,7 +292,8 @@ fn random(
             Ok(simulated) => simulated,
             Err(error) => return bad_input(format!("seed {seed}: {error}")),
         };
-        let this = ForeignConfig { replay: Some((scenario, seed)), ..config.clone() };
+        let control = config.control.map(|control| Control { seed, ..control });
+        let this = ForeignConfig { replay: Some((scenario, seed)), control, ..config.clone() };
         let outcome = match run_foreign(&this) {
             Ok(done) => own.counted(done),
             Err(error) => return bad_input(format!("seed {seed}: {error}")),
@@ -287,7 +309,11 @@ fn random(
             line += &format!("; simulated: {}", verdict_words(simulated));
         }
         if let Some(dir) = save.filter(|_| !these.is_empty()) {
-            let program = WorkerProgram { command: config.command.clone(), time_scale: config.time_scale };
+            let program = WorkerProgram {
+                command: config.command.clone(),
+                time_scale: config.time_scale,
+                controlled: this.control.map(|control| control.seed),
+            };
             match ReplayFile::of_worker(&outcome, program).write_into_as(dir, "worker") {
                 Ok(path) => line += &format!(" ({})", ReplayFile::command(&path)),
                 Err(error) => return bad_input(error),

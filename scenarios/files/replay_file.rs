@@ -64,6 +64,10 @@ pub struct WorkerProgram {
     pub command: Vec<String>,
     /// Real time per story time.
     pub time_scale: f64,
+    /// The seed of a controlled run (`fencesim worker --controlled`): every request in the
+    /// turn that seed gives it, on the run's own clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controlled: Option<u64>,
 }
 
 const SPLIT_OUT: [&str; 3] = ["mechanism", "gateway_mode", "faults"];

@@ -10,6 +10,7 @@
 //! What the proxies cannot see is refused with its name (a step only the worker knows, such
 //! as a lookup's result kept to itself): never run as something it is not.
 
+use crate::foreign::conductor::Conductor;
 use crate::foreign::programs::Groups;
 use crate::foreign::redis_seen::Keys;
 use crate::foreign::rows_seen;
@@ -130,6 +131,9 @@ pub struct Outside {
     /// The lock server (its process id and address) a restart kills, and the gateway
     /// service a gateway fault is sent to.
     servers: Mutex<Serving>,
+    /// A controlled run's conductor: a pause is then a copy not let go, a crash cancels
+    /// what it holds, and their times are the run's.
+    conducted: Mutex<Option<Arc<Conductor>>>,
 }
 
 /// The servers the faults act on.
@@ -174,7 +178,17 @@ impl Outside {
             keys,
             armed: Mutex::default(),
             servers: Mutex::default(),
+            conducted: Mutex::default(),
         }
+    }
+
+    /// The faults act on a controlled run's copies through `conductor`.
+    pub fn conduct(&self, conductor: Arc<Conductor>) {
+        *self.conducted.lock().unwrap_or_else(|p| p.into_inner()) = Some(conductor);
+    }
+
+    fn conducted(&self) -> Option<Arc<Conductor>> {
+        self.conducted.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The servers the faults act on.
@@ -248,6 +262,10 @@ impl Outside {
             let mut all = self.armed.lock().unwrap_or_else(|p| p.into_inner());
             *armed(all.entry((worker, hop)).or_default()) += clock.real(ms);
         };
+        if let Some(fired) = self.conducted().and_then(|conductor| conducted(&conductor, &self.groups, kind))
+        {
+            return fired;
+        }
         match kind {
             FaultKind::Pause { worker, duration_ms } => {
                 let real = clock.real(duration_ms);
@@ -275,6 +293,9 @@ impl Outside {
                 if let Some(pid) = servers.redis_pid {
                     let mut con = crate::live::redis::connect(&servers.redis_url).ok();
                     crate::live::servers::restart_now(con.as_mut(), pid, persistence, &self.log);
+                    if let Some(conductor) = self.conducted() {
+                        conductor.redis_killed();
+                    }
                 }
             }
             FaultKind::GatewayLatency { .. }
@@ -315,8 +336,28 @@ impl Outside {
 impl crate::live::gateway::CallGate for Outside {
     fn pass(&self, worker: WorkerId) -> bool {
         let fired = self.reached(worker, Counted::Request(Hop::Gateway));
-        std::thread::sleep(fired.held);
+        crate::live::clock::sleep(fired.held);
         !fired.killed
+    }
+}
+
+/// A pause or a crash on a controlled run: the copy's requests wait until the pause is
+/// over (its process runs on, and its next request is held); a crash kills it, cancels
+/// what it holds and is due to start again on the run's clock. `None` for other kinds.
+fn conducted(conductor: &Conductor, groups: &Groups, kind: FaultKind) -> Option<Fired> {
+    let now_us = conductor.story_us();
+    match kind {
+        FaultKind::Pause { worker, duration_ms } => {
+            conductor.pause(worker, now_us + duration_ms * 1_000);
+            Some(Fired::default())
+        }
+        FaultKind::Crash { worker, restart_after_ms } => {
+            // started again by the run's driver, at its time on the run's clock
+            groups.kill(worker, Instant::now() + Duration::from_secs(365 * 86_400));
+            conductor.crashed(worker, now_us + restart_after_ms * 1_000);
+            Some(Fired { held: Duration::ZERO, killed: true })
+        }
+        _ => None,
     }
 }
 
@@ -352,7 +393,7 @@ impl WireGate {
         let fired = self.outside.reached(self.worker, Counted::Request(self.hop));
         let armed = self.outside.take_armed(self.worker, self.hop);
         *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = armed.reply;
-        std::thread::sleep(fired.held + armed.request);
+        crate::live::clock::sleep(fired.held + armed.request);
         !fired.killed
     }
 
@@ -364,7 +405,7 @@ impl WireGate {
         }
         // armed when the request left: a fault fired at this reply's step holds the next one
         let held = std::mem::take(&mut *self.reply.lock().unwrap_or_else(|p| p.into_inner()));
-        std::thread::sleep(held);
+        crate::live::clock::sleep(held);
     }
 }
 

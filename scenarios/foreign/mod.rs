@@ -11,6 +11,8 @@
 //! - `own_worker`: the project's own worker speaking the contract (`fencesim contract-worker`),
 //!   which also writes its own events, so that a run can judge it from both.
 
+pub mod conductor;
+pub mod controlled;
 pub mod faults;
 pub mod own_worker;
 pub mod programs;
@@ -19,6 +21,7 @@ pub mod redis_seen;
 pub mod rows_seen;
 pub mod run;
 pub mod seen;
+pub mod turns;
 pub mod watch;
 pub mod worlds;
 

@@ -192,6 +192,18 @@ impl Programs {
         Ok(())
     }
 
+    /// Starts `worker`'s killed copy again now (a controlled run's driver, when its
+    /// restart is due on the run's clock).
+    pub fn restart_now(&mut self, worker: WorkerId, log: &EventLog) -> Result<(), String> {
+        self.look(log)?;
+        let crashed =
+            self.copies.iter().position(|c| c.worker == worker && matches!(c.life, Life::Crashed(_)));
+        match crashed {
+            Some(index) => self.restart(index, log),
+            None => Ok(()),
+        }
+    }
+
     /// A pause given at a time: stopped now, continued at `until`.
     pub fn pause(&mut self, worker: WorkerId, until: Instant) {
         if self.copies.iter().any(|c| c.worker == worker && c.life == Life::Running) {

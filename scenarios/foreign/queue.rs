@@ -10,6 +10,7 @@
 //! job was handed to another worker.
 
 use crate::live::clock::{wall_us, LiveClock};
+use crate::live::gateway::CallGate;
 use crate::live::log::EventLog;
 use fencesim_model::{Clock, Delivery, Job, WorkerId};
 use fencesim_sim::queue::{QueueCore, QueueEvent};
@@ -38,6 +39,8 @@ struct Shared {
     log: EventLog,
     stop: AtomicBool,
     on_delivery: Mutex<Option<OnDelivery>>,
+    /// Asked before a worker's request is answered (a controlled run holds it there).
+    gate: Mutex<Option<Arc<dyn CallGate>>>,
 }
 
 /// Told when a worker is handed a job, before the answer goes back (the step `JobReceived`,
@@ -82,6 +85,7 @@ impl QueueService {
             log,
             stop: AtomicBool::new(false),
             on_delivery: Mutex::new(None),
+            gate: Mutex::new(None),
         });
         let server = tiny_http::Server::http("127.0.0.1:0").map_err(|e| format!("the queue service: {e}"))?;
         let port = server.server_addr().to_ip().map(|a| a.port()).ok_or("the queue service has no port")?;
@@ -92,10 +96,23 @@ impl QueueService {
                 if answering.stop.load(Ordering::SeqCst) {
                     break;
                 }
-                answering.answer(request);
+                // on a controlled run's clock a take with nothing for its worker waits for
+                // one, on a thread of its own; otherwise one request is answered at a time
+                match crate::live::clock::controlled() {
+                    true => {
+                        let answering = answering.clone();
+                        std::thread::spawn(move || answering.answer(request));
+                    }
+                    false => answering.answer(request),
+                }
             }
         });
         Ok(QueueService { port, shared, server, thread: Some(thread) })
+    }
+
+    /// Asks `gate` before each worker's request is answered, and tells it when it was.
+    pub fn gate(&self, gate: Arc<dyn CallGate>) {
+        *self.shared.gate.lock().unwrap_or_else(|p| p.into_inner()) = Some(gate);
     }
 
     /// Tells `on_delivery` of each job handed out from now on.
@@ -139,6 +156,7 @@ impl QueueService {
             false => state.core.redeliver_from(worker, now, &mut out),
         };
         self.shared.record(&state, out);
+        crate::live::clock::changed();
         held
     }
 
@@ -169,11 +187,13 @@ impl QueueService {
         let mut out = Vec::new();
         state.core.enqueue(job, &mut out);
         self.shared.record(&state, out);
+        crate::live::clock::changed();
     }
 
     /// No job will come any more: takes are answered `410` from now on.
     pub fn close(&self) {
         self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).core.close();
+        crate::live::clock::changed();
     }
 
     /// The jobs not acked, with how many times each was delivered.
@@ -212,9 +232,23 @@ impl Shared {
     fn answer(&self, mut request: tiny_http::Request) {
         let mut text = String::new();
         let _ = request.as_reader().read_to_string(&mut text);
+        let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let gated = gate.zip(routed(request.url()).map(|(worker, _)| worker));
+        if let Some((gate, worker)) = &gated {
+            if !gate.pass(*worker) {
+                return gate.answered(*worker);
+            }
+        }
+        self.answered(request, &text);
+        if let Some((gate, worker)) = gated {
+            gate.answered(worker);
+        }
+    }
+
+    fn answered(&self, request: tiny_http::Request, text: &str) {
         let (status, body) = match (request.method(), routed(request.url())) {
             (tiny_http::Method::Post, Some((worker, "take"))) => self.take(worker),
-            (tiny_http::Method::Post, Some((worker, "ack"))) => self.ack(worker, &text),
+            (tiny_http::Method::Post, Some((worker, "ack"))) => self.ack(worker, text),
             (_, Some(_)) => (404, serde_json::json!({"error": "POST {base}/take or POST {base}/ack"})),
             (_, None) => (404, serde_json::json!({"error": "a queue address is /<worker>/queue/..."})),
         };
@@ -240,14 +274,31 @@ impl Shared {
         if !state.begun || wall_us() < state.clock.start_us {
             return (204, serde_json::Value::Null);
         }
-        let now = state.clock.now_ms();
-        let mut out = Vec::new();
-        state.core.tick(now, &mut out);
-        let delivery = state.core.receive(worker, now, &mut out);
-        self.record(&state, out);
+        let delivery = loop {
+            let now = state.clock.now_ms();
+            let mut out = Vec::new();
+            state.core.tick(now, &mut out);
+            let delivery = state.core.receive(worker, now, &mut out);
+            self.record(&state, out);
+            if delivery.is_some() || state.core.is_closed() || !crate::live::clock::controlled() {
+                break delivery;
+            }
+            // a controlled run's take waits for a job: until the next delivery times out,
+            // or the queue changes (a job arrives or is handed on, the queue closes)
+            let clock = state.clock;
+            let due = state
+                .core
+                .next_deadline()
+                .map_or(u64::MAX, |ms| clock.start_us + clock.real(ms).as_micros() as u64);
+            drop(state);
+            crate::live::clock::wait_for_change(due);
+            state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        };
         match delivery {
             Some(Delivery { job, receipt }) => {
                 state.delivered.insert(receipt, (job, worker));
+                // another take may now wait for this delivery's time-out
+                crate::live::clock::changed();
                 let body =
                     serde_json::json!({"job": job.id.0, "merchant": job.merchant.0, "receipt": receipt});
                 (200, body)
@@ -271,6 +322,8 @@ impl Shared {
         };
         let accepted = state.core.ack(Delivery { job, receipt });
         self.log.record(EventKind::JobAcked { job: job.id, worker, receipt, accepted });
+        drop(state);
+        crate::live::clock::changed();
         (200, serde_json::json!({"accepted": accepted}))
     }
 

@@ -36,6 +36,11 @@ impl Keys {
         Keys { leases, counters }
     }
 
+    /// Every lease key of the world.
+    pub fn lease_keys(&self) -> impl Iterator<Item = &String> {
+        self.leases.keys()
+    }
+
     pub fn lease(&self, key: &str) -> Option<MerchantId> {
         self.leases.get(key).copied()
     }

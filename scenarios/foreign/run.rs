@@ -6,21 +6,27 @@
 //! what the proxies, the trigger, the gateway, the queue and Redis's expiries saw, judged
 //! by the simulation's checkers.
 
+use crate::foreign::conductor::EPOCH_US;
+use crate::foreign::controlled::{Conducted, Control, Drive};
 use crate::foreign::faults::{outside_plan, Outside, OutsidePlan, Serving};
 use crate::foreign::programs::{Groups, Programs};
 use crate::foreign::queue::QueueService;
 use crate::foreign::seen::seen;
+use crate::foreign::turns::{TurnCall, TurnGate};
 use crate::foreign::watch::{ready, Ended, Watch};
 use crate::foreign::{redis_seen, rows_seen};
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::coordinator::{fill_store, horizon_ms, record, RunDir};
 use crate::live::expiry::ExpiryWatch;
+use crate::live::faketime::FakeClock;
 use crate::live::gateway::{GatewayService, GatewaySetup};
 use crate::live::log::{read_all, EventLog, LogLine};
 use crate::live::merge::merge;
+use crate::live::pgproxy::PgHooks;
 use crate::live::pgproxy::PgProxy;
 use crate::live::plan::world_refusal;
 use crate::live::postgres::{PgRefunds, PostgresServer};
+use crate::live::proxy::Gate;
 use crate::live::proxy::RedisProxy;
 use crate::live::redis::connect;
 use crate::live::servers::{restart_mode, Servers};
@@ -48,6 +54,8 @@ pub struct ForeignConfig {
     pub keep: Option<PathBuf>,
     /// How long a copy may take to ask the queue for its first job, in real time.
     pub first_take_within: Duration,
+    /// Run on the run's own clock, each request in its turn (`foreign::controlled`).
+    pub control: Option<Control>,
 }
 
 /// The world to run: a replay file's, or the worked example under the gateway asked for
@@ -89,7 +97,8 @@ struct Stage {
     clock: LiveClock,
     gateway: GatewayService,
     queue: QueueService,
-    watch: ExpiryWatch,
+    /// Redis's own expiry notices (a controlled run records each lease's end itself).
+    watch: Option<ExpiryWatch>,
     log: Arc<EventLog>,
     database_url: String,
     /// Where a program may write its own events (`foreign::own_worker` does).
@@ -98,25 +107,38 @@ struct Stage {
 }
 
 impl Stage {
-    fn set_up(config: &ForeignConfig, scenario: Scenario) -> Result<Stage, String> {
+    fn set_up(
+        config: &ForeignConfig,
+        scenario: Scenario,
+        conducted: Option<(&Conducted, FakeClock)>,
+    ) -> Result<Stage, String> {
         let dir = RunDir::create(config.keep.as_deref())?;
-        let postgres = PostgresServer::start("worker")?;
+        let env = conducted.as_ref().map_or(&[][..], |(conducted, _)| &conducted.env[..]);
+        let postgres = PostgresServer::start_in("worker", env)?;
         let database_url = postgres.url();
         let store = PgRefunds::connect(&database_url)?;
-        let redis = Servers::start(None, restart_mode(&scenario.world)?, false)?;
+        let on_the_run = conducted.is_some();
+        let redis = Servers::start_own(restart_mode(&scenario.world)?, conducted.map(|(_, clock)| clock))?;
         let redis_url = redis.lock_url.clone();
         fill_store(&scenario, &store, &mut connect(&redis_url)?)?;
         let mut admin = postgres::Client::connect(&database_url, postgres::NoTls)
             .map_err(|e| format!("the refund database: {e}"))?;
         admin.batch_execute(rows_seen::TRIGGER).map_err(|e| format!("the row trigger: {e}"))?;
         let world = &scenario.world;
-        let clock = LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale };
+        let clock = match on_the_run {
+            true => LiveClock { start_us: EPOCH_US, scale: 1.0 },
+            false => LiveClock { start_us: wall_us() + LEAD.as_micros() as u64, scale: config.time_scale },
+        };
         let setup = GatewaySetup::of(world, clock);
         let gateway = GatewayService::start(setup, EventLog::create(&dir.file("gateway.jsonl"))?, 0)?;
         let queue_log = EventLog::create(&dir.file("queue.jsonl"))?;
         let queue =
             QueueService::start(world.workers, world.visibility_timeout_ms, &world.jobs, clock, queue_log)?;
-        let watch = ExpiryWatch::start(&redis_url, EventLog::create(&dir.file("expiries.jsonl"))?)?;
+        let expiries = EventLog::create(&dir.file("expiries.jsonl"))?;
+        let watch = match on_the_run {
+            true => None,
+            false => Some(ExpiryWatch::start(&redis_url, expiries)?),
+        };
         let log = Arc::new(EventLog::create(&dir.file("coordinator.jsonl"))?);
         let events = dir.file("events");
         std::fs::create_dir_all(&events).map_err(|e| format!("cannot make {}: {e}", events.display()))?;
@@ -154,15 +176,35 @@ struct Wires {
     database: Vec<PgProxy>,
 }
 
-fn wires(stage: &Stage, outside: &Arc<Outside>) -> Result<Wires, String> {
-    let workers = stage.scenario.world.workers;
+fn wires(
+    stage: &Stage,
+    outside: &Arc<Outside>,
+    turns: Option<(&Conducted, Control)>,
+) -> Result<Wires, String> {
+    let world = &stage.scenario.world;
     let (redis_at, database_at) = (host_port(&stage.redis_url), host_port(&stage.database_url));
     let mut wires = Wires { redis: Vec::new(), database: Vec::new() };
-    for worker in (0..workers).map(WorkerId) {
+    for worker in (0..world.workers).map(WorkerId) {
         let party = worker.to_string();
-        let redis = RedisProxy::start(&redis_at, &party, outside.gate(worker, Hop::Redis))
+        let (redis_gate, database_gate): (Arc<dyn Gate>, Arc<dyn PgHooks>) = match turns {
+            Some((conducted, control)) => {
+                let turn = |hop, ms| {
+                    let faults = outside.gate(worker, hop);
+                    Arc::new(TurnGate::new(
+                        conducted.conductor.clone(),
+                        faults,
+                        (worker, hop),
+                        ms,
+                        control.seed,
+                    ))
+                };
+                (turn(Hop::Redis, world.redis_latency_ms), turn(Hop::Database, world.db_latency_ms))
+            }
+            None => (outside.gate(worker, Hop::Redis), outside.gate(worker, Hop::Database)),
+        };
+        let redis = RedisProxy::start(&redis_at, &party, redis_gate)
             .map_err(|e| format!("the Redis proxy of {worker}: {e}"))?;
-        let database = PgProxy::start(&database_at, &party, outside.gate(worker, Hop::Database))
+        let database = PgProxy::start(&database_at, &party, database_gate)
             .map_err(|e| format!("the database proxy of {worker}: {e}"))?;
         wires.redis.push(redis);
         wires.database.push(database);
@@ -227,33 +269,89 @@ impl ForeignRun {
 /// which copies had to be stopped because they stayed after the run was over.
 pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
     let (scenario, plan) = foreign_scenario(config)?;
-    let mut stage = Stage::set_up(config, scenario)?;
+    let (conducted, servers_clock) = match config.control.map(Conducted::start).transpose()? {
+        Some((conducted, clock)) => (Some(conducted), Some(clock)),
+        None => (None, None),
+    };
+    let mut stage = Stage::set_up(config, scenario, conducted.as_ref().zip(servers_clock))?;
     let keys = redis_seen::Keys::of(&stage.scenario.world);
     let outside =
         Outside::new(plan.on_the_wire.clone(), Groups::default(), stage.log.clone(), stage.clock, keys);
     let outside = Arc::new(outside);
     outside.serving(serving(&stage));
-    stage.gateway.gate(outside.clone());
-    let told = outside.clone();
-    stage.queue.on_delivery(Arc::new(move |worker| told.job_received(worker)));
-    let wires = wires(&stage, &outside)?;
+    let turns = conducted.as_ref().zip(config.control);
+    gate_services(&stage, &outside, turns);
+    let wires = wires(&stage, &outside, turns)?;
     let env = environment(&stage, &wires);
     let mut programs = Programs::spawn(&config.command, env, &stage.dir.path, outside.groups())?;
     ready(&stage.queue, &mut programs, &config.command, config.first_take_within, &stage.log)?;
-    stage.clock.start_us = wall_us() + LEAD.as_micros() as u64;
-    stage.gateway.begin(stage.clock.start_us);
-    stage.queue.begin(stage.clock.start_us);
-    outside.begin(stage.clock);
-    for job in &stage.scenario.world.jobs {
-        let enqueued = EventKind::JobEnqueued { job: job.id, merchant: job.merchant };
-        stage.log.record_at(stage.clock.start_us, enqueued);
-    }
-    let (ended, left_early) = watch(&stage, &plan, &outside).run(&mut programs)?;
+    let (ended, left_early) = match turns {
+        Some((conducted, control)) => {
+            conducted.conductor.begin(Duration::from_millis(100), Duration::from_secs(5));
+            begin(&mut stage, &outside, EPOCH_US);
+            let driven = drive(&stage, &plan, &outside, conducted, control).run(&mut programs);
+            conducted.conductor.finish();
+            if let Some(dir) = &config.keep {
+                let order: Vec<String> =
+                    conducted.conductor.order().iter().map(|(at, what)| format!("{at} {what}")).collect();
+                let _ = std::fs::write(dir.join("turns.txt"), order.join("\n") + "\n");
+            }
+            driven?
+        }
+        None => {
+            begin(&mut stage, &outside, wall_us() + LEAD.as_micros() as u64);
+            watch(&stage, &plan, &outside).run(&mut programs)?
+        }
+    };
     stage.gateway.wait_for_late_calls(Instant::now() + Duration::from_secs(5));
     let ended_at_ms = stage.clock.story_ms(wall_us());
     drop(programs);
     let seen = seen(&stage.scenario, &wires.redis, &wires.database, &stage.database_url, stage.clock)?;
     drop(wires);
+    let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
+    let run = judge_run(stage, seen, seed, ended, ended_at_ms)?;
+    Ok(ForeignRun { left_early, ..run })
+}
+
+/// The gateway and the queue ask the faults (the gateway) and, on a controlled run, the
+/// conductor before they answer a copy.
+fn gate_services(stage: &Stage, outside: &Arc<Outside>, turns: Option<(&Conducted, Control)>) {
+    match turns {
+        Some((conducted, control)) => {
+            let conductor = &conducted.conductor;
+            outside.conduct(conductor.clone());
+            let gateway = TurnCall::new(conductor.clone(), Some(outside.clone()), "gateway", control.seed);
+            stage.gateway.gate(Arc::new(gateway));
+            stage.queue.gate(Arc::new(TurnCall::new(conductor.clone(), None, "queue", control.seed)));
+        }
+        None => stage.gateway.gate(outside.clone()),
+    }
+    let told = outside.clone();
+    stage.queue.on_delivery(Arc::new(move |worker| told.job_received(worker)));
+}
+
+/// The story starts at `start_us` on the wall clock (or the run's): the services and the
+/// faults are told, and the world's first jobs are queued then.
+fn begin(stage: &mut Stage, outside: &Outside, start_us: u64) {
+    stage.clock.start_us = start_us;
+    stage.gateway.begin(start_us);
+    stage.queue.begin(start_us);
+    outside.begin(stage.clock);
+    for job in &stage.scenario.world.jobs {
+        let enqueued = EventKind::JobEnqueued { job: job.id, merchant: job.merchant };
+        stage.log.record_at(start_us, enqueued);
+    }
+}
+
+/// Judges what the components saw (`seen`), and again from the program's own events when
+/// it wrote any.
+fn judge_run(
+    stage: Stage,
+    seen: Vec<LogLine>,
+    seed: u64,
+    ended: Ended,
+    ended_at_ms: u64,
+) -> Result<ForeignRun, String> {
     let own_lines = own_events(&stage.events)?;
     let Stage { scenario, dir, store, gateway, watch, log, clock, .. } = stage;
     drop(watch);
@@ -261,7 +359,6 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
         [log.path().to_owned(), dir.file("expiries.jsonl"), gateway.log_path(), dir.file("queue.jsonl")];
     let world_lines: Vec<LogLine> = read_all(&files)?;
     let final_rows = store.all_rows().map_err(|e| format!("the refund store: {e}"))?;
-    let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
     let judged = |told: Vec<LogLine>| {
         let mut lines = world_lines.clone();
         lines.extend(told);
@@ -276,7 +373,7 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
         true => None,
         false => Some(judged(own_lines)?),
     };
-    Ok(ForeignRun { outcome, ended, own, left_early })
+    Ok(ForeignRun { outcome, ended, own, left_early: Vec::new() })
 }
 
 /// The events the copies wrote themselves, if any did (every file of the directory).
@@ -297,6 +394,28 @@ fn serving(stage: &Stage) -> Serving {
         redis_pid: stage.redis.borrow().lock_pid(),
         redis_url: stage.redis_url.clone(),
         gateway_url: format!("http://127.0.0.1:{}", stage.gateway.port),
+    }
+}
+
+fn drive<'a>(
+    stage: &'a Stage,
+    plan: &'a OutsidePlan,
+    outside: &'a Outside,
+    conducted: &'a Conducted,
+    control: Control,
+) -> Drive<'a> {
+    Drive {
+        world: &stage.scenario.world,
+        plan,
+        log: &stage.log,
+        gateway: &stage.gateway,
+        queue: &stage.queue,
+        store: &stage.store,
+        redis_url: &stage.redis_url,
+        outside,
+        servers: &stage.redis,
+        conductor: &conducted.conductor,
+        control,
     }
 }
 

@@ -2,7 +2,8 @@
 //! scenario's milliseconds it stands for. At a time scale of 0.1 one real millisecond is
 //! ten of the story's, so the worked example's two minutes pass in twelve seconds.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// When this process last stopped waiting (heard an answer, or a sleep ended), on the wall
@@ -54,9 +55,111 @@ pub fn since_woke() -> Option<Duration> {
     }
 }
 
-/// Microseconds since the Unix epoch on the machine's wall clock.
+/// Microseconds since the Unix epoch on the machine's wall clock, or on the run's clock
+/// while a controlled run has taken the machine's place (`take_over`).
 pub fn wall_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+    match run_clock() {
+        Some(clock) => clock.now_us(),
+        None => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0),
+    }
+}
+
+/// A clock that takes the machine's place in a controlled run (`foreign::controlled`): time
+/// moves only when the run moves it, and a thread that waits for a time waits until the
+/// run lets it go on, which it does one waiter at a time.
+pub trait RunClock: Send + Sync {
+    /// The run's time, in the wall clock's microseconds.
+    fn now_us(&self) -> u64;
+    /// Returns when the run lets the calling thread go on at `at_us` or later.
+    fn sleep_until(&self, at_us: u64);
+    /// Books a wake at `at_us` for a thread yet to be started, so that the run counts it
+    /// from now on; the thread waits for it with `wait_booked` and says when it is done.
+    fn book(&self, at_us: u64) -> u64;
+    fn wait_booked(&self, ticket: u64);
+    fn done_booked(&self);
+    /// Returns at `at_us` (`u64::MAX`: never by itself), or sooner when what the caller
+    /// waits for has changed (`changed`).
+    fn wait_for_change(&self, at_us: u64);
+    /// Lets every caller of `wait_for_change` look again, now.
+    fn changed(&self);
+}
+
+/// Whether a run's clock has taken the machine's place (read before the lock beside it).
+static TAKEN: AtomicBool = AtomicBool::new(false);
+static RUN_CLOCK: Mutex<Option<Arc<dyn RunClock>>> = Mutex::new(None);
+
+/// From now on this process's time is `clock`'s (`None`: the machine's again).
+pub fn take_over(clock: Option<Arc<dyn RunClock>>) {
+    let mut held = RUN_CLOCK.lock().unwrap_or_else(|p| p.into_inner());
+    TAKEN.store(clock.is_some(), Ordering::SeqCst);
+    *held = clock;
+}
+
+fn run_clock() -> Option<Arc<dyn RunClock>> {
+    if !TAKEN.load(Ordering::Relaxed) {
+        return None;
+    }
+    RUN_CLOCK.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Whether a run's clock has taken the machine's place.
+pub fn controlled() -> bool {
+    TAKEN.load(Ordering::Relaxed)
+}
+
+/// Waits `real` on the machine's clock, or on the run's.
+pub fn sleep(real: Duration) {
+    if real.is_zero() {
+        return;
+    }
+    match run_clock() {
+        Some(clock) => clock.sleep_until(clock.now_us() + real.as_micros() as u64),
+        None => std::thread::sleep(real),
+    }
+}
+
+/// Waits until `at_us` on the wall clock, or on the run's.
+pub fn sleep_until_us(at_us: u64) {
+    match run_clock() {
+        Some(clock) => clock.sleep_until(at_us),
+        None => std::thread::sleep(Duration::from_micros(at_us.saturating_sub(wall_us()))),
+    }
+}
+
+/// On a run's clock: returns at `at_us`, or sooner when `changed` is called. On the
+/// machine's clock it returns at once (its callers ask again).
+pub fn wait_for_change(at_us: u64) {
+    if let Some(clock) = run_clock() {
+        clock.wait_for_change(at_us);
+    }
+}
+
+/// On a run's clock: what a caller of `wait_for_change` waits for has changed.
+pub fn changed() {
+    if let Some(clock) = run_clock() {
+        clock.changed();
+    }
+}
+
+/// Runs `then` on a thread of its own at `at_us`, on the wall clock or the run's (booked
+/// before this returns, so that the run waits for it).
+pub fn at_time(at_us: u64, then: impl FnOnce() + Send + 'static) {
+    match run_clock() {
+        Some(clock) => {
+            let ticket = clock.book(at_us);
+            std::thread::spawn(move || {
+                clock.wait_booked(ticket);
+                then();
+                clock.done_booked();
+            });
+        }
+        None => {
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_micros(at_us.saturating_sub(wall_us())));
+                then();
+            });
+        }
+    }
 }
 
 /// The run's clock: when it started on the wall clock, and how fast its story runs.

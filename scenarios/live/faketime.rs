@@ -106,6 +106,40 @@ impl FakeClock {
     }
 }
 
+/// Stops the clock of `path` at `at_us` microseconds since the Unix epoch, to the
+/// microsecond (a reader rounding down reads the microsecond itself), from its readers'
+/// next time call (written whole: a reader never sees half
+/// a time).
+pub fn freeze_at_us(path: &Path, at_us: u64) -> Result<(), String> {
+    let (days, of_day) = ((at_us / 86_400_000_000) as i64, at_us % 86_400_000_000);
+    let (year, month, day) = civil_from_days(days);
+    let (s, micros) = (of_day / 1_000_000, of_day % 1_000_000);
+    // half a microsecond more: the library reads the fraction as a floating-point number,
+    // and an exact microsecond came back one short in a quarter of the readings
+    let text = format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{micros:06}500\n",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    );
+    let fresh = path.with_extension("next");
+    std::fs::write(&fresh, text).map_err(|e| format!("{}: {e}", fresh.display()))?;
+    std::fs::rename(&fresh, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The calendar date of day `days` since 1970-01-01 (the proleptic Gregorian calendar).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
 /// Writes an offset of `ms` ahead of the real clock to libfaketime's file `path`.
 pub fn set_offset_ms(path: &Path, ms: u64) -> Result<(), String> {
     let text = format!("+{}.{:03}\n", ms / 1000, ms % 1000);
@@ -117,6 +151,26 @@ pub fn jump_ms(path: &Path, by_ms: u64) -> Result<(), String> {
     let now = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let seconds: f64 = now.trim().trim_start_matches('+').parse().unwrap_or(0.0);
     set_offset_ms(path, (seconds * 1000.0).round() as u64 + by_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frozen_time_is_written_as_its_calendar_date() {
+        let path = std::env::temp_dir().join(format!("fencesim-freeze-{}", std::process::id()));
+        let cases = [
+            (1_893_456_000_000_000, "2030-01-01 00:00:00.000000500"),
+            (1_893_546_125_000_007, "2030-01-02 01:02:05.000007500"),
+            (951_782_400_123_456, "2000-02-29 00:00:00.123456500"),
+        ];
+        for (at_us, told) in cases {
+            freeze_at_us(&path, at_us).expect("written");
+            assert_eq!(std::fs::read_to_string(&path).expect("read").trim(), told);
+        }
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 impl Drop for FakeClock {

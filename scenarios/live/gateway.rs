@@ -75,6 +75,8 @@ struct InForce {
 /// worker's n-th call on the gateway hop; `false`: the caller is gone and the call is dropped.
 pub trait CallGate: Send + Sync {
     fn pass(&self, worker: WorkerId) -> bool;
+    /// The call `pass` let through has been answered.
+    fn answered(&self, _worker: WorkerId) {}
 }
 
 struct Shared {
@@ -104,8 +106,9 @@ pub struct GatewayService {
     threads: Vec<JoinHandle<()>>,
 }
 
-/// Requests answered at once: one per worker is the most a run sends, and a few spare.
-const HANDLERS: usize = 6;
+/// Requests answered at once: one per worker is the most a run sends (a controlled run
+/// holds each of them here until its turn), and spare ones for the faults sent meanwhile.
+const HANDLERS: usize = 16;
 
 impl GatewayService {
     /// Listens on `port` of loopback (0: any free port).
@@ -263,11 +266,11 @@ impl Shared {
         let mut text = String::new();
         let _ = request.as_reader().read_to_string(&mut text);
         let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let (Some(gate), Some(worker), false) = (gate, worker, path == "/faults") {
-            if !gate.pass(worker) {
-                return drop(
-                    request.respond(json_response(503, &serde_json::json!({"error": "caller gone"}))),
-                );
+        let gated = gate.filter(|_| path != "/faults").zip(worker);
+        if let Some((gate, worker)) = &gated {
+            if !gate.pass(*worker) {
+                let _ = request.respond(json_response(503, &serde_json::json!({"error": "caller gone"})));
+                return gate.answered(*worker);
             }
         }
         let (status, body) = match (request.method(), worker) {
@@ -294,6 +297,9 @@ impl Shared {
             _ => (405, serde_json::json!({"error": "GET or POST"})),
         };
         let _ = request.respond(json_response(status, &body));
+        if let Some((gate, worker)) = gated {
+            gate.answered(worker);
+        }
     }
 
     /// Takes a fault that acts on the gateway as a whole, now.
@@ -333,7 +339,7 @@ impl Shared {
             return false;
         }
         self.log.record(EventKind::GatewayRefused { worker, refund, call });
-        std::thread::sleep(self.clock().real(REFUSAL_MS));
+        crate::live::clock::sleep(self.clock().real(REFUSAL_MS));
         true
     }
 
@@ -344,7 +350,7 @@ impl Shared {
         if self.refused(worker, refund, GatewayCall::Lookup) {
             return (503, serde_json::json!({"error": "the gateway is down"}));
         }
-        std::thread::sleep(self.clock().real(self.setup.lookup_latency_ms));
+        crate::live::clock::sleep(self.clock().real(self.setup.lookup_latency_ms));
         let now = fencesim_model::Clock::now_ms(&self.clock());
         let horizon = {
             let in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
@@ -365,10 +371,20 @@ impl Shared {
 
     /// When a refund call that arrived at `arrived_us` is answered, on the wall clock: on
     /// the simulation's pace, or at once if the worker's own work made it later, the
-    /// lateness then made up by its next calls (`live::pace`).
+    /// lateness then made up by its next calls (`live::pace`). On a controlled run's clock
+    /// a worker's own work takes no time: a call is answered its latency after it arrived.
     fn due(&self, worker: WorkerId, refund: RefundId, arrived_us: u64, extra_ms: u64, told: Told) -> Pace {
         let clock = self.clock();
         let latency_us = clock.real(self.setup.refund_latency.of(refund) + extra_ms).as_micros() as u64;
+        if crate::live::clock::controlled() {
+            return pace::answer(
+                None,
+                arrived_us,
+                Told::default(),
+                latency_us,
+                pace::Bounds { pause_us: 0, catch_up_us: 0 },
+            );
+        }
         let bounds = pace::Bounds {
             pause_us: clock.real(PAUSE_MS).as_micros() as u64,
             catch_up_us: clock.real(CATCH_UP_MS).min(CATCH_UP_REAL).as_micros() as u64,
@@ -436,9 +452,8 @@ impl Shared {
             );
             let shared = self.clone();
             self.on_the_way.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            std::thread::spawn(move || {
-                let lands_us = arrived_us + clock.real(late_ms).as_micros() as u64;
-                std::thread::sleep(Duration::from_micros(lands_us.saturating_sub(wall_us())));
+            let lands_us = arrived_us + clock.real(late_ms).as_micros() as u64;
+            crate::live::clock::at_time(lands_us, move || {
                 shared.reach(worker, &call, clock.story_ms(lands_us), latency, false, Some(arrived_us));
                 shared.on_the_way.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             });
@@ -471,7 +486,7 @@ impl Shared {
     /// the sleep ended: the machine's lateness in waking is part of the next gap, and is
     /// made up as the worker's own work is.
     fn wait_until(&self, worker: WorkerId, paced: Pace) {
-        std::thread::sleep(Duration::from_micros(paced.answered_us.saturating_sub(wall_us())));
+        crate::live::clock::sleep_until_us(paced.answered_us);
         self.paced.lock().unwrap_or_else(|p| p.into_inner()).insert(worker, paced);
     }
 }

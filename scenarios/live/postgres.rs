@@ -313,6 +313,12 @@ fn as_cluster_user(command: &mut Command) -> &mut Command {
 impl PostgresServer {
     /// Makes a cluster in a fresh directory named after `label` and starts it.
     pub fn start(label: &str) -> Result<PostgresServer, String> {
+        PostgresServer::start_in(label, &[])
+    }
+
+    /// Makes a cluster and starts it with these environment variables added (a clock of
+    /// the run's, `live::faketime`).
+    pub fn start_in(label: &str, env: &[(String, String)]) -> Result<PostgresServer, String> {
         let missing = "no PostgreSQL on this machine: install Debian's postgresql, or pass --postgres URL";
         let (initdb, postgres) =
             (postgres_program("initdb").ok_or(missing)?, postgres_program("postgres").ok_or(missing)?);
@@ -350,6 +356,7 @@ impl PostgresServer {
             // Commits are acknowledged before their log reaches the disk: atomicity and
             // isolation are unchanged, only a crash of the machine could lose the last ones.
             .args(["-c", "synchronous_commit=off"])
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", postgres.display()))?;

@@ -46,6 +46,13 @@ pub trait Gate: Send + Sync {
     /// stops the party right after a reply stops it here, and the reply lands while it is
     /// stopped.
     fn replied(&self, _observed: &Observed) {}
+
+    /// Before the proxy opens the party's connection to the server (a gate may hold it
+    /// while the server is away).
+    fn connecting(&self, _party: &str) {}
+
+    /// A request `pass` let through got no reply: the server closed the connection.
+    fn unanswered(&self, _party: &str) {}
 }
 
 /// The gate that lets every request through at once.
@@ -156,6 +163,7 @@ fn relay(client: TcpStream, connection: u32, shared: &Shared) -> io::Result<()> 
         );
         return client.shutdown(Shutdown::Both);
     }
+    shared.gate.connecting(&shared.party);
     let server = TcpStream::connect(&shared.upstream)?;
     let (mut to_client, mut to_server) = (client, server.try_clone()?);
     let mut from_server = BufReader::new(server);
@@ -167,8 +175,14 @@ fn relay(client: TcpStream, connection: u32, shared: &Shared) -> io::Result<()> 
             return to_client.shutdown(Shutdown::Both);
         }
         let sent_us = wall_us();
-        to_server.write_all(&request)?;
-        let reply = read_value(&mut from_server)?.ok_or_else(|| io::Error::other("the server closed"))?;
+        let answer = to_server.write_all(&request).and_then(|()| read_value(&mut from_server));
+        let reply = match answer {
+            Ok(Some(reply)) => reply,
+            Ok(None) | Err(_) => {
+                shared.gate.unanswered(&shared.party);
+                return Err(io::Error::other("the server closed"));
+            }
+        };
         let answered_us = wall_us();
         let observed = Observed {
             party: shared.party.clone(),

@@ -92,23 +92,41 @@ impl Servers {
                 back_at: None,
             },
             None => {
-                let mut args = vec!["--hz", "100", "--notify-keyspace-events", "Ex"];
-                args.extend_from_slice(persistence_args(restarts));
                 let clock = match jumps {
                     true => Some(FakeClock::new("live").map_err(|why| {
                         format!("the plan jumps Redis's clock, which the live run does with libfaketime: {why}")
                     })?),
                     false => None,
                 };
-                let env = clock.as_ref().map_or(Vec::new(), |clock| clock.env.clone());
-                let lock = RedisServer::start_in("live", &args, &env)?;
-                let queue = RedisServer::start("live-queue", &["--appendonly", "no"])?;
-                let (lock_url, queue_url) = (lock.url(), queue.url());
-                Servers { lock: Some(lock), clock, _queue: Some(queue), lock_url, queue_url, back_at: None }
+                return Servers::start_own(restarts, clock);
             }
         };
         check_empty(&servers.lock_url)?;
         Ok(servers)
+    }
+
+    /// Servers of the run's own, the lock server on `clock` if one is given.
+    pub fn start_own(restarts: Option<Persistence>, clock: Option<FakeClock>) -> Result<Servers, String> {
+        let mut args = vec!["--hz", "100", "--notify-keyspace-events", "Ex"];
+        args.extend_from_slice(persistence_args(restarts));
+        let env = clock.as_ref().map_or(Vec::new(), |clock| clock.env.clone());
+        let lock = RedisServer::start_in("live", &args, &env)?;
+        let queue = RedisServer::start("live-queue", &["--appendonly", "no"])?;
+        let (lock_url, queue_url) = (lock.url(), queue.url());
+        let servers =
+            Servers { lock: Some(lock), clock, _queue: Some(queue), lock_url, queue_url, back_at: None };
+        check_empty(&servers.lock_url)?;
+        Ok(servers)
+    }
+
+    /// Whether the lock server's process has ended (a restart killed it).
+    pub fn lock_exited(&mut self) -> bool {
+        self.lock.as_mut().is_some_and(RedisServer::exited)
+    }
+
+    /// Starts the lock server again now, with what its files kept.
+    pub fn lock_start_again(&mut self) -> Result<(), String> {
+        self.lock.as_mut().map_or(Ok(()), RedisServer::start_again)
     }
 
     /// The file the lock server's clock offset is read from, when the plan jumps it.
