@@ -8,6 +8,7 @@ use crate::cli::{bad_input, verdict, INTERRUPTED};
 use crate::files::replay_file::{ReplayFile, WorkerProgram};
 use crate::files::write::write_whole;
 use crate::foreign::controlled::Control;
+use crate::foreign::history::{History, Parting};
 use crate::foreign::watch::Ended;
 use crate::foreign::{run_foreign, ForeignConfig, ForeignRun};
 use crate::live::interrupt;
@@ -76,6 +77,10 @@ pub struct WorkerArgs {
     /// request before the run goes on without it
     #[arg(long, default_value_t = 2000, requires = "controlled")]
     grace_ms: u64,
+    /// With --controlled: run each world twice and compare the two histories (every turn,
+    /// request, reply and event); where they part, the first differing line is named
+    #[arg(long, requires = "controlled")]
+    twice: bool,
     /// The worker program and its arguments, after `--`; one copy is started per worker
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -115,18 +120,31 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         return runs(&config, args.runs);
     }
     if let Some(count) = args.random {
-        return random(&config, (args.first_seed, count), args.beside, args.save_replay.as_deref());
+        return random(
+            &config,
+            (args.first_seed, count),
+            args.beside,
+            args.save_replay.as_deref(),
+            args.twice,
+        );
     }
     if args.beside.is_some() && args.html.is_none() {
         return bad_input("--beside goes with --random (a verdict beside each world's) or --html (a run beside the program's)");
     }
-    let ForeignRun { outcome, ended, own, left_early } = match run_foreign(&config) {
+    let ForeignRun { outcome, ended, own, left_early, history } = match run_foreign(&config) {
         Ok(done) => done,
         Err(error) if interrupt::asked() => {
             eprintln!("fencesim: {error}");
             return ExitCode::from(INTERRUPTED);
         }
         Err(error) => return bad_input(error),
+    };
+    let again = match (args.twice, &history) {
+        (true, Some(first)) => match run_foreign(&config) {
+            Ok(second) => Some(second.history.and_then(|second| first.parting(&second))),
+            Err(error) => return bad_input(error),
+        },
+        _ => None,
     };
     if let Err(error) = keep(&args, &config, &outcome) {
         return bad_input(error);
@@ -150,7 +168,36 @@ pub fn run(args: WorkerArgs) -> ExitCode {
             names.join(", ")
         );
     }
-    verdict(outcome.passed())
+    if let (Some(history), Some(control)) = (&history, config.control) {
+        println!("controlled run, seed {}: {}", control.seed, history_words(history));
+    }
+    match again {
+        Some(Some(parting)) => {
+            println!("run again: {}", parting_words(&parting));
+            ExitCode::from(1)
+        }
+        Some(None) => {
+            println!("run again: the same history");
+            verdict(outcome.passed())
+        }
+        None => verdict(outcome.passed()),
+    }
+}
+
+/// A controlled run's history in one line.
+fn history_words(history: &History) -> String {
+    format!("a history of {} lines, hash {}", history.lines.len(), history.hash())
+}
+
+/// Where a second run's history parted from the first's.
+fn parting_words(parting: &Parting) -> String {
+    let line = |told: &Option<String>| told.clone().unwrap_or_else(|| "(the history ended)".to_owned());
+    format!(
+        "the history parted at line {}:\n  first run:  {}\n  second run: {}",
+        parting.line,
+        line(&parting.first),
+        line(&parting.second)
+    )
 }
 
 /// Writes what the arguments ask to keep of a run: its trace, its page, and its replay
@@ -281,9 +328,10 @@ fn random(
     (first_seed, count): (u64, u32),
     beside: Option<crate::model::Mechanism>,
     save: Option<&std::path::Path>,
+    twice: bool,
 ) -> ExitCode {
     let mut broken: std::collections::BTreeMap<&'static str, u32> = std::collections::BTreeMap::new();
-    let (mut agreed, mut own) = (0, OwnCount::default());
+    let (mut agreed, mut own, mut same) = (0, OwnCount::default(), 0);
     for seed in first_seed..first_seed + u64::from(count) {
         let scenario = crate::foreign::worlds::random_world(seed, config.gateway);
         let (workers, faults) = (scenario.world.workers, scenario.world.faults.faults.len());
@@ -294,9 +342,19 @@ fn random(
         };
         let control = config.control.map(|control| Control { seed, ..control });
         let this = ForeignConfig { replay: Some((scenario, seed)), control, ..config.clone() };
-        let outcome = match run_foreign(&this) {
-            Ok(done) => own.counted(done),
+        let (outcome, history) = match run_foreign(&this) {
+            Ok(mut done) => {
+                let history = done.history.take();
+                (own.counted(done), history)
+            }
             Err(error) => return bad_input(format!("seed {seed}: {error}")),
+        };
+        let parting = match history.as_ref().filter(|_| twice) {
+            Some(first) => match run_foreign(&this) {
+                Ok(second) => Some(second.history.and_then(|second| first.parting(&second))),
+                Err(error) => return bad_input(format!("seed {seed}, run again: {error}")),
+            },
+            None => None,
         };
         let these = outcome.broken();
         for name in &these {
@@ -320,6 +378,14 @@ fn random(
             }
         }
         println!("{line}");
+        match parting {
+            Some(Some(parting)) => println!("  run again: {}", parting_words(&parting)),
+            Some(None) => same += 1,
+            None => {}
+        }
+    }
+    if twice {
+        println!("the same history run twice in {same} of {count} worlds");
     }
     let told: Vec<String> = broken.iter().map(|(name, n)| format!("{name} in {n}")).collect();
     println!(

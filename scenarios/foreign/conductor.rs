@@ -71,6 +71,10 @@ struct State {
     finished: bool,
     /// When a copy last sent Redis or the database something before the story began.
     last_start_up: Option<Instant>,
+    /// Copies started again after a crash and still starting up, each with when it last
+    /// sent Redis or the database something: their requests go on as they come until
+    /// they ask the queue for a job and have been still a while.
+    starting: BTreeMap<WorkerId, Instant>,
     /// The time last written to the servers' clock file.
     written_us: u64,
 }
@@ -91,6 +95,11 @@ thread_local! {
 /// The calling thread acts for `worker`'s request `name` from now on.
 pub fn acting_for(worker: WorkerId, name: String) {
     ACTING.with(|acting| *acting.borrow_mut() = Some((worker, name)));
+}
+
+/// The calling thread acts for no copy's request in its turn (a copy's start-up).
+pub fn acting_for_none() {
+    ACTING.with(|acting| *acting.borrow_mut() = None);
 }
 
 fn acting() -> Option<(WorkerId, String)> {
@@ -132,9 +141,45 @@ impl Conductor {
         self.state().begun = true;
     }
 
-    /// A copy sent Redis or the database something before the story began.
-    pub fn starting_up(&self) {
-        self.state().last_start_up = Some(Instant::now());
+    /// `worker` sent Redis or the database something while starting up (before the story
+    /// began, or after its restart).
+    pub fn starting_up(&self, worker: WorkerId) {
+        let mut state = self.state();
+        state.last_start_up = Some(Instant::now());
+        if let Some(at) = state.starting.get_mut(&worker) {
+            *at = Instant::now();
+        }
+    }
+
+    /// Whether `worker`'s requests wait for their turns: the story has begun and the copy
+    /// is not starting up.
+    pub fn gated(&self, worker: WorkerId) -> bool {
+        let state = self.state();
+        state.begun && !state.starting.contains_key(&worker)
+    }
+
+    /// Whether `worker` is starting up again after a restart.
+    pub fn restarting(&self, worker: WorkerId) -> bool {
+        self.state().starting.contains_key(&worker)
+    }
+
+    /// `worker`, starting up again, asked the queue for a job: once it has sent Redis and
+    /// the database nothing for `still` from now, its start-up is over and its requests
+    /// wait for their turns again.
+    pub fn started(&self, worker: WorkerId, still: Duration) {
+        let asked = Instant::now();
+        let deadline = asked + Duration::from_secs(5);
+        loop {
+            let last = self.state().starting.get(&worker).map(|at| (*at).max(asked));
+            match last {
+                Some(at) if at.elapsed() < still && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => break,
+            }
+        }
+        self.state().starting.remove(&worker);
+        self.moved.notify_all();
     }
 
     pub fn begun(&self) -> bool {
@@ -214,9 +259,12 @@ impl Conductor {
         self.moved.notify_all();
     }
 
-    /// `worker`'s copy was started again.
+    /// `worker`'s copy was started again: it starts up as it would, and the run waits
+    /// until it asks the queue for a job.
     pub fn revived(&self, worker: WorkerId) {
-        self.state().dead.remove(&worker);
+        let mut state = self.state();
+        state.dead.remove(&worker);
+        state.starting.insert(worker, Instant::now());
     }
 
     /// The copies killed since last asked, each with when it is due to start again.
@@ -374,15 +422,13 @@ impl RunClock for Conductor {
         EPOCH_US + self.story_us()
     }
 
+    /// A wait of a thread that acts for a copy's request in its turn is that request's
+    /// ticket; any other thread (one relaying a copy's start-up, outside the turns) does
+    /// not wait: a hold-up armed for such a request is not given.
     fn sleep_until(&self, at_us: u64) {
         let at = at_us.saturating_sub(EPOCH_US);
-        match acting() {
-            Some((worker, name)) => {
-                let _ = self.hold(Some(worker), format!("{name} waits to {at}"), at, false);
-            }
-            None => {
-                let _ = self.hold(None, format!("the run waits to {at}"), at, false);
-            }
+        if let Some((worker, name)) = acting() {
+            let _ = self.hold(Some(worker), format!("{name} waits to {at}"), at, false);
         }
     }
 
@@ -416,11 +462,13 @@ impl RunClock for Conductor {
             u64::MAX => u64::MAX,
             at => at.saturating_sub(EPOCH_US),
         };
-        let (party, name) = match acting() {
-            Some((worker, name)) => (Some(worker), format!("{name} waits for a change")),
-            None => (None, "the run waits for a change".to_owned()),
-        };
-        let _ = self.hold(party, name, at, true);
+        match acting() {
+            Some((worker, name)) => {
+                let _ = self.hold(Some(worker), format!("{name} waits for a change"), at, true);
+            }
+            // outside the turns (no copy's request in its turn): the caller asks again soon
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
 
     fn changed(&self) {

@@ -14,6 +14,7 @@
 pub mod conductor;
 pub mod controlled;
 pub mod faults;
+pub mod history;
 pub mod own_worker;
 pub mod programs;
 pub mod queue;

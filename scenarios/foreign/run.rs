@@ -9,10 +9,11 @@
 use crate::foreign::conductor::EPOCH_US;
 use crate::foreign::controlled::{Conducted, Control, Drive};
 use crate::foreign::faults::{outside_plan, Outside, OutsidePlan, Serving};
+use crate::foreign::history::{History, Seen as HistorySeen};
 use crate::foreign::programs::{Groups, Programs};
 use crate::foreign::queue::QueueService;
 use crate::foreign::seen::seen;
-use crate::foreign::turns::{TurnCall, TurnGate};
+use crate::foreign::turns::{TurnCall, TurnGate, START_UP_STILL};
 use crate::foreign::watch::{ready, Ended, Watch};
 use crate::foreign::{redis_seen, rows_seen};
 use crate::live::clock::{wall_us, LiveClock};
@@ -256,6 +257,8 @@ pub struct ForeignRun {
     pub own: Option<Outcome>,
     /// Each copy that left before the queue said the run was over.
     pub left_early: Vec<crate::foreign::watch::LeftEarly>,
+    /// A controlled run's history: every turn, request, reply and event, in story order.
+    pub history: Option<History>,
 }
 
 impl ForeignRun {
@@ -287,15 +290,10 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
     ready(&stage.queue, &mut programs, &config.command, config.first_take_within, &stage.log)?;
     let (ended, left_early) = match turns {
         Some((conducted, control)) => {
-            conducted.conductor.begin(Duration::from_millis(100), Duration::from_secs(5));
+            conducted.conductor.begin(START_UP_STILL, Duration::from_secs(5));
             begin(&mut stage, &outside, EPOCH_US);
             let driven = drive(&stage, &plan, &outside, conducted, control).run(&mut programs);
             conducted.conductor.finish();
-            if let Some(dir) = &config.keep {
-                let order: Vec<String> =
-                    conducted.conductor.order().iter().map(|(at, what)| format!("{at} {what}")).collect();
-                let _ = std::fs::write(dir.join("turns.txt"), order.join("\n") + "\n");
-            }
             driven?
         }
         None => {
@@ -307,10 +305,39 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
     let ended_at_ms = stage.clock.story_ms(wall_us());
     drop(programs);
     let seen = seen(&stage.scenario, &wires.redis, &wires.database, &stage.database_url, stage.clock)?;
+    let history = match &conducted {
+        Some(conducted) => Some(history(&stage, &wires, &conducted.conductor.order())?),
+        None => None,
+    };
     drop(wires);
     let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
     let run = judge_run(stage, seen, seed, ended, ended_at_ms)?;
-    Ok(ForeignRun { left_early, ..run })
+    Ok(ForeignRun { left_early, history, ..run })
+}
+
+/// A controlled run's history, also written into the run's directory (`history.txt`).
+fn history(stage: &Stage, wires: &Wires, turns: &[(u64, String)]) -> Result<History, String> {
+    let of = |i: usize| WorkerId(i as u32);
+    let redis: Vec<_> = wires
+        .redis
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.observed().into_iter().map(move |o| (of(i), o)))
+        .collect();
+    let database: Vec<_> = wires
+        .database
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.observed().into_iter().map(move |o| (of(i), o)))
+        .collect();
+    let files = [stage.log.path().to_owned(), stage.gateway.log_path(), stage.dir.file("queue.jsonl")];
+    let events: Vec<LogLine> = read_all(&files)?;
+    let seen = HistorySeen { turns, redis: &redis, database: &database, events: &events, start_us: EPOCH_US };
+    let history = History::of(&seen);
+    let text = history.lines.join("\n") + "\n";
+    let path = stage.dir.file("history.txt");
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(history)
 }
 
 /// The gateway and the queue ask the faults (the gateway) and, on a controlled run, the
@@ -373,7 +400,7 @@ fn judge_run(
         true => None,
         false => Some(judged(own_lines)?),
     };
-    Ok(ForeignRun { outcome, ended, own, left_early: Vec::new() })
+    Ok(ForeignRun { outcome, ended, own, left_early: Vec::new(), history: None })
 }
 
 /// The events the copies wrote themselves, if any did (every file of the directory).

@@ -5,7 +5,7 @@
 //! latency as the seed draws it, and goes on; its answer going back is its leaving. What
 //! a copy sends before the story begins (its start-up) goes on as it comes.
 
-use crate::foreign::conductor::{acting_for, draw, Conductor};
+use crate::foreign::conductor::{acting_for, acting_for_none, draw, Conductor};
 use crate::foreign::faults::{Outside, WireGate};
 use crate::live::gateway::CallGate;
 use crate::live::pgproxy::{PgHooks, PgObserved};
@@ -56,8 +56,9 @@ impl TurnGate {
     /// The request arrives: through the faults, then its turn; `false` when it never goes
     /// on (a crash).
     fn arrive(&self) -> bool {
-        if !self.conductor.begun() {
-            self.conductor.starting_up();
+        if !self.conductor.gated(self.worker) {
+            self.conductor.starting_up(self.worker);
+            acting_for_none();
             return self.faults.before_request();
         }
         let nth = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
@@ -76,6 +77,7 @@ impl TurnGate {
     /// The answer goes back (after the faults at its step): the request leaves.
     fn answered(&self, nth: u64, reply: impl FnOnce()) {
         if self.in_flight.load(Ordering::SeqCst) == 0 {
+            acting_for_none();
             return reply();
         }
         acting_for(self.worker, format!("{} reply", self.name(nth)));
@@ -112,7 +114,7 @@ impl Gate for TurnGate {
     /// While the lock server is away (a restart), a new connection waits for it: the copy
     /// waits, and the run's clock goes on to the server's return.
     fn connecting(&self, _party: &str) {
-        if !self.conductor.begun() || !self.conductor.redis_away() {
+        if !self.conductor.gated(self.worker) || !self.conductor.redis_away() {
             return;
         }
         self.conductor.arrive(self.worker);
@@ -140,6 +142,11 @@ impl PgHooks for TurnGate {
         self.answered(observed.nth, || PgHooks::before_reply(&*self.faults, observed));
     }
 }
+
+/// How long a copy must send Redis and the database nothing, once it asked the queue for
+/// a job, before its start-up counts as over (a client that connects in the background
+/// is done by then).
+pub const START_UP_STILL: std::time::Duration = std::time::Duration::from_millis(100);
 
 thread_local! {
     /// Whether the request this thread answers was counted in (arrived during the story).
@@ -170,7 +177,12 @@ impl TurnCall {
 impl CallGate for TurnCall {
     fn pass(&self, worker: WorkerId) -> bool {
         let faults = |worker| self.faults.as_ref().is_none_or(|faults| faults.pass(worker));
-        if !self.conductor.begun() {
+        if self.conductor.begun() && self.conductor.restarting(worker) && self.word == "queue" {
+            // a copy started again asks for a job: its start-up is over once it is still
+            self.conductor.started(worker, START_UP_STILL);
+        }
+        if !self.conductor.gated(worker) {
+            acting_for_none();
             return faults(worker);
         }
         let nth = {
