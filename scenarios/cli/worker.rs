@@ -86,24 +86,27 @@ pub struct WorkerArgs {
     command: Vec<String>,
 }
 
+/// The replay file's world and seed, when one is given (a note when it plants a bug in the
+/// project's own worker, which the program run here is not).
+fn replay_world(args: &WorkerArgs) -> Result<Option<(crate::scenario::Scenario, u64)>, String> {
+    let Some(path) = &args.replay else { return Ok(None) };
+    let (scenario, seed, mutant) = crate::cli::live::replayed(path)?;
+    if let Some(mutant) = mutant {
+        eprintln!(
+            "note: {} plants {} in the project's own worker; the program run here is not changed by it \
+             (`fencesim contract-worker --like FILE` plants it)",
+            path.display(),
+            mutant.name()
+        );
+    }
+    Ok(Some((scenario, seed)))
+}
+
 pub fn run(args: WorkerArgs) -> ExitCode {
     interrupt::watch();
-    let replay = match &args.replay {
-        Some(path) => match crate::cli::live::replayed(path) {
-            Ok((scenario, seed, mutant)) => {
-                if let Some(mutant) = mutant {
-                    eprintln!(
-                        "note: {} plants {} in the project's own worker; the program run here is not changed by \
-                         it (`fencesim contract-worker --like FILE` plants it)",
-                        path.display(),
-                        mutant.name()
-                    );
-                }
-                Some((scenario, seed))
-            }
-            Err(error) => return bad_input(error),
-        },
-        None => None,
+    let replay = match replay_world(&args) {
+        Ok(replay) => replay,
+        Err(error) => return bad_input(error),
     };
     let config = ForeignConfig {
         command: args.command.clone(),
@@ -158,19 +161,19 @@ pub fn run(args: WorkerArgs) -> ExitCode {
             }
         }
     }
-    for told in &left_early {
-        eprintln!("worker: {told:#}");
-    }
-    if let Ended::Stayed(workers) = &ended {
-        let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
-        eprintln!(
-            "worker: {} did not leave within 5 s after the queue answered 410 (the run is over); stopped",
-            names.join(", ")
-        );
-    }
+    tell_leaving(&left_early, &ended);
     if let (Some(history), Some(control)) = (&history, config.control) {
-        println!("controlled run, seed {}: {}", control.seed, history_words(history));
+        let told = format!("controlled run, seed {}: {}", control.seed, history_words(history));
+        match args.json {
+            true => eprintln!("{told}"),
+            false => println!("{told}"),
+        }
     }
+    finish(again, outcome.passed())
+}
+
+/// The exit code: a second run that parted from the first is a failure of its own.
+fn finish(again: Option<Option<Parting>>, passed: bool) -> ExitCode {
     match again {
         Some(Some(parting)) => {
             println!("run again: {}", parting_words(&parting));
@@ -178,9 +181,23 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         }
         Some(None) => {
             println!("run again: the same history");
-            verdict(outcome.passed())
+            verdict(passed)
         }
-        None => verdict(outcome.passed()),
+        None => verdict(passed),
+    }
+}
+
+/// Says which copies left early, and which stayed after the run was over.
+fn tell_leaving(left_early: &[crate::foreign::watch::LeftEarly], ended: &Ended) {
+    for told in left_early {
+        eprintln!("worker: {told:#}");
+    }
+    if let Ended::Stayed(workers) = ended {
+        let names: Vec<String> = workers.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "worker: {} did not leave within 5 s after the queue answered 410 (the run is over); stopped",
+            names.join(", ")
+        );
     }
 }
 

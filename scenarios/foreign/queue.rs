@@ -43,6 +43,13 @@ struct Shared {
     gate: Mutex<Option<Arc<dyn CallGate>>>,
 }
 
+/// On a controlled run's clock, the longest a take waits for a job before it is answered
+/// `204`: one story second. The copy's own HTTP client counts real time, and a take held
+/// while the run goes on for many story seconds outlasted the examples' 5 s timeouts on a
+/// busy machine (the copy asked again at a moment the machine chose, and two runs of one
+/// seed parted there).
+const LONG_POLL_US: u64 = 1_000_000;
+
 /// Told when a worker is handed a job, before the answer goes back (the step `JobReceived`,
 /// where a fault of the plan may fire). It must not wait: the service answers one request
 /// at a time.
@@ -274,22 +281,28 @@ impl Shared {
         if !state.begun || wall_us() < state.clock.start_us {
             return (204, serde_json::Value::Null);
         }
+        let asked_us = wall_us();
         let delivery = loop {
             let now = state.clock.now_ms();
             let mut out = Vec::new();
             state.core.tick(now, &mut out);
             let delivery = state.core.receive(worker, now, &mut out);
             self.record(&state, out);
-            if delivery.is_some() || state.core.is_closed() || !crate::live::clock::controlled() {
+            let waited_enough = wall_us() >= asked_us + LONG_POLL_US;
+            if delivery.is_some()
+                || state.core.is_closed()
+                || !crate::live::clock::controlled()
+                || waited_enough
+            {
                 break delivery;
             }
             // a controlled run's take waits for a job: until the next delivery times out,
-            // or the queue changes (a job arrives or is handed on, the queue closes)
+            // or the queue changes (a job arrives or is handed on, the queue closes), or
+            // for a story second at most, so that no copy's request is held long
             let clock = state.clock;
-            let due = state
-                .core
-                .next_deadline()
-                .map_or(u64::MAX, |ms| clock.start_us + clock.real(ms).as_micros() as u64);
+            let deadline =
+                state.core.next_deadline().map(|ms| clock.start_us + clock.real(ms).as_micros() as u64);
+            let due = deadline.map_or(asked_us + LONG_POLL_US, |at| at.min(asked_us + LONG_POLL_US));
             drop(state);
             crate::live::clock::wait_for_change(due);
             state = self.state.lock().unwrap_or_else(|p| p.into_inner());

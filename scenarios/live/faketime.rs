@@ -153,6 +153,12 @@ pub fn jump_ms(path: &Path, by_ms: u64) -> Result<(), String> {
     set_offset_ms(path, (seconds * 1000.0).round() as u64 + by_ms)
 }
 
+impl Drop for FakeClock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,11 +176,5 @@ mod tests {
             assert_eq!(std::fs::read_to_string(&path).expect("read").trim(), told);
         }
         let _ = std::fs::remove_file(&path);
-    }
-}
-
-impl Drop for FakeClock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

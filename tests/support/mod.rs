@@ -5,6 +5,7 @@ pub mod faketime;
 pub mod page;
 pub mod picture;
 pub mod postgres;
+pub mod programs;
 pub mod redis_answers;
 pub mod redis_server;
 pub mod xmllint;

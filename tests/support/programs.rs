@@ -1,0 +1,80 @@
+//! The example worker programs and `fencesim worker` as the tests run them: the binary,
+//! its exit code and what it prints.
+
+#![allow(dead_code)] // each test binary uses part of it
+
+use fencesim::model::Mechanism;
+use fencesim::runner::run_with;
+use fencesim::scenario::{build, FaultMask};
+use fencesim::sim::GatewayMode;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether the servers and `needs` (an installed example's file) are here; says loudly when not.
+pub fn available(test: &str, needs: Option<&Path>) -> bool {
+    let servers = super::redis_server::available(test) && super::postgres::available(test);
+    let example = needs.is_none_or(Path::exists);
+    if servers && example {
+        return true;
+    }
+    let missing = if servers { "the example workers (run examples/workers/install)" } else { "PostgreSQL" };
+    assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and {missing} was not found");
+    eprintln!("SKIPPED {test}: {missing} not found on this machine");
+    false
+}
+
+pub fn typescript() -> (PathBuf, Vec<String>) {
+    let worker = root().join("examples/workers/typescript/dist/worker.js");
+    (worker.clone(), vec!["node".into(), worker.display().to_string()])
+}
+
+/// The TypeScript worker with its fence conditions removed, if it is here (said if not).
+pub fn unfenced_typescript(test: &str) -> Option<Vec<String>> {
+    let (needs, mut command) = typescript();
+    command.push("--no-fence".into());
+    available(test, Some(&needs)).then_some(command)
+}
+
+pub fn python() -> (PathBuf, Vec<String>) {
+    let venv = root().join("examples/workers/python/.venv/bin/python");
+    let worker = root().join("examples/workers/python/worker.py");
+    (venv.clone(), vec![venv.display().to_string(), worker.display().to_string()])
+}
+
+/// `fencesim worker [flags] -- command`: exit code, standard output, standard error.
+pub fn worker(flags: &[&str], command: &[String]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .arg("worker")
+        .args(flags)
+        .arg("--")
+        .args(command)
+        .current_dir(root())
+        .output()
+        .expect("fencesim runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The invariants a `fencesim worker --json` run broke.
+pub fn broken(stdout: &str) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_str(stdout).expect("one JSON object");
+    let mut names: Vec<String> = value["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .map(|v| v["invariant"].as_str().expect("a name").to_owned())
+        .collect();
+    names.dedup();
+    names
+}
+
+/// The invariants the simulation breaks on the worked example under `mechanism`.
+pub fn simulated(mechanism: Mechanism, gateway: GatewayMode) -> Vec<String> {
+    let scenario = build("worked-example", 1, mechanism, gateway, FaultMask::ALL).unwrap();
+    let outcome = run_with(&scenario, 1, None).unwrap();
+    outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant.to_owned()).collect()
+}
