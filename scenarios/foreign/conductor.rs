@@ -28,6 +28,19 @@ use std::time::{Duration, Instant};
 /// The story's start on the servers' clocks: 2030-01-01 00:00:00 UTC, in microseconds.
 pub const EPOCH_US: u64 = 1_893_456_000_000_000;
 
+/// What a ticket holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// A copy's request, until its turn to go on.
+    Turn,
+    /// A wait a server or service takes while it answers (a latency, a held reply): a
+    /// crash of the copy does not cut it short, as a server does not know its client died.
+    Sleep,
+    /// A wait for what the caller waits on to change (a job for a take, the lock server's
+    /// return), woken early by `changed`.
+    Change,
+}
+
 #[derive(Debug)]
 struct Ticket {
     /// The copy it holds a request of (`None`: a thread of the run's own, booked ahead).
@@ -35,8 +48,7 @@ struct Ticket {
     wake_us: u64,
     /// What it holds, in words: the tie-break and the release order's entry.
     name: String,
-    /// Woken early by a change of what it waits for.
-    on_change: bool,
+    kind: Held,
     fired: bool,
     cancelled: bool,
 }
@@ -213,14 +225,15 @@ impl Conductor {
 
     /// Waits for `name`'s turn at `at_us` (story microseconds from the run's start on the
     /// wall clock's scale, as `now_us` gives them); `false` when a crash cancelled it.
-    pub fn hold(&self, party: Option<WorkerId>, name: String, at_us: u64, on_change: bool) -> bool {
+    pub fn hold(&self, party: Option<WorkerId>, name: String, at_us: u64, kind: Held) -> bool {
         let mut state = self.state();
-        if state.finished || party.is_some_and(|worker| state.dead.contains(&worker)) {
+        let dead = party.is_some_and(|worker| state.dead.contains(&worker));
+        if state.finished || (dead && kind != Held::Sleep) {
             return false;
         }
         let id = state.next_ticket;
         state.next_ticket += 1;
-        let ticket = Ticket { party, wake_us: at_us, name, on_change, fired: false, cancelled: false };
+        let ticket = Ticket { party, wake_us: at_us, name, kind, fired: false, cancelled: false };
         state.tickets.insert(id, ticket);
         self.moved.notify_all();
         self.wait_ticket(state, id)
@@ -253,7 +266,10 @@ impl Conductor {
         state.paused_until.remove(&worker);
         state.restarts.push((worker, restart_at));
         state.dead.insert(worker);
-        for ticket in state.tickets.values_mut().filter(|t| t.party == Some(worker) && !t.fired) {
+        // what the servers are doing for it goes on at its time; what it sent and that has
+        // not gone on, and what it waits for, never will
+        let cut = |t: &Ticket| t.party == Some(worker) && !t.fired && t.kind != Held::Sleep;
+        for ticket in state.tickets.values_mut().filter(|t| cut(t)) {
             ticket.cancelled = true;
         }
         self.moved.notify_all();
@@ -301,11 +317,19 @@ impl Conductor {
         inside >= 1 && held >= inside
     }
 
-    /// Who is working now: each live copy not waiting, and `None` for the run's own threads.
+    /// Who is working now: each live copy not waiting, each copy no longer live with a
+    /// request still under way at a server (a crash does not stop the server's work), and
+    /// `None` for the run's own threads.
     fn working(state: &State) -> Vec<Option<WorkerId>> {
-        let copies = state.live.iter().filter(|w| !state.idle.contains(w) && !Self::waiting(state, **w));
-        let copies = copies.map(|w| Some(*w));
-        copies.chain((state.loose > 0).then_some(None)).collect()
+        let under_way = |worker: &WorkerId| {
+            let held = state.tickets.values().filter(|t| t.party == Some(*worker) && !t.fired).count();
+            state.inside.get(worker).copied().unwrap_or(0) as usize > held
+        };
+        let live = state.live.iter().filter(|w| !state.idle.contains(w) && !Self::waiting(state, **w));
+        let gone = state.inside.keys().filter(|w| !state.live.contains(w) && under_way(w));
+        let mut copies: Vec<WorkerId> = live.chain(gone).copied().collect();
+        copies.sort();
+        copies.into_iter().map(Some).chain((state.loose > 0).then_some(None)).collect()
     }
 
     /// Waits up to `within` until every live copy waits and the run's own threads are
@@ -428,7 +452,7 @@ impl RunClock for Conductor {
     fn sleep_until(&self, at_us: u64) {
         let at = at_us.saturating_sub(EPOCH_US);
         if let Some((worker, name)) = acting() {
-            let _ = self.hold(Some(worker), format!("{name} waits to {at}"), at, false);
+            let _ = self.hold(Some(worker), format!("{name} waits to {at}"), at, Held::Sleep);
         }
     }
 
@@ -442,7 +466,7 @@ impl RunClock for Conductor {
         let id = state.next_ticket;
         state.next_ticket += 1;
         let cancelled = state.finished;
-        let ticket = Ticket { party: None, wake_us: at, name, on_change: false, fired: false, cancelled };
+        let ticket = Ticket { party: None, wake_us: at, name, kind: Held::Sleep, fired: false, cancelled };
         state.tickets.insert(id, ticket);
         id
     }
@@ -457,26 +481,101 @@ impl RunClock for Conductor {
         self.moved.notify_all();
     }
 
-    fn wait_for_change(&self, at_us: u64) {
+    fn wait_for_change(&self, at_us: u64) -> bool {
         let at = match at_us {
             u64::MAX => u64::MAX,
             at => at.saturating_sub(EPOCH_US),
         };
         match acting() {
             Some((worker, name)) => {
-                let _ = self.hold(Some(worker), format!("{name} waits for a change"), at, true);
+                self.hold(Some(worker), format!("{name} waits for a change"), at, Held::Change)
             }
             // outside the turns (no copy's request in its turn): the caller asks again soon
-            None => std::thread::sleep(Duration::from_millis(1)),
+            None => {
+                std::thread::sleep(Duration::from_millis(1));
+                !self.state().finished
+            }
         }
     }
 
     fn changed(&self) {
         let mut state = self.state();
         let now = state.now_us;
-        for ticket in state.tickets.values_mut().filter(|t| t.on_change && !t.fired) {
+        for ticket in state.tickets.values_mut().filter(|t| t.kind == Held::Change && !t.fired) {
             ticket.wake_us = now;
         }
         self.moved.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn conductor(test: &str, seed: u64) -> Arc<Conductor> {
+        let file = std::env::temp_dir().join(format!("fencesim-conductor-{test}-{}", std::process::id()));
+        Arc::new(Conductor::new(seed, file).expect("the clock file"))
+    }
+
+    /// Two copies' requests, each held for its turn from its own thread: the conductor lets
+    /// them go in story order once both wait, moves the clock to each, and a pause holds a
+    /// copy's request past its own time.
+    #[test]
+    fn requests_go_on_in_story_order_once_every_copy_waits() {
+        let conductor = conductor("order", 1);
+        let (a, b) = (WorkerId(0), WorkerId(1));
+        conductor.set_live([a, b].into_iter().collect());
+        conductor.begin(Duration::ZERO, Duration::ZERO);
+        assert!(conductor.wait_quiet(Duration::from_millis(20)).is_err(), "nobody waits yet");
+        conductor.pause(a, 9_000);
+        let holders: Vec<_> = [(a, 5_000), (b, 7_000)]
+            .into_iter()
+            .map(|(worker, at)| {
+                let conductor = conductor.clone();
+                std::thread::spawn(move || {
+                    conductor.arrive(worker);
+                    let went = conductor.hold(Some(worker), format!("{worker} redis 1"), at, Held::Turn);
+                    conductor.leave(worker);
+                    went
+                })
+            })
+            .collect();
+        let (mut order, mut live) = (Vec::new(), BTreeSet::from([a, b]));
+        while order.len() < 2 {
+            conductor.wait_quiet(Duration::from_secs(5)).expect("every live copy waits");
+            let (at, name) = conductor.fire_next().expect("the clock file").expect("a ticket");
+            // the copy whose request went on works until its next one: this one sends none
+            live.remove(if name.starts_with('A') { &a } else { &b });
+            conductor.set_live(live.clone());
+            order.push((at, name));
+        }
+        assert!(holders.into_iter().all(|h| h.join().expect("a holder")), "both went on");
+        assert_eq!(order, vec![(7_000, "B redis 1".to_owned()), (9_000, "A redis 1".to_owned())]);
+        assert_eq!(conductor.story_us(), 9_000);
+    }
+
+    /// A crash cancels what the copy holds; the run's end cancels everything else.
+    #[test]
+    fn a_crash_and_the_end_cancel_what_is_held() {
+        let conductor = conductor("cancel", 1);
+        let a = WorkerId(0);
+        conductor.begin(Duration::ZERO, Duration::ZERO);
+        let held = {
+            let conductor = conductor.clone();
+            std::thread::spawn(move || conductor.hold(Some(a), "A redis 1".into(), 10, Held::Turn))
+        };
+        while conductor.next_wake().is_none() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        conductor.crashed(a, 1_000);
+        assert!(!held.join().expect("the holder"), "a crashed copy's request never goes on");
+        assert!(
+            !conductor.hold(Some(a), "A redis 2".into(), 20, Held::Turn),
+            "nor any it sends before its restart"
+        );
+        assert_eq!(conductor.take_restarts(), vec![(a, 1_000)]);
+        conductor.finish();
+        assert!(!conductor.hold(Some(WorkerId(1)), "B redis 1".into(), 30, Held::Turn), "the run is over");
     }
 }

@@ -78,14 +78,15 @@ impl History {
         History { lines: lines.into_iter().map(|(at, _, _, line)| format!("{at} {line}")).collect() }
     }
 
-    /// A hash of every line, the same for the same lines on any machine.
+    /// A hash of every line (64-bit xxHash, as the simulation's trace hash), the same for
+    /// the same lines on any machine.
     pub fn hash(&self) -> String {
-        // FNV-1a, 64 bits: short, stable, and no dependency's choice
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in self.lines.iter().flat_map(|line| line.bytes().chain([b'\n'])) {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        let mut hasher = twox_hash::XxHash64::with_seed(0);
+        for line in &self.lines {
+            std::hash::Hasher::write(&mut hasher, line.as_bytes());
+            std::hash::Hasher::write(&mut hasher, b"\n");
         }
-        format!("{hash:016x}")
+        format!("{:016x}", std::hash::Hasher::finish(&hasher))
     }
 
     /// Where `other` parts from this history, if it does.

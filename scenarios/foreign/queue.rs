@@ -304,8 +304,13 @@ impl Shared {
                 state.core.next_deadline().map(|ms| clock.start_us + clock.real(ms).as_micros() as u64);
             let due = deadline.map_or(asked_us + LONG_POLL_US, |at| at.min(asked_us + LONG_POLL_US));
             drop(state);
-            crate::live::clock::wait_for_change(due);
+            // a take whose copy a crash killed (or whose run is over) waits no more: left
+            // waiting, it would hold a job for nobody
+            let waited = crate::live::clock::wait_for_change(due);
             state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if !waited {
+                break None;
+            }
         };
         match delivery {
             Some(Delivery { job, receipt }) => {

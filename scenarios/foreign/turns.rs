@@ -5,7 +5,7 @@
 //! latency as the seed draws it, and goes on; its answer going back is its leaving. What
 //! a copy sends before the story begins (its start-up) goes on as it comes.
 
-use crate::foreign::conductor::{acting_for, acting_for_none, draw, Conductor};
+use crate::foreign::conductor::{acting_for, acting_for_none, draw, Conductor, Held};
 use crate::foreign::faults::{Outside, WireGate};
 use crate::live::gateway::CallGate;
 use crate::live::pgproxy::{PgHooks, PgObserved};
@@ -67,7 +67,8 @@ impl TurnGate {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         acting_for(self.worker, name.clone());
         let at = self.conductor.story_us() + latency_us(self.seed, &name, self.latency_ms);
-        let goes = self.faults.before_request() && self.conductor.hold(Some(self.worker), name, at, false);
+        let goes =
+            self.faults.before_request() && self.conductor.hold(Some(self.worker), name, at, Held::Turn);
         if !goes {
             self.left();
         }
@@ -121,7 +122,7 @@ impl Gate for TurnGate {
         let name = format!("{} connects to Redis", self.worker);
         acting_for(self.worker, name.clone());
         while self.conductor.redis_away() {
-            if !self.conductor.hold(Some(self.worker), name.clone(), u64::MAX, true) {
+            if !self.conductor.hold(Some(self.worker), name.clone(), u64::MAX, Held::Change) {
                 break;
             }
         }
@@ -197,7 +198,7 @@ impl CallGate for TurnCall {
         acting_for(worker, name.clone());
         // the service's own latency is its to keep; the turn only orders the calls
         let at = self.conductor.story_us() + draw(self.seed, &name) % 100;
-        faults(worker) && self.conductor.hold(Some(worker), name, at, false)
+        faults(worker) && self.conductor.hold(Some(worker), name, at, Held::Turn)
     }
 
     fn answered(&self, worker: WorkerId) {

@@ -78,8 +78,9 @@ pub trait RunClock: Send + Sync {
     fn wait_booked(&self, ticket: u64);
     fn done_booked(&self);
     /// Returns at `at_us` (`u64::MAX`: never by itself), or sooner when what the caller
-    /// waits for has changed (`changed`).
-    fn wait_for_change(&self, at_us: u64);
+    /// waits for has changed (`changed`): `true`; `false` when the caller's party is gone
+    /// (a crash) or the run is over, and it should wait no more.
+    fn wait_for_change(&self, at_us: u64) -> bool;
     /// Lets every caller of `wait_for_change` look again, now.
     fn changed(&self);
 }
@@ -126,12 +127,11 @@ pub fn sleep_until_us(at_us: u64) {
     }
 }
 
-/// On a run's clock: returns at `at_us`, or sooner when `changed` is called. On the
-/// machine's clock it returns at once (its callers ask again).
-pub fn wait_for_change(at_us: u64) {
-    if let Some(clock) = run_clock() {
-        clock.wait_for_change(at_us);
-    }
+/// On a run's clock: returns at `at_us`, or sooner when `changed` is called; `false` when
+/// the caller should wait no more (its party is gone, the run is over). On the machine's
+/// clock it returns at once (its callers ask again).
+pub fn wait_for_change(at_us: u64) -> bool {
+    run_clock().is_none_or(|clock| clock.wait_for_change(at_us))
 }
 
 /// On a run's clock: what a caller of `wait_for_change` waits for has changed.
