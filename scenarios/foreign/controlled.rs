@@ -12,7 +12,7 @@ use crate::foreign::faults::{Outside, OutsidePlan};
 use crate::foreign::programs::Programs;
 use crate::foreign::queue::QueueService;
 use crate::foreign::redis_seen::Keys;
-use crate::foreign::watch::{Ended, LeftEarly};
+use crate::foreign::watch::{arrive, at_the_services, Ended, LeftEarly};
 use crate::live::clock::RunClock;
 use crate::live::faketime::FakeClock;
 use crate::live::faults::expire_lease;
@@ -185,7 +185,7 @@ impl Drive<'_> {
     fn take(&self, due: Due, programs: &mut Programs) -> Result<(), String> {
         match due {
             Due::Fault(fault) => self.fire(fault),
-            Due::Arrival(index) => self.arrive(index),
+            Due::Arrival(index) => arrive(self.world, index, self.store, self.log, self.queue),
             Due::Restart(worker) => {
                 programs.restart_now(worker, self.log)?;
                 self.conductor.revived(worker);
@@ -212,26 +212,9 @@ impl Drive<'_> {
                     expire_lease(self.redis_url, self.world, merchant)?;
                 }
             }
-            FaultKind::GatewayOutage { .. }
-            | FaultKind::GatewayConflicts { .. }
-            | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
-            FaultKind::Redeliver { worker } => drop(self.queue.hand_on(worker, false)),
-            FaultKind::DuplicateDelivery { worker } => drop(self.queue.hand_on(worker, true)),
-            other => drop(self.outside.act(other)),
+            // a pause or a crash acts through the conductor (`Outside::act`)
+            other => at_the_services(other, self.gateway, self.queue, self.outside),
         }
-        Ok(())
-    }
-
-    /// The arrival at `index` of the world's list: its rows into the store, its job queued.
-    fn arrive(&self, index: usize) -> Result<(), String> {
-        let arrival = &self.world.arrivals[index];
-        let rows: Vec<_> =
-            self.world.rows.iter().filter(|row| arrival.rows.contains(&row.id)).copied().collect();
-        self.store.add(&rows).map_err(|e| format!("the refund store: {e}"))?;
-        let (job, merchant) = (arrival.job.id, arrival.job.merchant);
-        self.log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
-        self.log.record(EventKind::JobEnqueued { job, merchant });
-        self.queue.add(arrival.job);
         Ok(())
     }
 

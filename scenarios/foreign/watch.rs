@@ -3,7 +3,7 @@
 //! their faults end, closes the queue once every job is acked, and says what is wrong with
 //! a program that cannot be judged (`ready`: it left before it asked for a job, or never asked).
 
-use crate::foreign::faults::OutsidePlan;
+use crate::foreign::faults::{Outside, OutsidePlan};
 use crate::foreign::programs::{told, Programs};
 use crate::foreign::queue::QueueService;
 use crate::live::clock::LiveClock;
@@ -149,13 +149,7 @@ impl Watch<'_> {
                     other => other?,
                 }
             }
-            FaultKind::GatewayOutage { .. }
-            | FaultKind::GatewayConflicts { .. }
-            | FaultKind::LookupLag { .. } => self.gateway.take(fault.kind),
-            FaultKind::Redeliver { worker } => drop(self.queue.hand_on(worker, false)),
-            FaultKind::DuplicateDelivery { worker } => drop(self.queue.hand_on(worker, true)),
-            // a delay, a restart, a fault of one worker's gateway call: as the proxies fire them
-            other => drop(self.outside.act(other)),
+            other => at_the_services(other, self.gateway, self.queue, self.outside),
         }
         Ok(())
     }
@@ -174,18 +168,42 @@ impl Watch<'_> {
         Ok(())
     }
 
-    /// The arrival at `index` of the world's list: its rows into the store, its job queued.
     fn arrive(&self, index: usize) -> Result<(), String> {
-        let arrival = &self.world.arrivals[index];
-        let rows: Vec<_> =
-            self.world.rows.iter().filter(|row| arrival.rows.contains(&row.id)).copied().collect();
-        self.store.add(&rows).map_err(|e| format!("the refund store: {e}"))?;
-        let (job, merchant) = (arrival.job.id, arrival.job.merchant);
-        self.log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
-        self.log.record(EventKind::JobEnqueued { job, merchant });
-        self.queue.add(arrival.job);
-        Ok(())
+        arrive(self.world, index, self.store, self.log, self.queue)
     }
+}
+
+/// A fault given at a time that acts on the gateway, the queue, or as the proxies fire it
+/// (a delay, a restart, a fault of one worker's gateway call): the supervisor's and a
+/// controlled run's driver's.
+pub fn at_the_services(kind: FaultKind, gateway: &GatewayService, queue: &QueueService, outside: &Outside) {
+    match kind {
+        FaultKind::GatewayOutage { .. }
+        | FaultKind::GatewayConflicts { .. }
+        | FaultKind::LookupLag { .. } => gateway.take(kind),
+        FaultKind::Redeliver { worker } => drop(queue.hand_on(worker, false)),
+        FaultKind::DuplicateDelivery { worker } => drop(queue.hand_on(worker, true)),
+        other => drop(outside.act(other)),
+    }
+}
+
+/// The arrival at `index` of the world's list: its rows into the store, its job queued
+/// (the supervisor's, and a controlled run's driver's).
+pub fn arrive(
+    world: &WorldConfig,
+    index: usize,
+    store: &dyn Refunds,
+    log: &EventLog,
+    queue: &QueueService,
+) -> Result<(), String> {
+    let arrival = &world.arrivals[index];
+    let rows: Vec<_> = world.rows.iter().filter(|row| arrival.rows.contains(&row.id)).copied().collect();
+    store.add(&rows).map_err(|e| format!("the refund store: {e}"))?;
+    let (job, merchant) = (arrival.job.id, arrival.job.merchant);
+    log.record(EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
+    log.record(EventKind::JobEnqueued { job, merchant });
+    queue.add(arrival.job);
+    Ok(())
 }
 
 /// Waits until every copy has asked the queue for a job once (its connections made, its
