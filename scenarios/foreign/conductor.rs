@@ -312,9 +312,14 @@ impl Conductor {
 
     /// Whether `worker` waits: a request of its inside the run, and every such request held.
     fn waiting(state: &State, worker: WorkerId) -> bool {
-        let held = state.tickets.values().filter(|t| t.party == Some(worker) && !t.fired).count();
-        let inside = state.inside.get(&worker).copied().unwrap_or(0) as usize;
+        let (inside, held) = Self::inside_and_held(state, worker);
         inside >= 1 && held >= inside
+    }
+
+    /// `worker`'s requests inside the run, and how many of its tickets are held.
+    fn inside_and_held(state: &State, worker: WorkerId) -> (usize, usize) {
+        let held = state.tickets.values().filter(|t| t.party == Some(worker) && !t.fired).count();
+        (state.inside.get(&worker).copied().unwrap_or(0) as usize, held)
     }
 
     /// Who is working now: each live copy not waiting, each copy no longer live with a
@@ -322,8 +327,8 @@ impl Conductor {
     /// `None` for the run's own threads.
     fn working(state: &State) -> Vec<Option<WorkerId>> {
         let under_way = |worker: &WorkerId| {
-            let held = state.tickets.values().filter(|t| t.party == Some(*worker) && !t.fired).count();
-            state.inside.get(worker).copied().unwrap_or(0) as usize > held
+            let (inside, held) = Self::inside_and_held(state, *worker);
+            inside > held
         };
         let live = state.live.iter().filter(|w| !state.idle.contains(w) && !Self::waiting(state, **w));
         let gone = state.inside.keys().filter(|w| !state.live.contains(w) && under_way(w));

@@ -317,19 +317,7 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
 
 /// A controlled run's history, also written into the run's directory (`history.txt`).
 fn history(stage: &Stage, wires: &Wires, turns: &[(u64, String)]) -> Result<History, String> {
-    let of = |i: usize| WorkerId(i as u32);
-    let redis: Vec<_> = wires
-        .redis
-        .iter()
-        .enumerate()
-        .flat_map(|(i, p)| p.observed().into_iter().map(move |o| (of(i), o)))
-        .collect();
-    let database: Vec<_> = wires
-        .database
-        .iter()
-        .enumerate()
-        .flat_map(|(i, p)| p.observed().into_iter().map(move |o| (of(i), o)))
-        .collect();
+    let (redis, database) = crate::foreign::seen::by_worker(&wires.redis, &wires.database);
     let files = [stage.log.path().to_owned(), stage.gateway.log_path(), stage.dir.file("queue.jsonl")];
     let events: Vec<LogLine> = read_all(&files)?;
     let seen = HistorySeen { turns, redis: &redis, database: &database, events: &events, start_us: EPOCH_US };

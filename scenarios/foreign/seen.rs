@@ -25,17 +25,7 @@ pub fn seen(
     database_url: &str,
     clock: LiveClock,
 ) -> Result<Vec<LogLine>, String> {
-    let of = |i: usize| WorkerId(i as u32);
-    let redis_seen: Vec<(WorkerId, Observed)> = redis
-        .iter()
-        .enumerate()
-        .flat_map(|(i, proxy)| proxy.observed().into_iter().map(move |o| (of(i), o)))
-        .collect();
-    let rows_seen: Vec<(WorkerId, PgObserved)> = database
-        .iter()
-        .enumerate()
-        .flat_map(|(i, proxy)| proxy.observed().into_iter().map(move |o| (of(i), o)))
-        .collect();
+    let (redis_seen, rows_seen) = by_worker(redis, database);
     if let Some((worker, _)) = redis_seen.iter().find(|(_, o)| o.request == TLS) {
         return Err(tls_refusal(*worker, "Redis", "FENCESIM_REDIS_URL"));
     }
@@ -52,6 +42,18 @@ pub fn seen(
     }
     lines.extend(rows_seen::events(&rows_seen, &changes(database_url)?, &tokens));
     Ok(lines)
+}
+
+/// Each worker's Redis records and database records, each with its worker.
+pub type ByWorker = (Vec<(WorkerId, Observed)>, Vec<(WorkerId, PgObserved)>);
+
+/// Every record of each worker's proxies (worker `i`'s are the `i`-th), with its worker.
+pub fn by_worker(redis: &[RedisProxy], database: &[PgProxy]) -> ByWorker {
+    let of = |i: usize| WorkerId(i as u32);
+    let redis = redis.iter().enumerate().flat_map(|(i, p)| p.observed().into_iter().map(move |o| (of(i), o)));
+    let database =
+        database.iter().enumerate().flat_map(|(i, p)| p.observed().into_iter().map(move |o| (of(i), o)));
+    (redis.collect(), database.collect())
 }
 
 fn tls_refusal(worker: WorkerId, what: &str, variable: &str) -> String {
