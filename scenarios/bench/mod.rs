@@ -19,6 +19,7 @@ use std::time::Instant;
 
 mod baseline;
 pub mod floor;
+pub mod programs;
 pub mod scale;
 pub mod scripts;
 pub mod timers;

@@ -37,6 +37,39 @@ pub struct BenchArgs {
     /// each size in a process of its own, so that one size's memory is not another's
     #[arg(long, hide = true, value_parser = ScaleSize::parse)]
     scale_size: Option<ScaleSize>,
+    /// With a program: how many processes run its controlled runs at once
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+    jobs: u32,
+    /// Instead: a team's worker program (after `--`) through a 20-refund world of two
+    /// workers, `--runs` times in each process: controlled runs a second in `--jobs`
+    /// processes and in one, and real-time runs beside them (docs/controlled.md)
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// `bench -- COMMAND`: the program's runs a second, controlled and in real time.
+fn run_program(args: &BenchArgs) -> ExitCode {
+    let bench = match crate::bench::programs::bench_program(&args.command, args.runs, args.jobs as usize) {
+        Ok(bench) => bench,
+        Err(error) => return bad_input(error),
+    };
+    if args.json {
+        println!("{}", serde_json::to_value(&bench).expect("figures serialize"));
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "`{}` through 20 refunds, two workers, a pause past the lease ({} story ms), {} runs a process:\n  \
+         controlled: {:.2} runs/s in {} processes at once (target >= 5), {:.2} runs/s in one\n  \
+         real time (scale 0.25): {:.2} runs/s in one",
+        bench.command.join(" "),
+        bench.story_ms,
+        bench.runs_per_process,
+        bench.controlled_per_second,
+        bench.jobs,
+        bench.controlled_one_per_second,
+        bench.real_time_per_second
+    );
+    ExitCode::SUCCESS
 }
 
 fn print_point(point: &ScalePoint) {
@@ -153,6 +186,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
     if args.scale {
         return run_scale(&args);
+    }
+    if !args.command.is_empty() {
+        return run_program(&args);
     }
     let measured = bench(args.runs)
         .and_then(|worked| Ok((worked, bench_explore(args.explore_seeds, args.memory_seeds)?)));

@@ -22,6 +22,7 @@ pub mod report;
 pub mod run;
 pub mod shrink;
 pub mod worker;
+pub mod worker_random;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

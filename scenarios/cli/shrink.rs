@@ -24,8 +24,20 @@ pub fn print_shrunk(shrunk: &Shrunk) {
     println!("replay with: {}", ReplayFile::command(&shrunk.path));
 }
 
+/// A program's failing run is shrunk by running the program (`foreign::shrink`), any other
+/// by the simulation.
+fn shrink_either(args: &ShrinkArgs) -> Result<Shrunk, String> {
+    let replay = ReplayFile::load(&args.file)?;
+    if replay.worker.is_none() {
+        return shrink_file(&args.file, args.invariant.as_deref());
+    }
+    // Ctrl-C stops the program's copies and the servers before the shrink ends
+    crate::live::interrupt::watch();
+    crate::foreign::shrink::shrink_program_file(&args.file, &replay, args.invariant.as_deref())
+}
+
 pub fn run_command(args: ShrinkArgs) -> ExitCode {
-    match shrink_file(&args.file, args.invariant.as_deref()) {
+    match shrink_either(&args) {
         Ok(shrunk) => {
             print_shrunk(&shrunk);
             verdict(false)

@@ -9,8 +9,9 @@ use crate::files::replay_file::{ReplayFile, WorkerProgram};
 use crate::files::write::write_whole;
 use crate::foreign::controlled::Control;
 use crate::foreign::history::{History, Parting};
+use crate::foreign::kept::Kept;
 use crate::foreign::watch::Ended;
-use crate::foreign::{run_foreign, ForeignConfig, ForeignRun};
+use crate::foreign::{run_foreign_kept, ForeignConfig, ForeignRun};
 use crate::live::interrupt;
 use crate::runner::Outcome;
 use crate::sim::GatewayMode;
@@ -81,6 +82,14 @@ pub struct WorkerArgs {
     /// request, reply and event); where they part, the first differing line is named
     #[arg(long, requires = "controlled")]
     twice: bool,
+    /// With --random: run the worlds in this many processes at once (a controlled run
+    /// holds its process's clock, so each takes its own)
+    #[arg(long, requires = "random", value_parser = clap::value_parser!(u32).range(1..=64))]
+    jobs: Option<u32>,
+    /// The seeds of one share of a --random --jobs run (given by fencesim to the processes
+    /// it starts)
+    #[arg(long, hide = true, value_delimiter = ',', conflicts_with_all = ["random", "replay", "runs"])]
+    share_seeds: Vec<u64>,
     /// The worker program and its arguments, after `--`; one copy is started per worker
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -122,19 +131,14 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     if args.runs > 1 {
         return runs(&config, args.runs);
     }
-    if let Some(count) = args.random {
-        return random(
-            &config,
-            (args.first_seed, count),
-            args.beside,
-            args.save_replay.as_deref(),
-            args.twice,
-        );
+    if let Some(ask) = random_ask(&args) {
+        return crate::cli::worker_random::random(&config, &ask);
     }
     if args.beside.is_some() && args.html.is_none() {
         return bad_input("--beside goes with --random (a verdict beside each world's) or --html (a run beside the program's)");
     }
-    let ForeignRun { outcome, ended, own, left_early, history } = match run_foreign(&config) {
+    let mut kept = Kept::new();
+    let ForeignRun { outcome, ended, own, left_early, history } = match run_foreign_kept(&config, &mut kept) {
         Ok(done) => done,
         Err(error) if interrupt::asked() => {
             eprintln!("fencesim: {error}");
@@ -143,7 +147,7 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         Err(error) => return bad_input(error),
     };
     let again = match (args.twice, &history) {
-        (true, Some(first)) => match run_foreign(&config) {
+        (true, Some(first)) => match run_foreign_kept(&config, &mut kept) {
             Ok(second) => Some(second.history.and_then(|second| first.parting(&second))),
             Err(error) => return bad_input(error),
         },
@@ -170,6 +174,38 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         }
     }
     finish(again, outcome.passed())
+}
+
+/// What `--random` (or a share of one) asks, if it was asked.
+fn random_ask(args: &WorkerArgs) -> Option<crate::cli::worker_random::RandomAsk<'_>> {
+    let share = !args.share_seeds.is_empty();
+    let seeds = match (share, args.random) {
+        (true, _) => args.share_seeds.clone(),
+        (false, Some(count)) => (args.first_seed..args.first_seed + u64::from(count)).collect(),
+        (false, None) => return None,
+    };
+    let mut again = vec![
+        format!("--gateway={}", args.gateway),
+        format!("--time-scale={}", args.time_scale),
+        format!("--first-take-within={}", args.first_take_within),
+    ];
+    if args.controlled {
+        again.extend(["--controlled".to_owned(), format!("--grace-ms={}", args.grace_ms)]);
+    }
+    again.extend(args.twice.then(|| "--twice".to_owned()));
+    again.extend(args.beside.map(|mechanism| format!("--beside={mechanism}")));
+    again.extend(args.save_replay.as_ref().map(|dir| format!("--save-replay={}", dir.display())));
+    again.push("--".to_owned());
+    again.extend(args.command.iter().cloned());
+    Some(crate::cli::worker_random::RandomAsk {
+        seeds,
+        beside: args.beside,
+        save: args.save_replay.as_deref(),
+        twice: args.twice,
+        jobs: args.jobs.unwrap_or(1),
+        share,
+        again,
+    })
 }
 
 /// The exit code: a second run that parted from the first is a failure of its own.
@@ -207,7 +243,7 @@ fn history_words(history: &History) -> String {
 }
 
 /// Where a second run's history parted from the first's.
-fn parting_words(parting: &Parting) -> String {
+pub(super) fn parting_words(parting: &Parting) -> String {
     let line = |told: &Option<String>| told.clone().unwrap_or_else(|| "(the history ended)".to_owned());
     format!(
         "the history parted at line {}:\n  first run:  {}\n  second run: {}",
@@ -279,8 +315,9 @@ pub fn replay_worker(
     };
     let expected: Vec<&str> = replay.violations.iter().map(String::as_str).collect();
     let (mut repeated, mut passed, mut own) = (0, true, OwnCount::default());
+    let mut kept = Kept::new();
     for run in 1..=runs {
-        let outcome = match run_foreign(&config) {
+        let outcome = match run_foreign_kept(&config, &mut kept) {
             Ok(done) => own.counted(done),
             Err(error) => return bad_input(error),
         };
@@ -303,7 +340,7 @@ pub fn replay_worker(
     verdict(passed)
 }
 
-fn verdict_words(broken: &[&str]) -> String {
+pub(super) fn verdict_words(broken: &[&str]) -> String {
     match broken.is_empty() {
         true => "nothing broken".to_owned(),
         false => format!("broke {}", broken.join(", ")),
@@ -316,8 +353,9 @@ fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
     let mut broken: std::collections::BTreeMap<&'static str, u32> = std::collections::BTreeMap::new();
     let mut names: Vec<&'static str> = Vec::new();
     let mut own = OwnCount::default();
+    let mut kept = Kept::new();
     for run in 1..=count {
-        let outcome = match run_foreign(config) {
+        let outcome = match run_foreign_kept(config, &mut kept) {
             Ok(done) => own.counted(done),
             Err(error) => return bad_input(error),
         };
@@ -335,98 +373,6 @@ fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
     }
     own.tell(count);
     verdict(broken.is_empty())
-}
-
-/// Runs the program through `count` random worlds from `first_seed` up, each judged, and
-/// simulated under `beside` too when given; a failing world is saved as a replay file into
-/// `save`, if given. Exit 1 when any broke.
-fn random(
-    config: &ForeignConfig,
-    (first_seed, count): (u64, u32),
-    beside: Option<crate::model::Mechanism>,
-    save: Option<&std::path::Path>,
-    twice: bool,
-) -> ExitCode {
-    let mut broken: std::collections::BTreeMap<&'static str, u32> = std::collections::BTreeMap::new();
-    let (mut agreed, mut own, mut same) = (0, OwnCount::default(), 0);
-    for seed in first_seed..first_seed + u64::from(count) {
-        let scenario = crate::foreign::worlds::random_world(seed, config.gateway);
-        let (workers, faults) = (scenario.world.workers, scenario.world.faults.faults.len());
-        let simulated = match beside.map(|mechanism| simulated_under(&scenario, seed, mechanism)).transpose()
-        {
-            Ok(simulated) => simulated,
-            Err(error) => return bad_input(format!("seed {seed}: {error}")),
-        };
-        let control = config.control.map(|control| Control { seed, ..control });
-        let this = ForeignConfig { replay: Some((scenario, seed)), control, ..config.clone() };
-        let (outcome, history) = match run_foreign(&this) {
-            Ok(mut done) => {
-                let history = done.history.take();
-                (own.counted(done), history)
-            }
-            Err(error) => return bad_input(format!("seed {seed}: {error}")),
-        };
-        let parting = match history.as_ref().filter(|_| twice) {
-            Some(first) => match run_foreign(&this) {
-                Ok(second) => Some(second.history.and_then(|second| first.parting(&second))),
-                Err(error) => return bad_input(format!("seed {seed}, run again: {error}")),
-            },
-            None => None,
-        };
-        let these = outcome.broken();
-        for name in &these {
-            *broken.entry(name).or_default() += 1;
-        }
-        let mut line =
-            format!("seed {seed}: {workers} workers, {faults} fault(s): {}", verdict_words(&these));
-        if let Some(simulated) = &simulated {
-            agreed += u32::from(*simulated == these);
-            line += &format!("; simulated: {}", verdict_words(simulated));
-        }
-        if let Some(dir) = save.filter(|_| !these.is_empty()) {
-            let program = WorkerProgram {
-                command: config.command.clone(),
-                time_scale: config.time_scale,
-                controlled: this.control.map(|control| control.seed),
-            };
-            match ReplayFile::of_worker(&outcome, program).write_into_as(dir, "worker") {
-                Ok(path) => line += &format!(" ({})", ReplayFile::command(&path)),
-                Err(error) => return bad_input(error),
-            }
-        }
-        println!("{line}");
-        match parting {
-            Some(Some(parting)) => println!("  run again: {}", parting_words(&parting)),
-            Some(None) => same += 1,
-            None => {}
-        }
-    }
-    if twice {
-        println!("the same history run twice in {same} of {count} worlds");
-    }
-    let told: Vec<String> = broken.iter().map(|(name, n)| format!("{name} in {n}")).collect();
-    println!(
-        "`{}`, {count} random worlds: {}",
-        config.command.join(" "),
-        if told.is_empty() { "nothing broken".to_owned() } else { format!("broke {}", told.join(", ")) }
-    );
-    if let Some(mechanism) = beside {
-        println!("the same verdict as the simulation under {mechanism} in {agreed} of {count} worlds");
-    }
-    own.tell(count);
-    verdict(broken.is_empty())
-}
-
-/// The invariants the simulation breaks in `scenario`'s world under `mechanism`.
-fn simulated_under(
-    scenario: &crate::scenario::Scenario,
-    seed: u64,
-    mechanism: crate::model::Mechanism,
-) -> Result<Vec<&'static str>, String> {
-    let mut scenario = scenario.clone();
-    scenario.world.mechanism = mechanism;
-    let outcome = crate::runner::run_with(&scenario, seed, None)?;
-    Ok(outcome.broken())
 }
 
 /// How often the verdict from a program's own events agreed with the observed one, over
@@ -465,7 +411,7 @@ impl OwnCount {
 }
 
 /// The verdict from the program's own events beside the observed one.
-fn own_words(observed: &[&str], own: &[&str]) -> String {
+pub(super) fn own_words(observed: &[&str], own: &[&str]) -> String {
     match observed == own {
         true => {
             format!("judged again from the program's own events: the same verdict ({})", verdict_words(own))

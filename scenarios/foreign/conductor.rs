@@ -16,6 +16,7 @@
 //! clock, or it hangs) is left out of the next choice, and the release order says so: its
 //! next request then arrives at a moment the machine chose.
 
+use crate::foreign::start_up::wait_until_still;
 use crate::live::clock::RunClock;
 use fencesim_model::WorkerId;
 use std::cell::RefCell;
@@ -81,8 +82,11 @@ struct State {
     dead: BTreeSet<WorkerId>,
     /// The run is over: nothing waits any more.
     finished: bool,
-    /// When a copy last sent Redis or the database something before the story began.
+    /// When a copy last sent Redis or the database something before the story began, or
+    /// last heard its answer.
     last_start_up: Option<Instant>,
+    /// Start-up requests sent and not yet answered.
+    start_up_open: u32,
     /// Copies started again after a crash and still starting up, each with when it last
     /// sent Redis or the database something: their requests go on as they come until
     /// they ask the queue for a job and have been still a while.
@@ -91,12 +95,17 @@ struct State {
     written_us: u64,
 }
 
+/// Whether a copy's processes (`None`: every copy's) sleep, and how long they have run.
+type Sleeping = Box<dyn Fn(Option<WorkerId>) -> Option<u64> + Send + Sync>;
+
 pub struct Conductor {
     state: Mutex<State>,
     moved: Condvar,
     seed: u64,
     /// The file Redis and PostgreSQL read their clock from.
     clock_file: PathBuf,
+    /// How the end of a start-up is seen early (`foreign::start_up`).
+    sleeping: std::sync::OnceLock<Sleeping>,
 }
 
 thread_local! {
@@ -127,7 +136,9 @@ pub fn draw(seed: u64, name: &str) -> u64 {
 
 impl Conductor {
     pub fn new(seed: u64, clock_file: PathBuf) -> Result<Conductor, String> {
-        let conductor = Conductor { state: Mutex::default(), moved: Condvar::new(), seed, clock_file };
+        let sleeping = std::sync::OnceLock::new();
+        let conductor =
+            Conductor { state: Mutex::default(), moved: Condvar::new(), seed, clock_file, sleeping };
         conductor.write_clock(0)?;
         Ok(conductor)
     }
@@ -141,15 +152,26 @@ impl Conductor {
         self.state().now_us
     }
 
-    /// The story begins once no copy has sent Redis or the database anything for `still`
-    /// from now (its start-up is over: a client that connects in the background is done), or
-    /// after `at_most`: every request from then on waits for its turn.
-    pub fn begin(&self, still: Duration, at_most: Duration) {
-        let (asked, deadline) = (Instant::now(), Instant::now() + at_most);
-        let last = |state: &State| state.last_start_up.map_or(asked, |at| at.max(asked));
-        while last(&self.state()).elapsed() < still && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+    /// How to tell that a copy's processes sleep (`foreign::start_up::asleep`).
+    pub fn tell_sleep_by(&self, sleeping: Sleeping) {
+        let _ = self.sleeping.set(sleeping);
+    }
+
+    fn sleeping(&self, worker: Option<WorkerId>) -> Option<u64> {
+        self.sleeping.get().and_then(|sleeping| sleeping(worker))
+    }
+
+    /// The story begins once the copies' start-up is over (`foreign::start_up`: a client
+    /// that connects in the background is done), or after `at_most`: every request from
+    /// then on waits for its turn.
+    pub fn begin(&self, at_most: Duration) {
+        let asked = Instant::now();
+        let last = || {
+            let state = self.state();
+            // a start-up request under way is start-up going on
+            Some(if state.start_up_open > 0 { Instant::now() } else { state.last_start_up.unwrap_or(asked) })
+        };
+        wait_until_still(last, || self.sleeping(None), at_most);
         self.state().begun = true;
     }
 
@@ -157,6 +179,17 @@ impl Conductor {
     /// began, or after its restart).
     pub fn starting_up(&self, worker: WorkerId) {
         let mut state = self.state();
+        state.start_up_open += 1;
+        state.last_start_up = Some(Instant::now());
+        if let Some(at) = state.starting.get_mut(&worker) {
+            *at = Instant::now();
+        }
+    }
+
+    /// The answer to a start-up request of `worker`'s went back.
+    pub fn started_up_reply(&self, worker: WorkerId) {
+        let mut state = self.state();
+        state.start_up_open = state.start_up_open.saturating_sub(1);
         state.last_start_up = Some(Instant::now());
         if let Some(at) = state.starting.get_mut(&worker) {
             *at = Instant::now();
@@ -175,21 +208,11 @@ impl Conductor {
         self.state().starting.contains_key(&worker)
     }
 
-    /// `worker`, starting up again, asked the queue for a job: once it has sent Redis and
-    /// the database nothing for `still` from now, its start-up is over and its requests
-    /// wait for their turns again.
-    pub fn started(&self, worker: WorkerId, still: Duration) {
-        let asked = Instant::now();
-        let deadline = asked + Duration::from_secs(5);
-        loop {
-            let last = self.state().starting.get(&worker).map(|at| (*at).max(asked));
-            match last {
-                Some(at) if at.elapsed() < still && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
-                _ => break,
-            }
-        }
+    /// `worker`, starting up again, asked the queue for a job: once its start-up is over
+    /// (`foreign::start_up`) its requests wait for their turns again.
+    pub fn started(&self, worker: WorkerId) {
+        let last = || self.state().starting.get(&worker).copied();
+        wait_until_still(last, || self.sleeping(Some(worker)), Duration::from_secs(5));
         self.state().starting.remove(&worker);
         self.moved.notify_all();
     }
@@ -514,73 +537,5 @@ impl RunClock for Conductor {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    fn conductor(test: &str, seed: u64) -> Arc<Conductor> {
-        let file = std::env::temp_dir().join(format!("fencesim-conductor-{test}-{}", std::process::id()));
-        Arc::new(Conductor::new(seed, file).expect("the clock file"))
-    }
-
-    /// Two copies' requests, each held for its turn from its own thread: the conductor lets
-    /// them go in story order once both wait, moves the clock to each, and a pause holds a
-    /// copy's request past its own time.
-    #[test]
-    fn requests_go_on_in_story_order_once_every_copy_waits() {
-        let conductor = conductor("order", 1);
-        let (a, b) = (WorkerId(0), WorkerId(1));
-        conductor.set_live([a, b].into_iter().collect());
-        conductor.begin(Duration::ZERO, Duration::ZERO);
-        assert!(conductor.wait_quiet(Duration::from_millis(20)).is_err(), "nobody waits yet");
-        conductor.pause(a, 9_000);
-        let holders: Vec<_> = [(a, 5_000), (b, 7_000)]
-            .into_iter()
-            .map(|(worker, at)| {
-                let conductor = conductor.clone();
-                std::thread::spawn(move || {
-                    conductor.arrive(worker);
-                    let went = conductor.hold(Some(worker), format!("{worker} redis 1"), at, Held::Turn);
-                    conductor.leave(worker);
-                    went
-                })
-            })
-            .collect();
-        let (mut order, mut live) = (Vec::new(), BTreeSet::from([a, b]));
-        while order.len() < 2 {
-            conductor.wait_quiet(Duration::from_secs(5)).expect("every live copy waits");
-            let (at, name) = conductor.fire_next().expect("the clock file").expect("a ticket");
-            // the copy whose request went on works until its next one: this one sends none
-            live.remove(if name.starts_with('A') { &a } else { &b });
-            conductor.set_live(live.clone());
-            order.push((at, name));
-        }
-        assert!(holders.into_iter().all(|h| h.join().expect("a holder")), "both went on");
-        assert_eq!(order, vec![(7_000, "B redis 1".to_owned()), (9_000, "A redis 1".to_owned())]);
-        assert_eq!(conductor.story_us(), 9_000);
-    }
-
-    /// A crash cancels what the copy holds; the run's end cancels everything else.
-    #[test]
-    fn a_crash_and_the_end_cancel_what_is_held() {
-        let conductor = conductor("cancel", 1);
-        let a = WorkerId(0);
-        conductor.begin(Duration::ZERO, Duration::ZERO);
-        let held = {
-            let conductor = conductor.clone();
-            std::thread::spawn(move || conductor.hold(Some(a), "A redis 1".into(), 10, Held::Turn))
-        };
-        while conductor.next_wake().is_none() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        conductor.crashed(a, 1_000);
-        assert!(!held.join().expect("the holder"), "a crashed copy's request never goes on");
-        assert!(
-            !conductor.hold(Some(a), "A redis 2".into(), 20, Held::Turn),
-            "nor any it sends before its restart"
-        );
-        assert_eq!(conductor.take_restarts(), vec![(a, 1_000)]);
-        conductor.finish();
-        assert!(!conductor.hold(Some(WorkerId(1)), "B redis 1".into(), 30, Held::Turn), "the run is over");
-    }
-}
+#[path = "conductor_tests.rs"]
+mod tests;

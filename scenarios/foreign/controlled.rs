@@ -68,14 +68,11 @@ pub struct Conducted {
 }
 
 impl Conducted {
-    /// The conductor, and the servers' clock (for `Servers::start_own`).
-    pub fn start(control: Control) -> Result<(Conducted, FakeClock), String> {
-        let clock = FakeClock::new("controlled").map_err(|why| {
-            format!("a controlled run puts Redis and PostgreSQL on its clock with libfaketime: {why}")
-        })?;
+    /// The conductor on `clock`, the file the servers read their time from.
+    pub fn start(control: Control, clock: &FakeClock) -> Result<Conducted, String> {
         let conductor = Arc::new(Conductor::new(control.seed, clock.offset.clone())?);
         crate::live::clock::take_over(Some(conductor.clone()));
-        Ok((Conducted { conductor, env: clock.env.clone() }, clock))
+        Ok(Conducted { conductor, env: clock.env.clone() })
     }
 }
 

@@ -8,6 +8,10 @@
 //!   proxies see (`live::proxy`, `live::pgproxy`);
 //! - `redis_seen`, `rows_seen`: the proxies' and the row trigger's records read as the
 //!   simulation's events; `seen`: all of them for one run;
+//! - `shrink`: a failing run of the program made small (`fencesim shrink FILE`);
+//! - `kept`: the PostgreSQL cluster and the clock file kept from one run to the next;
+//! - `conductor`, `turns`, `start_up`, `controlled`, `history`: a controlled run
+//!   (docs/controlled.md);
 //! - `own_worker`: the project's own worker speaking the contract (`fencesim contract-worker`),
 //!   which also writes its own events, so that a run can judge it from both.
 
@@ -15,6 +19,7 @@ pub mod conductor;
 pub mod controlled;
 pub mod faults;
 pub mod history;
+pub mod kept;
 pub mod own_worker;
 pub mod programs;
 pub mod queue;
@@ -22,8 +27,10 @@ pub mod redis_seen;
 pub mod rows_seen;
 pub mod run;
 pub mod seen;
+pub mod shrink;
+pub mod start_up;
 pub mod turns;
 pub mod watch;
 pub mod worlds;
 
-pub use run::{run_foreign, ForeignConfig, ForeignRun};
+pub use run::{run_foreign, run_foreign_kept, ForeignConfig, ForeignRun};

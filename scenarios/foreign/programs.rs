@@ -42,6 +42,12 @@ pub struct Groups {
 }
 
 impl Groups {
+    /// The process group of `worker`'s running copy, or of every running copy (`None`).
+    pub fn of(&self, worker: Option<WorkerId>) -> Vec<libc::pid_t> {
+        let pids = self.pids.lock().unwrap_or_else(|p| p.into_inner());
+        pids.iter().filter(|(w, _)| worker.is_none_or(|only| **w == only)).map(|(_, pid)| *pid).collect()
+    }
+
     /// Stops `worker`'s copy now, to be continued at `until`.
     pub fn stop(&self, worker: WorkerId, until: Instant) {
         if let Some(&pid) = self.pids.lock().unwrap_or_else(|p| p.into_inner()).get(&worker) {

@@ -48,7 +48,11 @@ struct Shared {
 /// while the run goes on for many story seconds outlasted the examples' 5 s timeouts on a
 /// busy machine (the copy asked again at a moment the machine chose, and two runs of one
 /// seed parted there).
-const LONG_POLL_US: u64 = 1_000_000;
+const LONG_POLL_US: u64 = 100_000;
+
+/// How long a take asked before a controlled run's story begins waits, in real time,
+/// before it is answered `204`.
+const EARLY_TAKE_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Told when a worker is handed a job, before the answer goes back (the step `JobReceived`,
 /// where a fault of the plan may fire). It must not wait: the service answers one request
@@ -279,6 +283,12 @@ impl Shared {
         }
         state.asked.insert(worker);
         if !state.begun || wall_us() < state.clock.start_us {
+            if crate::live::clock::controlled() {
+                // a controlled run's copies sleep between their asks while they start up,
+                // so that the end of their start-up can be seen (`foreign::start_up`)
+                drop(state);
+                std::thread::sleep(EARLY_TAKE_WAIT);
+            }
             return (204, serde_json::Value::Null);
         }
         let asked_us = wall_us();

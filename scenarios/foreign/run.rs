@@ -10,10 +10,12 @@ use crate::foreign::conductor::EPOCH_US;
 use crate::foreign::controlled::{Conducted, Control, Drive};
 use crate::foreign::faults::{outside_plan, Outside, OutsidePlan, Serving};
 use crate::foreign::history::{History, Seen as HistorySeen};
+use crate::foreign::kept::Kept;
 use crate::foreign::programs::{Groups, Programs};
 use crate::foreign::queue::QueueService;
 use crate::foreign::seen::seen;
-use crate::foreign::turns::{TurnCall, TurnGate, START_UP_STILL};
+use crate::foreign::start_up::asleep;
+use crate::foreign::turns::{TurnCall, TurnGate};
 use crate::foreign::watch::{ready, Ended, Watch};
 use crate::foreign::{redis_seen, rows_seen};
 use crate::live::clock::{wall_us, LiveClock};
@@ -26,7 +28,7 @@ use crate::live::merge::merge;
 use crate::live::pgproxy::PgHooks;
 use crate::live::pgproxy::PgProxy;
 use crate::live::plan::world_refusal;
-use crate::live::postgres::{PgRefunds, PostgresServer};
+use crate::live::postgres::PgRefunds;
 use crate::live::proxy::Gate;
 use crate::live::proxy::RedisProxy;
 use crate::live::redis::connect;
@@ -104,7 +106,6 @@ struct Stage {
     database_url: String,
     /// Where a program may write its own events (`foreign::own_worker` does).
     events: PathBuf,
-    _postgres: PostgresServer,
 }
 
 impl Stage {
@@ -112,17 +113,16 @@ impl Stage {
         config: &ForeignConfig,
         scenario: Scenario,
         conducted: Option<(&Conducted, FakeClock)>,
+        kept: &mut Kept,
     ) -> Result<Stage, String> {
         let dir = RunDir::create(config.keep.as_deref())?;
-        let env = conducted.as_ref().map_or(&[][..], |(conducted, _)| &conducted.env[..]);
-        let postgres = PostgresServer::start_in("worker", env)?;
-        let database_url = postgres.url();
+        let database_url = kept.database(conducted.as_ref().map(|(_, clock)| clock))?;
         let store = PgRefunds::connect(&database_url)?;
         let on_the_run = conducted.is_some();
         let redis = Servers::start_own(restart_mode(&scenario.world)?, conducted.map(|(_, clock)| clock))?;
         let redis_url = redis.lock_url.clone();
         fill_store(&scenario, &store, &mut connect(&redis_url)?)?;
-        let mut admin = postgres::Client::connect(&database_url, postgres::NoTls)
+        let mut admin = ::postgres::Client::connect(&database_url, ::postgres::NoTls)
             .map_err(|e| format!("the refund database: {e}"))?;
         admin.batch_execute(rows_seen::TRIGGER).map_err(|e| format!("the row trigger: {e}"))?;
         let world = &scenario.world;
@@ -156,7 +156,6 @@ impl Stage {
             log,
             database_url,
             events,
-            _postgres: postgres,
         })
     }
 }
@@ -271,12 +270,20 @@ impl ForeignRun {
 /// Runs the program through the world and judges what the components saw; also says
 /// which copies had to be stopped because they stayed after the run was over.
 pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
+    run_foreign_kept(config, &mut Kept::new())
+}
+
+/// `run_foreign` on the servers `kept` keeps from the run before (`foreign::kept`).
+pub fn run_foreign_kept(config: &ForeignConfig, kept: &mut Kept) -> Result<ForeignRun, String> {
     let (scenario, plan) = foreign_scenario(config)?;
-    let (conducted, servers_clock) = match config.control.map(Conducted::start).transpose()? {
-        Some((conducted, clock)) => (Some(conducted), Some(clock)),
+    let (conducted, servers_clock) = match config.control {
+        Some(control) => {
+            let clock = kept.clock()?;
+            (Some(Conducted::start(control, &clock)?), Some(clock))
+        }
         None => (None, None),
     };
-    let mut stage = Stage::set_up(config, scenario, conducted.as_ref().zip(servers_clock))?;
+    let mut stage = Stage::set_up(config, scenario, conducted.as_ref().zip(servers_clock), kept)?;
     let keys = redis_seen::Keys::of(&stage.scenario.world);
     let outside =
         Outside::new(plan.on_the_wire.clone(), Groups::default(), stage.log.clone(), stage.clock, keys);
@@ -290,7 +297,9 @@ pub fn run_foreign(config: &ForeignConfig) -> Result<ForeignRun, String> {
     ready(&stage.queue, &mut programs, &config.command, config.first_take_within, &stage.log)?;
     let (ended, left_early) = match turns {
         Some((conducted, control)) => {
-            conducted.conductor.begin(START_UP_STILL, Duration::from_secs(5));
+            let groups = outside.groups();
+            conducted.conductor.tell_sleep_by(Box::new(move |worker| asleep(&groups.of(worker))));
+            conducted.conductor.begin(Duration::from_secs(5));
             begin(&mut stage, &outside, EPOCH_US);
             let driven = drive(&stage, &plan, &outside, conducted, control).run(&mut programs);
             conducted.conductor.finish();

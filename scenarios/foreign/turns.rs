@@ -59,7 +59,11 @@ impl TurnGate {
         if !self.conductor.gated(self.worker) {
             self.conductor.starting_up(self.worker);
             acting_for_none();
-            return self.faults.before_request();
+            let goes = self.faults.before_request();
+            if !goes {
+                self.conductor.started_up_reply(self.worker);
+            }
+            return goes;
         }
         let nth = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
         let name = self.name(nth);
@@ -79,7 +83,8 @@ impl TurnGate {
     fn answered(&self, nth: u64, reply: impl FnOnce()) {
         if self.in_flight.load(Ordering::SeqCst) == 0 {
             acting_for_none();
-            return reply();
+            reply();
+            return self.conductor.started_up_reply(self.worker);
         }
         acting_for(self.worker, format!("{} reply", self.name(nth)));
         reply();
@@ -130,7 +135,10 @@ impl Gate for TurnGate {
     }
 
     fn unanswered(&self, _party: &str) {
-        self.left();
+        match self.in_flight.load(Ordering::SeqCst) {
+            0 => self.conductor.started_up_reply(self.worker),
+            _ => self.left(),
+        }
     }
 }
 
@@ -143,11 +151,6 @@ impl PgHooks for TurnGate {
         self.answered(observed.nth, || PgHooks::before_reply(&*self.faults, observed));
     }
 }
-
-/// How long a copy must send Redis and the database nothing, once it asked the queue for
-/// a job, before its start-up counts as over (a client that connects in the background
-/// is done by then).
-pub const START_UP_STILL: std::time::Duration = std::time::Duration::from_millis(100);
 
 thread_local! {
     /// Whether the request this thread answers was counted in (arrived during the story).
@@ -180,7 +183,7 @@ impl CallGate for TurnCall {
         let faults = |worker| self.faults.as_ref().is_none_or(|faults| faults.pass(worker));
         if self.conductor.begun() && self.conductor.restarting(worker) && self.word == "queue" {
             // a copy started again asks for a job: its start-up is over once it is still
-            self.conductor.started(worker, START_UP_STILL);
+            self.conductor.started(worker);
         }
         if !self.conductor.gated(worker) {
             acting_for_none();

@@ -27,8 +27,11 @@ void malloc_stats_print(void (*write_cb)(void *, const char *), void *opaque, co
 size_t nallocx(size_t size, int flags) { (void)flags; return size; }
 "#;
 
+/// A clock file and what a server started on it needs; clones share the file, which is
+/// removed with the last of them.
+#[derive(Clone)]
 pub struct FakeClock {
-    dir: PathBuf,
+    _dir: std::sync::Arc<ClockDir>,
     /// The file libfaketime reads the server's offset from.
     pub offset: PathBuf,
     /// What to add to the server's environment.
@@ -63,8 +66,13 @@ impl FakeClock {
         let dir = std::env::temp_dir().join(format!("fencesim-faketime-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        let offset = dir.join("offset");
-        let mut clock = FakeClock { dir: dir.clone(), offset: offset.clone(), env: Vec::new() };
+        // the clock's file is read at every time call of the servers and written at every
+        // move of a controlled run: in memory where the machine has a place for it
+        let shared = Path::new("/dev/shm").join(format!("fencesim-clock-{label}-{}", std::process::id()));
+        let in_memory = shared.parent().is_some_and(Path::is_dir) && std::fs::create_dir_all(&shared).is_ok();
+        let offset = if in_memory { shared.join("offset") } else { dir.join("offset") };
+        let dirs = std::sync::Arc::new(ClockDir(vec![dir.clone(), shared]));
+        let mut clock = FakeClock { _dir: dirs, offset: offset.clone(), env: Vec::new() };
         set_offset_ms(&offset, 0)?;
         let mut env = vec![
             ("LD_PRELOAD".to_owned(), faketime.display().to_string()),
@@ -140,6 +148,15 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
+/// Removes what libfaketime left of process `pid` once it has ended: the library makes a
+/// shared-memory object and a semaphore named after each process it starts in, and only a
+/// process that exits on its own removes them (a killed server's stay in `/dev/shm`).
+pub fn forget_process(pid: u32) {
+    for name in [format!("faketime_shm_{pid}"), format!("sem.faketime_sem_{pid}")] {
+        let _ = std::fs::remove_file(Path::new("/dev/shm").join(name));
+    }
+}
+
 /// Writes an offset of `ms` ahead of the real clock to libfaketime's file `path`.
 pub fn set_offset_ms(path: &Path, ms: u64) -> Result<(), String> {
     let text = format!("+{}.{:03}\n", ms / 1000, ms % 1000);
@@ -153,9 +170,14 @@ pub fn jump_ms(path: &Path, by_ms: u64) -> Result<(), String> {
     set_offset_ms(path, (seconds * 1000.0).round() as u64 + by_ms)
 }
 
-impl Drop for FakeClock {
+/// The directories of a clock's file and the allocator's stand-in.
+struct ClockDir(Vec<PathBuf>);
+
+impl Drop for ClockDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 

@@ -397,6 +397,7 @@ impl Drop for PostgresServer {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        crate::live::faketime::forget_process(self.child.id());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -99,7 +99,7 @@ impl RedisServer {
                 let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<redis::Value>(&mut con);
             }
         }
-        let _ = self.child.wait();
+        self.ended();
         let down = Instant::now();
         let while_down = self.connect().and_then(|mut con| redis::cmd("PING").query(&mut con));
         self.child = spawn(&self.binary, self.port, &self.dir, &self.args, &self.env)?;
@@ -120,6 +120,14 @@ impl RedisServer {
         Err(format!("redis-server on port {} did not answer within 10 s", self.port))
     }
 
+    /// Waits for the server's process to end, and clears what a clock of the run's left of it.
+    fn ended(&mut self) {
+        let _ = self.child.wait();
+        if !self.env.is_empty() {
+            crate::live::faketime::forget_process(self.child.id());
+        }
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
@@ -132,7 +140,7 @@ impl RedisServer {
 
     /// Starts the server again on its port and directory, with what its files kept.
     pub fn start_again(&mut self) -> Result<(), String> {
-        let _ = self.child.wait();
+        self.ended();
         self.child = spawn(&self.binary, self.port, &self.dir, &self.args, &self.env)?;
         self.wait_until_ready()
     }
@@ -154,7 +162,7 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.ended();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

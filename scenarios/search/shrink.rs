@@ -490,7 +490,8 @@ pub fn shrunk_path(file: &Path) -> PathBuf {
 }
 
 /// Shrinks the failure a replay file holds while it still breaks `invariant` (default: the
-/// file's first), and writes the smaller file beside it.
+/// file's first), and writes the smaller file beside it (a team's program's run is shrunk
+/// by `foreign::shrink`).
 pub fn shrink_file(file: &Path, invariant: Option<&str>) -> Result<Shrunk, String> {
     let replay = ReplayFile::load(file)?;
     let invariant = invariant
