@@ -38,8 +38,8 @@ pub struct BenchArgs {
     #[arg(long, hide = true, value_parser = ScaleSize::parse)]
     scale_size: Option<ScaleSize>,
     /// With a program: how many processes run its controlled runs at once
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
-    jobs: u32,
+    #[arg(long, default_value_t = crate::cli::args::default_jobs(), value_parser = crate::cli::args::parse_jobs)]
+    jobs: usize,
     /// Instead: a team's worker program (after `--`) through a 20-refund world of two
     /// workers, `--runs` times in each process: controlled runs a second in `--jobs`
     /// processes and in one, and real-time runs beside them (docs/controlled.md)
@@ -49,7 +49,7 @@ pub struct BenchArgs {
 
 /// `bench -- COMMAND`: the program's runs a second, controlled and in real time.
 fn run_program(args: &BenchArgs) -> ExitCode {
-    let bench = match crate::bench::programs::bench_program(&args.command, args.runs, args.jobs as usize) {
+    let bench = match crate::bench::programs::bench_program(&args.command, args.runs, args.jobs) {
         Ok(bench) => bench,
         Err(error) => return bad_input(error),
     };

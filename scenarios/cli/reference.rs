@@ -105,7 +105,7 @@ fn help(arg: &Arg) -> String {
 
 /// Its default, as on every machine: the number of threads is this machine's cores.
 fn default(arg: &Arg) -> String {
-    if arg.get_id() == "jobs" {
+    if arg.get_id() == "jobs" && !arg.get_default_values().is_empty() {
         return "the machine's cores".to_owned();
     }
     let defaults: Vec<String> =

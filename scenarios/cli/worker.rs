@@ -82,8 +82,8 @@ pub struct WorkerArgs {
     /// request, reply and event); where they part, the first differing line is named
     #[arg(long, requires = "controlled")]
     twice: bool,
-    /// With --random: run the worlds in this many processes at once (a controlled run
-    /// holds its process's clock, so each takes its own)
+    /// With --random: run the worlds in this many processes at once, one when not given (a
+    /// controlled run holds its process's clock, so each takes its own)
     #[arg(long, requires = "random", value_parser = clap::value_parser!(u32).range(1..=64))]
     jobs: Option<u32>,
     /// The seeds of one share of a --random --jobs run (given by fencesim to the processes

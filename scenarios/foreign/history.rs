@@ -41,8 +41,18 @@ pub struct Seen<'a> {
     pub start_us: u64,
 }
 
-/// A Redis command whose reply tells of the server itself, not of the run.
-const ABOUT_THE_SERVER: [&str; 3] = ["INFO", "CLIENT", "HELLO"];
+/// A client library's own commands, which tell of the server or the connection and change
+/// nothing of the run (a handshake, a ready check, a name): a copy sends them when its
+/// library decides, on its own clock, so they are not turns (`foreign::turns`) and not in
+/// the history.
+pub const HOUSEKEEPING: [&str; 10] =
+    ["INFO", "CLIENT", "HELLO", "SELECT", "AUTH", "PING", "ECHO", "COMMAND", "READONLY", "READWRITE"];
+
+/// Whether a Redis request (its words) is a client library's own (`HOUSEKEEPING`).
+pub fn housekeeping(request: &str) -> bool {
+    let command = request.split_whitespace().next().unwrap_or_default().to_ascii_uppercase();
+    HOUSEKEEPING.contains(&command.as_str())
+}
 
 impl History {
     pub fn of(seen: &Seen) -> History {
@@ -53,6 +63,7 @@ impl History {
         let mut values = Values::default();
         let mut redis: Vec<&(WorkerId, Observed)> = seen.redis.iter().collect();
         redis.sort_by_key(|(_, o)| (o.sent_us, o.answered_us));
+        redis.retain(|(_, o)| !housekeeping(&o.args.join(" ")));
         for (i, (worker, o)) in redis.into_iter().enumerate() {
             let line = values.redis_line(*worker, o);
             lines.push((o.answered_us.saturating_sub(seen.start_us), 1, i, line));
@@ -115,11 +126,7 @@ impl Values {
                 self.named.entry(value.clone()).or_insert(next);
             }
         }
-        let reply = match ABOUT_THE_SERVER.contains(&command.as_str()) {
-            true => "(about the server)".to_owned(),
-            false => self.renamed(&o.reply),
-        };
-        format!("{worker} redis: {} -> {reply}", self.renamed(&o.args.join(" ")))
+        format!("{worker} redis: {} -> {}", self.renamed(&o.args.join(" ")), self.renamed(&o.reply))
     }
 
     fn renamed(&self, text: &str) -> String {

@@ -7,6 +7,7 @@
 
 use crate::foreign::conductor::{acting_for, acting_for_none, draw, Conductor, Held};
 use crate::foreign::faults::{Outside, WireGate};
+use crate::foreign::history::housekeeping;
 use crate::live::gateway::CallGate;
 use crate::live::pgproxy::{PgHooks, PgObserved};
 use crate::live::proxy::{Gate, Observed};
@@ -34,6 +35,8 @@ pub struct TurnGate {
     seed: u64,
     /// Requests counted in (arrived during the story) and not yet answered.
     in_flight: AtomicU32,
+    /// A client library's own commands sent during the story and not yet answered.
+    housekeeping: AtomicU32,
     sent: AtomicU64,
 }
 
@@ -45,8 +48,8 @@ impl TurnGate {
         latency_ms: u64,
         seed: u64,
     ) -> TurnGate {
-        let (in_flight, sent) = (AtomicU32::new(0), AtomicU64::new(0));
-        TurnGate { conductor, faults, worker, hop, latency_ms, seed, in_flight, sent }
+        let (in_flight, housekeeping, sent) = (AtomicU32::new(0), AtomicU32::new(0), AtomicU64::new(0));
+        TurnGate { conductor, faults, worker, hop, latency_ms, seed, in_flight, housekeeping, sent }
     }
 
     fn name(&self, nth: u64) -> String {
@@ -54,8 +57,14 @@ impl TurnGate {
     }
 
     /// The request arrives: through the faults, then its turn; `false` when it never goes
-    /// on (a crash).
-    fn arrive(&self) -> bool {
+    /// on (a crash). A client library's own command (`history::HOUSEKEEPING`) goes on as
+    /// it comes, as a start-up's requests do, whenever it is sent.
+    fn arrive(&self, housekeeping: bool) -> bool {
+        if housekeeping && self.conductor.gated(self.worker) {
+            acting_for_none();
+            self.housekeeping.fetch_add(1, Ordering::SeqCst);
+            return self.faults.before_request();
+        }
         if !self.conductor.gated(self.worker) {
             self.conductor.starting_up(self.worker);
             acting_for_none();
@@ -80,7 +89,16 @@ impl TurnGate {
     }
 
     /// The answer goes back (after the faults at its step): the request leaves.
-    fn answered(&self, nth: u64, reply: impl FnOnce()) {
+    fn answered(&self, nth: u64, housekeeping: bool, reply: impl FnOnce()) {
+        if housekeeping
+            && self
+                .housekeeping
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            acting_for_none();
+            return reply();
+        }
         if self.in_flight.load(Ordering::SeqCst) == 0 {
             acting_for_none();
             reply();
@@ -109,12 +127,13 @@ fn hop_word(hop: Hop) -> &'static str {
 }
 
 impl Gate for TurnGate {
-    fn pass(&self, _party: &str, _nth: u64, _request: &str) -> bool {
-        self.arrive()
+    fn pass(&self, _party: &str, _nth: u64, request: &str) -> bool {
+        self.arrive(housekeeping(request))
     }
 
     fn replied(&self, observed: &Observed) {
-        self.answered(observed.nth, || Gate::replied(&*self.faults, observed));
+        let own = housekeeping(&observed.request);
+        self.answered(observed.nth, own, || Gate::replied(&*self.faults, observed));
     }
 
     /// While the lock server is away (a restart), a new connection waits for it: the copy
@@ -144,11 +163,11 @@ impl Gate for TurnGate {
 
 impl PgHooks for TurnGate {
     fn before_send(&self, _party: &str, _nth: u64, _sql: &str, _params: &[Option<String>]) -> bool {
-        self.arrive()
+        self.arrive(false)
     }
 
     fn before_reply(&self, observed: &PgObserved) {
-        self.answered(observed.nth, || PgHooks::before_reply(&*self.faults, observed));
+        self.answered(observed.nth, false, || PgHooks::before_reply(&*self.faults, observed));
     }
 }
 
