@@ -1,8 +1,10 @@
 //! `fencesim worker --controlled` runs a team's program on the run's own clock, each
 //! request in the turn the seed gives it: the worked example breaks, for the unfenced
 //! examples, what the simulated `ttl-only` breaks; the fenced Python worker breaks
-//! nothing under an idempotent gateway; and a seed run twice gives the same history, line
-//! for line. Run as a person runs them: the binary, its exit code and what it prints.
+//! nothing under an idempotent gateway; a seed run twice gives the same history, line for
+//! line; worlds run in two processes are told as one process tells them; a failing run
+//! shrinks to a few faults and two workers and its file repeats its verdict; and the bench
+//! times a program. Run as a person runs them: the binary, its exit code and what it prints.
 //!
 //! Needs redis-server, PostgreSQL, libfaketime and the example workers (`.ci/components`
 //! installs them); without them each test says loudly that it skipped, and with `CI` set
@@ -12,7 +14,9 @@ mod support;
 
 use fencesim::model::Mechanism;
 use fencesim::sim::GatewayMode;
-use support::programs::{available, broken, python, simulated, unfenced_typescript, worker};
+use support::programs::{
+    available, broken, fencesim, own_worker, python, simulated, unfenced_typescript, worker, Scratch,
+};
 
 /// Whether libfaketime is here, which puts the servers on the run's clock; said if not.
 fn faketime(test: &str) -> bool {
@@ -66,4 +70,68 @@ fn random_worlds_run_twice_give_the_same_histories() {
     let (_, stdout, stderr) = worker(&flags, &command);
     assert!(stdout.contains("the same history run twice in 3 of 3 worlds"), "{stdout}\n{stderr}");
     assert!(stdout.contains("broke no-stale-confirm"), "the unfenced worker is caught: {stdout}");
+}
+
+#[test]
+fn random_worlds_run_in_two_processes_are_told_as_one_process_tells_them() {
+    let test = "random_worlds_run_in_two_processes_are_told_as_one_process_tells_them";
+    if !available(test, None) || !faketime(test) {
+        return;
+    }
+    let command = own_worker("ttl-only");
+    let flags = ["--controlled", "--random", "4", "--first-seed", "2000"];
+    let (one_code, one, stderr) = worker(&flags, &command);
+    assert!(one.contains("4 random worlds"), "{one}\n{stderr}");
+    let (two_code, two, stderr) = worker(&[&flags[..], &["--jobs", "2"]].concat(), &command);
+    assert_eq!(two, one, "two processes tell the worlds in seed order, as one does: {stderr}");
+    assert_eq!(two_code, one_code);
+}
+
+#[test]
+fn a_failing_controlled_run_of_the_unfenced_typescript_worker_shrinks_and_its_file_repeats() {
+    let test = "a_failing_controlled_run_of_the_unfenced_typescript_worker_shrinks_and_its_file_repeats";
+    let Some(command) = unfenced_typescript(test) else { return };
+    if !faketime(test) {
+        return;
+    }
+    let dir = Scratch::new(test);
+    // seed 2,007: two workers, six faults; the unfenced worker breaks no-stale-confirm there
+    let save = dir.0.display().to_string();
+    let flags = ["--controlled", "--random", "1", "--first-seed", "2007", "--save-replay", &save];
+    let (code, stdout, stderr) = worker(&flags, &command);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let file =
+        std::fs::read_dir(&dir.0).expect("the directory").flatten().next().expect("a saved file").path();
+    let (code, stdout, stderr) = fencesim(&["shrink", &file.display().to_string()]);
+    assert_eq!(code, 1, "a shrunk failure still fails: {stdout}\n{stderr}");
+    assert!(stdout.starts_with("shrunk, still breaking no-stale-confirm"), "{stdout}");
+    let shrunk =
+        file.with_file_name(file.file_stem().unwrap().to_string_lossy().into_owned() + ".shrunk.json");
+    let text = std::fs::read_to_string(&shrunk).expect("the shrunk file");
+    let replay: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let faults = replay["fault_plan"]["faults"].as_array().expect("a plan").len();
+    let workers = replay["parameters"]["workers"].as_u64().expect("workers");
+    assert!(faults <= 3 && workers <= 2, "{faults} faults and {workers} workers left: {text}");
+    assert_eq!(replay["worker"]["controlled"], 2007, "the shrunk file runs controlled: {text}");
+    let (_, stdout, stderr) = fencesim(&["replay", &shrunk.display().to_string(), "--runs", "10"]);
+    assert!(stdout.contains("the verdict repeated in 10 of 10 runs"), "{stdout}\n{stderr}");
+}
+
+#[test]
+fn the_bench_times_a_program_controlled_and_in_real_time() {
+    let test = "the_bench_times_a_program_controlled_and_in_real_time";
+    if !available(test, None) || !faketime(test) {
+        return;
+    }
+    let mut args = vec!["bench", "--runs", "3", "--jobs", "2", "--json", "--"];
+    let command = own_worker("fenced");
+    args.extend(command.iter().map(String::as_str));
+    let (code, stdout, stderr) = fencesim(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let figures: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    for figure in ["controlled_per_second", "controlled_one_per_second", "real_time_per_second"] {
+        let rate = figures[figure].as_f64().unwrap_or_else(|| panic!("{figure} in {stdout}"));
+        assert!(rate > 0.0 && rate.is_finite(), "{figure}: {rate}");
+    }
+    assert_eq!(figures["jobs"], 2);
 }

@@ -37,10 +37,18 @@ pub enum Held {
     /// A wait a server or service takes while it answers (a latency, a held reply): a
     /// crash of the copy does not cut it short, as a server does not know its client died.
     Sleep,
-    /// A wait for what the caller waits on to change (a job for a take, the lock server's
-    /// return), woken early by `changed`.
+    /// A wait for what the caller waits on to change (the lock server's return), woken
+    /// early by `changed`.
     Change,
+    /// A wait for a job (a take): as `Change`, and over, with nothing, once `POLL_TURNS`
+    /// other tickets have gone on since it began. Story time may stand still through many
+    /// turns (hops of no latency), and a take held through them in real time outlasts the
+    /// copy's HTTP timeout at a moment the machine chooses.
+    Poll,
 }
+
+/// How many tickets may go on while a take waits for a job.
+pub const POLL_TURNS: usize = 50;
 
 #[derive(Debug)]
 struct Ticket {
@@ -52,6 +60,8 @@ struct Ticket {
     kind: Held,
     fired: bool,
     cancelled: bool,
+    /// How many tickets had gone on when it was booked.
+    since: usize,
 }
 
 #[derive(Default)]
@@ -256,7 +266,8 @@ impl Conductor {
         }
         let id = state.next_ticket;
         state.next_ticket += 1;
-        let ticket = Ticket { party, wake_us: at_us, name, kind, fired: false, cancelled: false };
+        let since = state.order.len();
+        let ticket = Ticket { party, wake_us: at_us, name, kind, fired: false, cancelled: false, since };
         state.tickets.insert(id, ticket);
         self.moved.notify_all();
         self.wait_ticket(state, id)
@@ -341,7 +352,9 @@ impl Conductor {
 
     /// `worker`'s requests inside the run, and how many of its tickets are held.
     fn inside_and_held(state: &State, worker: WorkerId) -> (usize, usize) {
-        let held = state.tickets.values().filter(|t| t.party == Some(worker) && !t.fired).count();
+        // a ticket cancelled (a crash, a take waited out) holds nothing: its thread goes on
+        let held =
+            state.tickets.values().filter(|t| t.party == Some(worker) && !t.fired && !t.cancelled).count();
         (state.inside.get(&worker).copied().unwrap_or(0) as usize, held)
     }
 
@@ -436,6 +449,11 @@ impl Conductor {
         }
         let now = state.now_us;
         state.order.push((now, name.clone()));
+        let turns = state.order.len();
+        let waited_out = |t: &Ticket| t.kind == Held::Poll && !t.fired && turns - t.since >= POLL_TURNS;
+        for ticket in state.tickets.values_mut().filter(|t| waited_out(t)) {
+            ticket.cancelled = true;
+        }
         self.moved.notify_all();
         Ok(Some((now, name)))
     }
@@ -494,7 +512,9 @@ impl RunClock for Conductor {
         let id = state.next_ticket;
         state.next_ticket += 1;
         let cancelled = state.finished;
-        let ticket = Ticket { party: None, wake_us: at, name, kind: Held::Sleep, fired: false, cancelled };
+        let since = state.order.len();
+        let ticket =
+            Ticket { party: None, wake_us: at, name, kind: Held::Sleep, fired: false, cancelled, since };
         state.tickets.insert(id, ticket);
         id
     }
@@ -510,29 +530,39 @@ impl RunClock for Conductor {
     }
 
     fn wait_for_change(&self, at_us: u64) -> bool {
+        self.wait_held(at_us, Held::Change)
+    }
+
+    fn poll_for_change(&self, at_us: u64) -> bool {
+        self.wait_held(at_us, Held::Poll)
+    }
+
+    fn changed(&self) {
+        let mut state = self.state();
+        let now = state.now_us;
+        let waits = |t: &Ticket| matches!(t.kind, Held::Change | Held::Poll) && !t.fired;
+        for ticket in state.tickets.values_mut().filter(|t| waits(t)) {
+            ticket.wake_us = now;
+        }
+        self.moved.notify_all();
+    }
+}
+
+impl Conductor {
+    /// A wait of the calling copy's request on the run's clock (`RunClock::wait_for_change`).
+    fn wait_held(&self, at_us: u64, kind: Held) -> bool {
         let at = match at_us {
             u64::MAX => u64::MAX,
             at => at.saturating_sub(EPOCH_US),
         };
         match acting() {
-            Some((worker, name)) => {
-                self.hold(Some(worker), format!("{name} waits for a change"), at, Held::Change)
-            }
+            Some((worker, name)) => self.hold(Some(worker), format!("{name} waits for a change"), at, kind),
             // outside the turns (no copy's request in its turn): the caller asks again soon
             None => {
                 std::thread::sleep(Duration::from_millis(1));
                 !self.state().finished
             }
         }
-    }
-
-    fn changed(&self) {
-        let mut state = self.state();
-        let now = state.now_us;
-        for ticket in state.tickets.values_mut().filter(|t| t.kind == Held::Change && !t.fired) {
-            ticket.wake_us = now;
-        }
-        self.moved.notify_all();
     }
 }
 

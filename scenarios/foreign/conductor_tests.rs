@@ -68,3 +68,43 @@ fn a_crash_and_the_end_cancel_what_is_held() {
     conductor.finish();
     assert!(!conductor.hold(Some(WorkerId(1)), "B redis 1".into(), 30, Held::Turn), "the run is over");
 }
+
+/// A wait for a job ends, with nothing, once `POLL_TURNS` other tickets have gone on; its
+/// copy waits until then.
+#[test]
+fn a_take_waited_out_in_turns_ends() {
+    let conductor = conductor("poll", 1);
+    let (a, b) = (WorkerId(0), WorkerId(1));
+    conductor.set_live([a].into_iter().collect());
+    conductor.begin(Duration::ZERO);
+    let take = {
+        let conductor = conductor.clone();
+        std::thread::spawn(move || {
+            conductor.arrive(a);
+            let ended = conductor.hold(Some(a), "A queue 1 waits for a change".into(), 1_000_000, Held::Poll);
+            conductor.leave(a);
+            ended
+        })
+    };
+    conductor.wait_quiet(Duration::from_secs(5)).expect("the take waits");
+    for nth in 1..POLL_TURNS {
+        let conductor_b = conductor.clone();
+        let turn = std::thread::spawn(move || {
+            conductor_b.hold(Some(b), format!("B redis {nth}"), nth as u64, Held::Turn)
+        });
+        while conductor.next_wake() != Some(nth as u64) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        conductor.fire_next().expect("the clock file").expect("B's ticket");
+        assert!(turn.join().expect("B's turn"), "B's request went on");
+        assert!(conductor.wait_quiet(Duration::ZERO).is_ok(), "A still waits after {nth} turns");
+    }
+    let conductor_b = conductor.clone();
+    let last = std::thread::spawn(move || conductor_b.hold(Some(b), "B redis last".into(), 100, Held::Turn));
+    while conductor.next_wake() != Some(100) {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    conductor.fire_next().expect("the clock file").expect("B's last ticket");
+    assert!(last.join().expect("B's turn"));
+    assert!(!take.join().expect("the take"), "the take is waited out after {POLL_TURNS} turns");
+}

@@ -315,8 +315,9 @@ impl Shared {
             let due = deadline.map_or(asked_us + LONG_POLL_US, |at| at.min(asked_us + LONG_POLL_US));
             drop(state);
             // a take whose copy a crash killed (or whose run is over) waits no more: left
-            // waiting, it would hold a job for nobody
-            let waited = crate::live::clock::wait_for_change(due);
+            // waiting, it would hold a job for nobody; nor one held through many turns
+            // (`Held::Poll`)
+            let waited = crate::live::clock::poll_for_change(due);
             state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if !waited {
                 break None;

@@ -81,6 +81,11 @@ pub trait RunClock: Send + Sync {
     /// waits for has changed (`changed`): `true`; `false` when the caller's party is gone
     /// (a crash) or the run is over, and it should wait no more.
     fn wait_for_change(&self, at_us: u64) -> bool;
+    /// As `wait_for_change`, for a wait for a job: the run may also end it (`false`) once
+    /// it has lasted long enough in turns.
+    fn poll_for_change(&self, at_us: u64) -> bool {
+        self.wait_for_change(at_us)
+    }
     /// Lets every caller of `wait_for_change` look again, now.
     fn changed(&self);
 }
@@ -132,6 +137,11 @@ pub fn sleep_until_us(at_us: u64) {
 /// clock it returns at once (its callers ask again).
 pub fn wait_for_change(at_us: u64) -> bool {
     run_clock().is_none_or(|clock| clock.wait_for_change(at_us))
+}
+
+/// As `wait_for_change`, for a take waiting for a job (`RunClock::poll_for_change`).
+pub fn poll_for_change(at_us: u64) -> bool {
+    run_clock().is_none_or(|clock| clock.poll_for_change(at_us))
 }
 
 /// On a run's clock: what a caller of `wait_for_change` waits for has changed.

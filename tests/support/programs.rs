@@ -78,3 +78,37 @@ pub fn simulated(mechanism: Mechanism, gateway: GatewayMode) -> Vec<String> {
     let outcome = run_with(&scenario, 1, None).unwrap();
     outcome.checks.iter().filter(|c| c.is_violation()).map(|c| c.invariant.to_owned()).collect()
 }
+
+/// `fencesim ARGS`, run from the project's root: exit code, standard output, standard error.
+pub fn fencesim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("fencesim runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The project's own worker as a program that follows the contract (`fencesim contract-worker`).
+pub fn own_worker(mechanism: &str) -> Vec<String> {
+    [env!("CARGO_BIN_EXE_fencesim"), "contract-worker", "--mechanism", mechanism].map(str::to_owned).to_vec()
+}
+
+/// A directory of a test's own, emptied, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("fencesim-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
