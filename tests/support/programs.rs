@@ -47,16 +47,11 @@ pub fn python() -> (PathBuf, Vec<String>) {
 
 /// `fencesim worker [flags] -- command`: exit code, standard output, standard error.
 pub fn worker(flags: &[&str], command: &[String]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
-        .arg("worker")
-        .args(flags)
-        .arg("--")
-        .args(command)
-        .current_dir(root())
-        .output()
-        .expect("fencesim runs");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    let mut args = vec!["worker"];
+    args.extend(flags);
+    args.push("--");
+    args.extend(command.iter().map(String::as_str));
+    fencesim(&args)
 }
 
 /// The invariants a `fencesim worker --json` run broke.
