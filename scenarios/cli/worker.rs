@@ -378,7 +378,7 @@ fn runs(config: &ForeignConfig, count: u32) -> ExitCode {
 /// How often the verdict from a program's own events agreed with the observed one, over
 /// the runs in which it wrote any.
 #[derive(Default)]
-struct OwnCount {
+pub(super) struct OwnCount {
     told: u32,
     agreed: u32,
 }
@@ -389,9 +389,9 @@ impl OwnCount {
         for told in &run.left_early {
             println!("  {told}");
         }
-        if let Some(agrees) = run.own_agrees() {
-            self.told += 1;
-            self.agreed += u32::from(agrees);
+        let agrees = run.own_agrees();
+        self.note(agrees);
+        if let Some(agrees) = agrees {
             if !agrees {
                 let own = run.own.as_ref().map(Outcome::broken).unwrap_or_default();
                 println!("  {}", own_words(&run.outcome.broken(), &own));
@@ -400,7 +400,15 @@ impl OwnCount {
         run.outcome
     }
 
-    fn tell(&self, runs: u32) {
+    /// Counts a run's agreement, when it wrote its own events.
+    pub(super) fn note(&mut self, agrees: Option<bool>) {
+        if let Some(agrees) = agrees {
+            self.told += 1;
+            self.agreed += u32::from(agrees);
+        }
+    }
+
+    pub(super) fn tell(&self, runs: u32) {
         if self.told > 0 {
             println!(
                 "judged from the program's own events ({} of {runs} runs wrote them): the same verdict in {} of {}",

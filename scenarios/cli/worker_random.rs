@@ -112,8 +112,7 @@ struct Tally {
     broken: BTreeMap<String, u32>,
     agreed: u32,
     same: u32,
-    own_told: u32,
-    own_agreed: u32,
+    own: super::worker::OwnCount,
 }
 
 impl Tally {
@@ -142,10 +141,7 @@ impl Tally {
             println!("  run again: {parting}");
         }
         self.same += u32::from(world.same_history == Some(true));
-        if let Some(agrees) = world.own_agrees {
-            self.own_told += 1;
-            self.own_agreed += u32::from(agrees);
-        }
+        self.own.note(world.own_agrees);
     }
 
     fn summary(&self, config: &ForeignConfig, ask: &RandomAsk) -> ExitCode {
@@ -163,12 +159,7 @@ impl Tally {
                 self.agreed
             );
         }
-        if self.own_told > 0 {
-            println!(
-                "judged from the program's own events ({} of {count} runs wrote them): the same verdict in {} of {}",
-                self.own_told, self.own_agreed, self.own_told
-            );
-        }
+        self.own.tell(count as u32);
         verdict(self.broken.is_empty())
     }
 }

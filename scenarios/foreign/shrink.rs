@@ -43,9 +43,7 @@ impl Trials<'_> {
         if self.runs >= self.budget || candidate.world.validate().is_err() {
             return Ok(false);
         }
-        let seed = self.config.replay.as_ref().map_or(1, |(_, seed)| *seed);
-        let config = ForeignConfig { replay: Some((candidate.clone(), seed)), ..self.config.clone() };
-        if foreign_scenario(&config).is_err() {
+        if foreign_scenario(&self.config_of(candidate)).is_err() {
             return Ok(false);
         }
         self.runs += 1;
@@ -58,8 +56,18 @@ impl Trials<'_> {
             world.workers,
             world.rows.len()
         );
-        let run = run_foreign_kept(&config, &mut self.kept)?;
-        Ok(run.outcome.check(self.invariant).is_violation())
+        Ok(self.run(candidate)?.check(self.invariant).is_violation())
+    }
+
+    /// The run's configuration with `candidate`'s world, under the file's seed.
+    fn config_of(&self, candidate: &Scenario) -> ForeignConfig {
+        let seed = self.config.replay.as_ref().map_or(1, |(_, seed)| *seed);
+        ForeignConfig { replay: Some((candidate.clone(), seed)), ..self.config.clone() }
+    }
+
+    /// Runs the program through `candidate`.
+    fn run(&mut self, candidate: &Scenario) -> Result<Outcome, String> {
+        Ok(run_foreign_kept(&self.config_of(candidate), &mut self.kept)?.outcome)
     }
 
     /// Keeps `trial` in `scenario` if it still fails.
@@ -164,16 +172,12 @@ pub fn shrink_program_file(
 
 /// The smallest failing world run once more, for its file: its verdict is the file's.
 fn last_run(trials: &mut Trials, smallest: &Scenario) -> Result<Outcome, String> {
-    let config = ForeignConfig {
-        replay: Some((smallest.clone(), trials.config.replay.as_ref().map_or(1, |r| r.1))),
-        ..trials.config.clone()
-    };
-    let run = run_foreign_kept(&config, &mut trials.kept)?;
-    if !run.outcome.check(trials.invariant).is_violation() {
+    let outcome = trials.run(smallest)?;
+    if !outcome.check(trials.invariant).is_violation() {
         return Err(format!(
             "the smallest world found no longer breaks {} on its last run",
             trials.invariant
         ));
     }
-    Ok(run.outcome)
+    Ok(outcome)
 }
