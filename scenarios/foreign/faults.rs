@@ -11,6 +11,7 @@
 //! as a lookup's result kept to itself): never run as something it is not.
 
 use crate::foreign::conductor::Conductor;
+use crate::foreign::history::housekeeping;
 use crate::foreign::programs::Groups;
 use crate::foreign::redis_seen::Keys;
 use crate::foreign::rows_seen;
@@ -432,13 +433,20 @@ fn database_step(observed: &PgObserved) -> Option<StepKind> {
     }
 }
 
+/// A client library's own Redis command (a handshake's `CLIENT SETINFO`, a ready check's
+/// `INFO`) is not one of the program's calls: it counts toward no trigger and takes no
+/// fault armed for the next call. Counted, a trigger such as "A's third Redis call" fell
+/// on a handshake command whenever the client connected after the story began, at a
+/// moment the machine chose.
 impl Gate for WireGate {
-    fn pass(&self, _party: &str, _nth: u64, _request: &str) -> bool {
-        self.before_request()
+    fn pass(&self, _party: &str, _nth: u64, request: &str) -> bool {
+        housekeeping(request) || self.before_request()
     }
 
     fn replied(&self, observed: &Observed) {
-        self.before_reply(redis_step(observed, &self.outside.keys));
+        if !housekeeping(&observed.request) {
+            self.before_reply(redis_step(observed, &self.outside.keys));
+        }
     }
 }
 
@@ -458,6 +466,30 @@ mod tests {
 
     fn fault(kind: FaultKind, trigger: Trigger) -> Fault {
         Fault { kind, trigger }
+    }
+
+    /// A client library's own commands (a handshake, a ready check) are not the program's
+    /// calls: a plan's "A's first Redis call" falls on the first command the program sent.
+    #[test]
+    fn a_client_librarys_own_commands_count_toward_no_trigger() {
+        let dir = std::env::temp_dir().join(format!("fencesim-own-commands-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let log = Arc::new(EventLog::create(&dir.join("events.jsonl")).expect("a log"));
+        let world = crate::scenario::worked_example::worked_example().world;
+        let clock = LiveClock { start_us: 0, scale: 1.0 };
+        let outside = Arc::new(Outside::new(Vec::new(), Groups::default(), log, clock, Keys::of(&world)));
+        outside.begin(clock);
+        let a = WorkerId(0);
+        let gate = outside.gate(a, Hop::Redis);
+        let calls =
+            || outside.counts.lock().expect("counts").get(&(a, Counted::Request(Hop::Redis))).copied();
+        for (nth, own) in ["CLIENT SETINFO LIB-NAME ioredis", "info", "PING"].into_iter().enumerate() {
+            assert!(Gate::pass(&*gate, "A", nth as u64 + 1, own), "{own} goes on");
+        }
+        assert_eq!(calls(), None, "no call counted for the library's own commands");
+        assert!(Gate::pass(&*gate, "A", 4, "SET lock:settle:m_4471 v PX 10000 NX"));
+        assert_eq!(calls(), Some(1), "the program's SET is its first call");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// What a team's program can be given, and where: each kind at the moments the run sees.

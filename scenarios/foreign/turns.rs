@@ -63,12 +63,13 @@ impl TurnGate {
         if housekeeping && self.conductor.gated(self.worker) {
             acting_for_none();
             self.housekeeping.fetch_add(1, Ordering::SeqCst);
-            return self.faults.before_request();
+            // not one of the program's calls (`foreign::faults`, `impl Gate for WireGate`)
+            return true;
         }
         if !self.conductor.gated(self.worker) {
             self.conductor.starting_up(self.worker);
             acting_for_none();
-            let goes = self.faults.before_request();
+            let goes = housekeeping || self.faults.before_request();
             if !goes {
                 self.conductor.started_up_reply(self.worker);
             }
@@ -174,6 +175,12 @@ impl PgHooks for TurnGate {
 thread_local! {
     /// Whether the request this thread answers was counted in (arrived during the story).
     static COUNTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the request the calling thread answers waited for its turn (it arrived after
+/// the story began, and not while its copy was starting up).
+pub fn in_turn() -> bool {
+    COUNTED.with(Cell::get)
 }
 
 /// A copy's calls to a service of the run's own (the gateway, the queue): each held until
