@@ -151,12 +151,7 @@ enum Taken {
 
 impl HttpQueue {
     fn new(base: &str, poll: Duration) -> HttpQueue {
-        // a connection for each request: the queue service reads each kept-alive connection
-        // on a thread of its pool for as long as it stays open, and its pool can leave a
-        // connection that comes while others are being taken up unread until one closes
-        // (six copies asking at once: one or two never heard their first take answered)
-        let agent =
-            ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).max_idle_connections(0).build();
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
         HttpQueue { agent, base: base.trim_end_matches('/').to_owned(), poll }
     }
 

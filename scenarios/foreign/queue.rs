@@ -11,6 +11,7 @@
 
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::gateway::CallGate;
+use crate::live::http::{Handler, HttpRequest, HttpServer, Method};
 use crate::live::log::EventLog;
 use fencesim_model::{Clock, Delivery, Job, WorkerId};
 use fencesim_sim::queue::{QueueCore, QueueEvent};
@@ -18,7 +19,6 @@ use fencesim_sim::EventKind;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 struct State {
     core: QueueCore,
@@ -63,8 +63,8 @@ pub type OnDelivery = Arc<dyn Fn(WorkerId) + Send + Sync>;
 pub struct QueueService {
     pub port: u16,
     shared: Arc<Shared>,
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
+    /// Stops taking connections when dropped.
+    _server: HttpServer,
 }
 
 impl QueueService {
@@ -98,27 +98,13 @@ impl QueueService {
             on_delivery: Mutex::new(None),
             gate: Mutex::new(None),
         });
-        let server = tiny_http::Server::http("127.0.0.1:0").map_err(|e| format!("the queue service: {e}"))?;
-        let port = server.server_addr().to_ip().map(|a| a.port()).ok_or("the queue service has no port")?;
-        let server = Arc::new(server);
-        let (serving, answering) = (server.clone(), shared.clone());
-        let thread = std::thread::spawn(move || {
-            for request in serving.incoming_requests() {
-                if answering.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                // on a controlled run's clock a take with nothing for its worker waits for
-                // one, on a thread of its own; otherwise one request is answered at a time
-                match crate::live::clock::controlled() {
-                    true => {
-                        let answering = answering.clone();
-                        std::thread::spawn(move || answering.answer(request));
-                    }
-                    false => answering.answer(request),
-                }
-            }
-        });
-        Ok(QueueService { port, shared, server, thread: Some(thread) })
+        let answering = shared.clone();
+        // each connection's requests on a thread of their own: a take with nothing for
+        // its worker waits for a job on a controlled run's clock, holding its connection
+        let handler: Handler = Arc::new(move |request| answering.answer(request));
+        let server = HttpServer::start(0, handler).map_err(|e| format!("the queue service: {e}"))?;
+        let port = server.port();
+        Ok(QueueService { port, shared, _server: server })
     }
 
     /// Asks `gate` before each worker's request is answered, and tells it when it was.
@@ -215,19 +201,9 @@ impl QueueService {
 
 impl Drop for QueueService {
     fn drop(&mut self) {
+        // a connection still open answers nothing more
         self.shared.stop.store(true, Ordering::SeqCst);
-        self.server.unblock();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
-}
-
-fn json(status: u16, body: &serde_json::Value) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-    let header = tiny_http::Header::from_bytes("content-type", "application/json").expect("a valid header");
-    tiny_http::Response::from_data(serde_json::to_vec(body).expect("JSON"))
-        .with_status_code(status)
-        .with_header(header)
 }
 
 /// The worker a path names and what it asks for: `/A/queue/take` is `(A, "take")`.
@@ -240,9 +216,11 @@ fn routed(url: &str) -> Option<(WorkerId, &str)> {
 }
 
 impl Shared {
-    fn answer(&self, mut request: tiny_http::Request) {
-        let mut text = String::new();
-        let _ = request.as_reader().read_to_string(&mut text);
+    fn answer(&self, request: HttpRequest) {
+        if self.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let text = request.body().to_owned();
         let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let gated = gate.zip(routed(request.url()).map(|(worker, _)| worker));
         if let Some((gate, worker)) = &gated {
@@ -256,16 +234,16 @@ impl Shared {
         }
     }
 
-    fn answered(&self, request: tiny_http::Request, text: &str) {
+    fn answered(&self, request: HttpRequest, text: &str) {
         let (status, body) = match (request.method(), routed(request.url())) {
-            (tiny_http::Method::Post, Some((worker, "take"))) => self.take(worker),
-            (tiny_http::Method::Post, Some((worker, "ack"))) => self.ack(worker, text),
+            (Method::Post, Some((worker, "take"))) => self.take(worker),
+            (Method::Post, Some((worker, "ack"))) => self.ack(worker, text),
             (_, Some(_)) => (404, serde_json::json!({"error": "POST {base}/take or POST {base}/ack"})),
             (_, None) => (404, serde_json::json!({"error": "a queue address is /<worker>/queue/..."})),
         };
         let response = match status {
-            204 => tiny_http::Response::from_data(Vec::new()).with_status_code(204),
-            _ => json(status, &body),
+            204 => None,
+            _ => Some(serde_json::to_vec(&body).expect("JSON")),
         };
         if let (200, Some((worker, "take"))) = (status, routed(request.url())) {
             let told = self.on_delivery.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -273,7 +251,7 @@ impl Shared {
                 on_delivery(worker);
             }
         }
-        let _ = request.respond(response);
+        request.respond(status, response);
     }
 
     fn take(&self, worker: WorkerId) -> (u16, serde_json::Value) {
@@ -282,7 +260,11 @@ impl Shared {
             return (404, serde_json::json!({"error": format!("no worker {worker} in this run")}));
         }
         state.asked.insert(worker);
-        if !state.begun || wall_us() < state.clock.start_us {
+        // on a run's clock a take that did not wait for its turn is a start-up's, even if
+        // the story began while it was on its way: answered with a job, it went on before
+        // its turn, and the copy's next request came at a moment the machine chose
+        let starting = crate::live::clock::controlled() && !crate::foreign::turns::in_turn();
+        if !state.begun || wall_us() < state.clock.start_us || starting {
             if crate::live::clock::controlled() {
                 // a controlled run's copies sleep between their asks while they start up,
                 // so that the end of their start-up can be seen (`foreign::start_up`)

@@ -12,6 +12,7 @@
 
 use crate::live::clock::{wall_us, LiveClock};
 use crate::live::faults::{GatewayArmed, LiveFaults};
+use crate::live::http::{Handler, HttpRequest, HttpServer, Method};
 use crate::live::log::EventLog;
 use crate::live::pace::{self, Pace, Told, CATCH_UP_MS, CATCH_UP_REAL, PAUSE_MS};
 use fencesim_model::{
@@ -21,7 +22,6 @@ use fencesim_sim::gateway::{CallReply, GatewayCore, LookupCopy};
 use fencesim_sim::{CallOutcome, EventKind, FaultKind, GatewayMode, Hop, Latency, LedgerEntry};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 #[derive(Serialize, Deserialize)]
@@ -101,22 +101,14 @@ struct Shared {
 /// The running service; stopped when dropped.
 pub struct GatewayService {
     pub port: u16,
-    server: Arc<tiny_http::Server>,
+    /// Stops taking connections when dropped.
+    _server: HttpServer,
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
 }
-
-/// Requests answered at once: one per worker is the most a run sends (a controlled run
-/// holds each of them here until its turn), and spare ones for the faults sent meanwhile.
-const HANDLERS: usize = 16;
 
 impl GatewayService {
     /// Listens on `port` of loopback (0: any free port).
     pub fn start(setup: GatewaySetup, log: EventLog, port: u16) -> Result<GatewayService, String> {
-        let server = tiny_http::Server::http(("127.0.0.1", port))
-            .map_err(|e| format!("the gateway cannot listen on 127.0.0.1:{port}: {e}"))?;
-        let port = server.server_addr().to_ip().map(|a| a.port()).ok_or("the gateway has no port")?;
-        let server = Arc::new(server);
         let core = Mutex::new(GatewayCore::new(setup.mode));
         let shared = Arc::new(Shared {
             core,
@@ -129,17 +121,14 @@ impl GatewayService {
             log,
             gate: Mutex::new(None),
         });
-        let threads = (0..HANDLERS)
-            .map(|_| {
-                let (server, shared) = (server.clone(), shared.clone());
-                std::thread::spawn(move || {
-                    while let Ok(request) = server.recv() {
-                        Shared::answer(&shared, request);
-                    }
-                })
-            })
-            .collect();
-        Ok(GatewayService { port, server, shared, threads })
+        // each connection's calls on a thread of their own (a controlled run holds each
+        // call there until its turn)
+        let answering = shared.clone();
+        let handler: Handler = Arc::new(move |request| Shared::answer(&answering, request));
+        let server = HttpServer::start(port, handler)
+            .map_err(|e| format!("the gateway cannot listen on 127.0.0.1:{port}: {e}"))?;
+        let port = server.port();
+        Ok(GatewayService { port, _server: server, shared })
     }
 
     /// The story starts at `start_us` on the wall clock (no request comes before).
@@ -194,16 +183,12 @@ pub fn send_fault(base: &str, kind: FaultKind) -> Result<(), String> {
 const REFUSAL_MS: u64 = 1;
 
 /// A header's number, if the request has it.
-fn header(request: &tiny_http::Request, name: &str) -> Option<u64> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-        .and_then(|h| h.value.as_str().parse::<u64>().ok())
+fn header(request: &HttpRequest, name: &str) -> Option<u64> {
+    request.header(name).and_then(|value| value.parse::<u64>().ok())
 }
 
 /// What a refund call says of the worker's time (`live::pace::Told`).
-fn told(request: &tiny_http::Request) -> Told {
+fn told(request: &HttpRequest) -> Told {
     Told {
         slept_us: header(request, "slept-us").unwrap_or(0),
         due_us: header(request, "due-us").unwrap_or(0),
@@ -223,7 +208,7 @@ fn routed(named: Option<WorkerId>, url: &str) -> (Option<WorkerId>, String) {
 }
 
 /// What a refund call carries in its headers: the faults armed for it.
-fn armed(request: &tiny_http::Request) -> GatewayArmed {
+fn armed(request: &HttpRequest) -> GatewayArmed {
     let header = |name: &str| header(request, name);
     GatewayArmed {
         extra_ms: header("extra-ms").unwrap_or(0),
@@ -232,22 +217,8 @@ fn armed(request: &tiny_http::Request) -> GatewayArmed {
     }
 }
 
-impl Drop for GatewayService {
-    fn drop(&mut self) {
-        for _ in &self.threads {
-            self.server.unblock();
-        }
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn json_response(status: u16, body: &impl Serialize) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-    let header = tiny_http::Header::from_bytes("content-type", "application/json").expect("a valid header");
-    tiny_http::Response::from_data(serde_json::to_vec(body).expect("JSON"))
-        .with_status_code(status)
-        .with_header(header)
+fn json_body(body: &impl Serialize) -> Option<Vec<u8>> {
+    Some(serde_json::to_vec(body).expect("JSON"))
 }
 
 impl Shared {
@@ -256,36 +227,29 @@ impl Shared {
         LiveClock { start_us, ..self.setup.clock }
     }
 
-    fn answer(self: &Arc<Self>, mut request: tiny_http::Request) {
-        let named = request
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("worker"))
-            .and_then(|h| h.value.as_str().parse::<WorkerId>().ok());
+    fn answer(self: &Arc<Self>, request: HttpRequest) {
+        let named = request.header("worker").and_then(|value| value.parse::<WorkerId>().ok());
         let (worker, path) = routed(named, request.url());
-        let mut text = String::new();
-        let _ = request.as_reader().read_to_string(&mut text);
+        let text = request.body().to_owned();
         let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let gated = gate.filter(|_| path != "/faults").zip(worker);
         if let Some((gate, worker)) = &gated {
             if !gate.pass(*worker) {
-                let _ = request.respond(json_response(503, &serde_json::json!({"error": "caller gone"})));
+                request.respond(503, json_body(&serde_json::json!({"error": "caller gone"})));
                 return gate.answered(*worker);
             }
         }
         let (status, body) = match (request.method(), worker) {
-            (tiny_http::Method::Post, _) if path == "/faults" => {
-                match serde_json::from_str::<FaultKind>(&text) {
-                    Ok(kind) => {
-                        self.take(kind);
-                        (200, serde_json::json!({"taken": kind.name()}))
-                    }
-                    Err(e) => (400, serde_json::json!({"error": e.to_string()})),
+            (Method::Post, _) if path == "/faults" => match serde_json::from_str::<FaultKind>(&text) {
+                Ok(kind) => {
+                    self.take(kind);
+                    (200, serde_json::json!({"taken": kind.name()}))
                 }
-            }
+                Err(e) => (400, serde_json::json!({"error": e.to_string()})),
+            },
             (_, None) => (400, serde_json::json!({"error": "no worker header"})),
-            (tiny_http::Method::Get, Some(worker)) => self.look_up(worker, &path),
-            (tiny_http::Method::Post, Some(worker)) if path == "/refunds" => {
+            (Method::Get, Some(worker)) => self.look_up(worker, &path),
+            (Method::Post, Some(worker)) if path == "/refunds" => {
                 match serde_json::from_str::<RefundRequest>(&text) {
                     Ok(call) => {
                         let armed = armed(&request).and(self.armed_here(worker));
@@ -296,7 +260,7 @@ impl Shared {
             }
             _ => (405, serde_json::json!({"error": "GET or POST"})),
         };
-        let _ = request.respond(json_response(status, &body));
+        request.respond(status, json_body(&body));
         if let Some((gate, worker)) = gated {
             gate.answered(worker);
         }

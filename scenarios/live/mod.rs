@@ -31,6 +31,7 @@ pub mod faketime;
 pub mod faults;
 pub mod fidelity;
 pub mod gateway;
+pub mod http;
 pub mod interrupt;
 pub mod log;
 pub mod merge;
