@@ -34,7 +34,9 @@ pub struct WorkerArgs {
     /// How long, in seconds, each copy of the program may take to ask the queue for its first job
     #[arg(long, default_value_t = 20)]
     first_take_within: u64,
-    /// Keep the run's files (each copy's output, the services' records) in this directory
+    /// Keep the run's files (each copy's output, the services' records, a controlled run's
+    /// history) in this directory: with --twice the second run's in its `again`, with
+    /// --random each world's in its `seed-N`
     #[arg(long)]
     keep: Option<PathBuf>,
     /// Write the history built from what the components saw, as JSON Lines, to this file
@@ -147,7 +149,10 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         Err(error) => return bad_input(error),
     };
     let again = match (args.twice, &history) {
-        (true, Some(first)) => match run_foreign_kept(&config, &mut kept) {
+        (true, Some(first)) => match run_foreign_kept(
+            &ForeignConfig { keep: again_dir(&config.keep), ..config.clone() },
+            &mut kept,
+        ) {
             Ok(second) => Some(second.history.and_then(|second| first.parting(&second))),
             Err(error) => return bad_input(error),
         },
@@ -195,6 +200,7 @@ fn random_ask(args: &WorkerArgs) -> Option<crate::cli::worker_random::RandomAsk<
     again.extend(args.twice.then(|| "--twice".to_owned()));
     again.extend(args.beside.map(|mechanism| format!("--beside={mechanism}")));
     again.extend(args.save_replay.as_ref().map(|dir| format!("--save-replay={}", dir.display())));
+    again.extend(args.keep.as_ref().map(|dir| format!("--keep={}", dir.display())));
     again.push("--".to_owned());
     again.extend(args.command.iter().cloned());
     Some(crate::cli::worker_random::RandomAsk {
@@ -206,6 +212,11 @@ fn random_ask(args: &WorkerArgs) -> Option<crate::cli::worker_random::RandomAsk<
         share,
         again,
     })
+}
+
+/// Where a run made again with `--twice` keeps its files: `again` inside the first's.
+pub(super) fn again_dir(keep: &Option<PathBuf>) -> Option<PathBuf> {
+    keep.as_ref().map(|dir| dir.join("again"))
 }
 
 /// The exit code: a second run that parted from the first is a failure of its own.

@@ -62,7 +62,8 @@ fn one_world(
     let (workers, faults) = (scenario.world.workers, scenario.world.faults.faults.len());
     let simulated = ask.beside.map(|mechanism| simulated_under(&scenario, seed, mechanism)).transpose()?;
     let control = config.control.map(|control| Control { seed, ..control });
-    let this = ForeignConfig { replay: Some((scenario, seed)), control, ..config.clone() };
+    let keep = config.keep.as_ref().map(|dir| dir.join(format!("seed-{seed}")));
+    let this = ForeignConfig { replay: Some((scenario, seed)), control, keep, ..config.clone() };
     let ForeignRun { outcome, own, left_early, history, .. } = run_foreign_kept(&this, kept)?;
     let mut notes: Vec<String> = left_early.iter().map(ToString::to_string).collect();
     let broken: Vec<String> = outcome.broken().iter().map(|name| (*name).to_owned()).collect();
@@ -72,7 +73,8 @@ fn one_world(
     }
     let (mut same_history, mut parting) = (None, None);
     if let Some(first) = history.as_ref().filter(|_| ask.twice) {
-        let second = run_foreign_kept(&this, kept).map_err(|e| format!("run again: {e}"))?;
+        let again = ForeignConfig { keep: super::worker::again_dir(&this.keep), ..this.clone() };
+        let second = run_foreign_kept(&again, kept).map_err(|e| format!("run again: {e}"))?;
         parting = second
             .history
             .and_then(|second| first.parting(&second))
