@@ -47,6 +47,29 @@ fn the_unfenced_typescript_worker_breaks_what_the_simulation_breaks_and_repeats_
     assert!(stdout.contains("run again: the same history"), "the seed repeats its history: {stdout}");
 }
 
+/// Seed 2,005's world restarts Redis without persistence while its jobs run: the article's
+/// worker, its tokens from `INCR`, starts again below the fences the rows hold and breaks
+/// monotonic-fences (as the simulated `fenced` does there); the same worker taking its
+/// tokens from the database's counter breaks nothing.
+#[test]
+fn a_lost_counter_breaks_the_fence_from_incr_and_not_the_one_from_the_database() {
+    let test = "a_lost_counter_breaks_the_fence_from_incr_and_not_the_one_from_the_database";
+    let (needs, command) = support::programs::typescript();
+    if !available(test, Some(&needs)) || !faketime(test) {
+        return;
+    }
+    let world = ["--controlled", "--random", "1", "--first-seed", "2005"];
+    let (code, stdout, stderr) = worker(&world, &command);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("seed 2005: 3 workers, 8 fault(s): broke monotonic-fences, token-order"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = worker(&world, &[command, vec!["--token-from-db".to_owned()]].concat());
+    assert!(stdout.contains("seed 2005: 3 workers, 8 fault(s): nothing broken"), "{stdout}\n{stderr}");
+    assert_eq!(code, 0, "{stderr}");
+}
+
 #[test]
 fn the_fenced_python_worker_breaks_nothing_with_an_idempotent_gateway() {
     let test = "the_fenced_python_worker_breaks_nothing_with_an_idempotent_gateway";

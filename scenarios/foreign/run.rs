@@ -122,6 +122,12 @@ impl Stage {
         let redis = Servers::start_own(restart_mode(&scenario.world)?, conducted.map(|(_, clock)| clock))?;
         let redis_url = redis.lock_url.clone();
         fill_store(&scenario, &store, &mut connect(&redis_url)?)?;
+        // a program that takes its tokens from the database's counter (`fence_seq`, the
+        // article's other remedy) starts where the world's counters stand, as one that
+        // takes them from Redis does
+        for &(merchant, value) in &scenario.world.counters {
+            store.set_sequence(merchant, value).map_err(|e| format!("the token counters: {e}"))?;
+        }
         let mut admin = ::postgres::Client::connect(&database_url, ::postgres::NoTls)
             .map_err(|e| format!("the refund database: {e}"))?;
         admin.batch_execute(rows_seen::TRIGGER).map_err(|e| format!("the row trigger: {e}"))?;

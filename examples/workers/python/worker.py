@@ -6,6 +6,11 @@ would use it.
                                             INCRBY key 1) and the fenced statements
     .venv/bin/python worker.py --no-fence   the Lock alone and the unfenced statements:
                                             a row not updated is skipped
+    .venv/bin/python worker.py --token-from-db
+                                            fenced, its tokens from the database's
+                                            counter (fence_seq) instead of incr: the
+                                            article's remedy for a Redis that restarts
+                                            and forgets the counter
 
 The Lock picks its own value for the key (a random hex string) and releases with its own
 script; the worker only says which key and for how long. The servers come from FENCESIM_*
@@ -48,6 +53,7 @@ def env_int(name: str) -> int:
 
 
 FENCED = "--no-fence" not in sys.argv[1:]
+TOKEN_FROM_DB = "--token-from-db" in sys.argv[1:]
 WORKER = env("FENCESIM_WORKER")
 REDIS_URL = env("FENCESIM_REDIS_URL")
 DATABASE_URL = env("FENCESIM_DATABASE_URL")
@@ -107,6 +113,16 @@ CLAIM_UNFENCED = """UPDATE refund
 CONFIRM_UNFENCED = """UPDATE refund
                          SET state = 'sent'
                        WHERE id = $1 AND state = 'sending'"""
+
+
+NEXT_TOKEN = """INSERT INTO fence_seq (merchant, value) VALUES ($1, 1)
+                  ON CONFLICT (merchant) DO UPDATE SET value = fence_seq.value + 1
+              RETURNING value"""
+
+
+def next_token_from_db(db: psycopg.Connection, merchant: int) -> int:
+    """The next token for `merchant` from the database's own counter, kept with the rows."""
+    return db.execute(NEXT_TOKEN, (merchant,)).fetchone()[0]
 
 
 class FenceViolation(Exception):
@@ -272,7 +288,12 @@ def settle(db: psycopg.Connection, r: redis.Redis, job) -> None:
 
     try:
         # 2. Take the token, kept for the whole batch (on the wire: INCRBY key 1)
-        token = r.incr(f"fence:settle:m_{merchant}") if FENCED else 0
+        if not FENCED:
+            token = 0
+        elif TOKEN_FROM_DB:
+            token = next_token_from_db(db, merchant)
+        else:
+            token = r.incr(f"fence:settle:m_{merchant}")
         rows = db.execute(OPEN_ROWS, (merchant,)).fetchall()
         log(f"{name}: lease taken" + (f", token {token}" if FENCED else "") + f", {len(rows)} open rows")
 

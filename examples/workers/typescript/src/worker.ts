@@ -4,6 +4,10 @@
 //   node dist/worker.js              the article's worker (lease + token + fenced writes)
 //   node dist/worker.js --no-fence   the same worker with the fence taken out: no INCR,
 //                                    the unfenced statements, a row not updated is skipped
+//   node dist/worker.js --token-from-db
+//                                    fenced, its tokens from the database's counter
+//                                    (fence_seq) instead of INCR: the article's remedy for
+//                                    a Redis that restarts and forgets the counter
 //
 // It reads its servers from FENCESIM_* variables (see the folder's README), takes jobs
 // from the queue until the queue answers 410, and writes one short line per batch event.
@@ -35,6 +39,7 @@ function envInt(name: string): number {
 }
 
 const FENCED = !process.argv.slice(2).includes("--no-fence");
+const TOKEN_FROM_DB = process.argv.slice(2).includes("--token-from-db");
 const WORKER = env("FENCESIM_WORKER");
 const REDIS_URL = env("FENCESIM_REDIS_URL");
 const DATABASE_URL = env("FENCESIM_DATABASE_URL");
@@ -99,6 +104,17 @@ async function confirmRefund(db: Db, refundId: string, token: number) {
     [token, refundId],
   );
   if (res.rowCount === 0) throw new FenceViolation(refundId, token, "confirm");
+}
+
+/** The next token for `merchant` from the database's own counter, kept with the rows. */
+async function nextTokenFromDb(db: Db, merchant: number): Promise<number> {
+  const res = await db.query(
+    `INSERT INTO fence_seq (merchant, value) VALUES ($1, 1)
+         ON CONFLICT (merchant) DO UPDATE SET value = fence_seq.value + 1
+     RETURNING value`,
+    [merchant],
+  );
+  return Number(res.rows[0].value);
 }
 
 // The same writes with the fence conditions removed: the naive code. A row that was not
@@ -282,7 +298,7 @@ async function settle(db: Db, redis: Redis, job: Job): Promise<void> {
 
   try {
     // 2. Take the token, kept for the whole batch
-    const token = FENCED ? await redis.incr(fenceKey) : 0;
+    const token = !FENCED ? 0 : TOKEN_FROM_DB ? await nextTokenFromDb(db, job.merchant) : await redis.incr(fenceKey);
     const rows = await openRefunds(db, job.merchant);
     log(`${name}: lease taken${FENCED ? `, token ${token}` : ""}, ${rows.length} open rows`);
 
