@@ -70,6 +70,26 @@ fn a_lost_counter_breaks_the_fence_from_incr_and_not_the_one_from_the_database()
     assert_eq!(code, 0, "{stderr}");
 }
 
+/// Seed 2,094 crashes A twice before the first crash's restart is due: the second crash's
+/// restart brings A back first, and when the first one's comes A is running. Started (and
+/// treated as starting up) a second time, A's requests went on without turns at one story
+/// microsecond, and the rows' changes were misread as a confirm moving a row to `sending`
+/// (state-machine); A is left running, and the verdict is the simulation's.
+#[test]
+fn a_restart_due_for_a_copy_already_back_leaves_it_running() {
+    let test = "a_restart_due_for_a_copy_already_back_leaves_it_running";
+    let Some(command) = unfenced_typescript(test) else { return };
+    if !faketime(test) {
+        return;
+    }
+    let flags = ["--controlled", "--random", "1", "--first-seed", "2094", "--beside", "ttl-only"];
+    let (_, stdout, stderr) = worker(&flags, &command);
+    assert!(
+        stdout.contains("seed 2094: 3 workers, 7 fault(s): broke no-stale-confirm, monotonic-fences; simulated: broke no-stale-confirm, monotonic-fences"),
+        "{stdout}\n{stderr}"
+    );
+}
+
 #[test]
 fn the_fenced_python_worker_breaks_nothing_with_an_idempotent_gateway() {
     let test = "the_fenced_python_worker_breaks_nothing_with_an_idempotent_gateway";

@@ -184,8 +184,12 @@ impl Drive<'_> {
             Due::Fault(fault) => self.fire(fault),
             Due::Arrival(index) => arrive(self.world, index, self.store, self.log, self.queue),
             Due::Restart(worker) => {
-                programs.restart_now(worker, self.log)?;
-                self.conductor.revived(worker);
+                // a copy a later crash already started again is not started (nor treated
+                // as starting up) a second time: treated so, its requests went on without
+                // turns at one story microsecond, and their rows' changes were misread
+                if programs.restart_now(worker, self.log)? {
+                    self.conductor.revived(worker);
+                }
                 Ok(())
             }
             Due::RedisBack => {

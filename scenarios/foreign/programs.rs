@@ -199,14 +199,15 @@ impl Programs {
     }
 
     /// Starts `worker`'s killed copy again now (a controlled run's driver, when its
-    /// restart is due on the run's clock).
-    pub fn restart_now(&mut self, worker: WorkerId, log: &EventLog) -> Result<(), String> {
+    /// restart is due on the run's clock); whether it did (a copy a later crash's restart
+    /// already brought back is left running).
+    pub fn restart_now(&mut self, worker: WorkerId, log: &EventLog) -> Result<bool, String> {
         self.look(log)?;
         let crashed =
             self.copies.iter().position(|c| c.worker == worker && matches!(c.life, Life::Crashed(_)));
         match crashed {
-            Some(index) => self.restart(index, log),
-            None => Ok(()),
+            Some(index) => self.restart(index, log).map(|()| true),
+            None => Ok(false),
         }
     }
 
