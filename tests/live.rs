@@ -467,21 +467,13 @@ fn a_clock_jump_replayed_live_expires_the_lease_on_the_real_server() {
 /// `fencesim live --replay FILE --runs 2 --json` on a committed file: every invariant the
 /// simulation breaks breaks in both live runs, and none that it keeps.
 fn same_verdict_live(test: &str, file: &str) {
-    same_verdict_live_at(test, file, None);
-}
-
-/// As `same_verdict_live`, at `scale` when given instead of the scale the run chooses.
-fn same_verdict_live_at(test: &str, file: &str, scale: Option<&str>) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     if !available(test, &StoreChoice::Sqlite(None)) {
         return;
     }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-    let scale_args = scale.map(|scale| vec!["--time-scale", scale]).unwrap_or_default();
     let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
-        .args(["live", "--runs", "2", "--json"])
-        .args(&scale_args)
-        .arg("--replay")
+        .args(["live", "--runs", "2", "--json", "--replay"])
         .arg(&path)
         .output()
         .unwrap();
@@ -494,9 +486,7 @@ fn same_verdict_live_at(test: &str, file: &str, scale: Option<&str>) {
         let (sim, live) = (invariant["simulated_broken"] == true, invariant["live_runs_broken"].as_u64());
         assert_eq!(live, Some(if sim { 2 } else { 0 }), "{file}: {invariant} in {json}");
     }
-    if scale.is_none() {
-        assert!(stderr.contains("time scale"), "{file}: the chosen time scale is printed: {stderr}");
-    }
+    assert!(stderr.contains("time scale"), "{file}: the chosen time scale is printed: {stderr}");
 }
 
 /// A Redis restart without persistence, at a time: the live run kills its own server and
@@ -510,11 +500,7 @@ fn a_redis_restart_replayed_live_resets_the_counter_as_in_the_simulation() {
 /// again on a gateway without idempotency, live as in the simulation.
 #[test]
 fn a_lost_gateway_answer_replayed_live_pays_twice_as_in_the_simulation() {
-    // the story's second lookup comes 5 story ms before the lookup lag's window closes: at
-    // the scale the run chooses (5) a live run 25 real ms late missed it once in CI, so
-    // the story is stretched twice as far here
-    let file = "reports/shrunk/fenced-renewal-non-idempotent.json";
-    same_verdict_live_at("live-replay-lost-answer", file, Some("10"));
+    same_verdict_live("live-replay-lost-answer", "reports/shrunk/fenced-renewal-non-idempotent.json");
 }
 
 /// A planted bug is planted in the worker processes: the lease released with a plain
