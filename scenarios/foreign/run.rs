@@ -218,15 +218,16 @@ fn wires(
     Ok(wires)
 }
 
-/// How long a copy's HTTP call may wait, in real time: on a run's clock a call waits for
-/// its turn while the story goes on (a pause, a long gateway latency among fast hops), and
-/// a loaded machine takes seconds of real time for what is milliseconds of story.
-const HTTP_TIMEOUT_MS: u64 = 5_000;
-const HTTP_TIMEOUT_CONTROLLED_MS: u64 = 600_000;
+/// How long a copy's call (to Redis, the database, the gateway, the queue) may wait, in
+/// real time: on a run's clock a call waits for its turn while the story goes on (a pause,
+/// a reply held for story seconds, a long gateway latency among fast hops), and a loaded
+/// machine takes seconds of real time for what is milliseconds of story.
+const TIMEOUT_MS: u64 = 5_000;
+const TIMEOUT_CONTROLLED_MS: u64 = 600_000;
 
 /// What each copy is given: the contract's variables (docs/worker.md).
 fn environment(stage: &Stage, wires: &Wires, controlled: bool) -> Vec<Vec<(String, String)>> {
-    let http_timeout_ms = if controlled { HTTP_TIMEOUT_CONTROLLED_MS } else { HTTP_TIMEOUT_MS };
+    let timeout_ms = if controlled { TIMEOUT_CONTROLLED_MS } else { TIMEOUT_MS };
     let world = &stage.scenario.world;
     let gateway = stage.gateway.port;
     let ttl_ms = stage.clock.real(world.ttl_ms).as_millis().max(1);
@@ -245,7 +246,7 @@ fn environment(stage: &Stage, wires: &Wires, controlled: bool) -> Vec<Vec<(Strin
                 ("FENCESIM_QUEUE_URL", stage.queue.url(worker)),
                 ("FENCESIM_LEASE_TTL_MS", ttl_ms.to_string()),
                 ("FENCESIM_POLL_MS", "5".to_owned()),
-                ("FENCESIM_HTTP_TIMEOUT_MS", http_timeout_ms.to_string()),
+                ("FENCESIM_TIMEOUT_MS", timeout_ms.to_string()),
                 ("FENCESIM_EVENTS_DIR", stage.events.display().to_string()),
                 // every address is on loopback: an HTTP client that follows a proxy
                 // setting of the machine's must not send them elsewhere

@@ -62,9 +62,9 @@ QUEUE = env("FENCESIM_QUEUE_URL").rstrip("/")
 LEASE_TTL_MS = env_int("FENCESIM_LEASE_TTL_MS")
 POLL_S = max(1, env_int("FENCESIM_POLL_MS")) / 1000
 
-# every HTTP request is bounded by this: the run says how long (5 s in real time, far
-# longer when each request waits for its turn on the run's clock)
-HTTP_TIMEOUT_S = (env_int("FENCESIM_HTTP_TIMEOUT_MS") if os.environ.get("FENCESIM_HTTP_TIMEOUT_MS") else 5000) / 1000
+# every HTTP request and every Redis reply is waited for this long: the run says how long
+# (5 s in real time, far longer when each request waits for its turn on the run's clock)
+TIMEOUT_S = (env_int("FENCESIM_TIMEOUT_MS") if os.environ.get("FENCESIM_TIMEOUT_MS") else 5000) / 1000
 GATEWAY_TRIES = 6  # tries for a gateway that is down (503) or gives no answer (504)
 CONFLICT_BUDGET_S = max(10.0, 4 * LEASE_TTL_MS / 1000)  # how long a 409 is retried
 QUEUE_UNREACHABLE_S = 10.0  # how long the queue may stay unreachable
@@ -164,7 +164,7 @@ def request(method: str, url: str, body=None):
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
-        with OPENER.open(req, timeout=HTTP_TIMEOUT_S) as res:
+        with OPENER.open(req, timeout=TIMEOUT_S) as res:
             status, text = res.status, res.read()
     except urllib.error.HTTPError as error:
         status, text = error.code, error.read()
@@ -322,7 +322,7 @@ def settle(db: psycopg.Connection, r: redis.Redis, job) -> None:
 
 def main() -> None:
     db = psycopg.connect(DATABASE_URL, autocommit=True, cursor_factory=psycopg.RawCursor)
-    r = redis.Redis.from_url(REDIS_URL)
+    r = redis.Redis.from_url(REDIS_URL, socket_timeout=TIMEOUT_S)
     log(f"started ({'fenced' if FENCED else 'no fence'}, lease {LEASE_TTL_MS} ms)")
     while True:
         taken = take_job()

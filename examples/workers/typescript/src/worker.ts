@@ -50,7 +50,7 @@ const POLL_MS = Math.max(1, envInt("FENCESIM_POLL_MS"));
 
 /** Every HTTP request is bounded by this: the run says how long (5 s in real time, far
  * longer when each request waits for its turn on the run's clock). */
-const HTTP_TIMEOUT_MS = process.env.FENCESIM_HTTP_TIMEOUT_MS ? envInt("FENCESIM_HTTP_TIMEOUT_MS") : 5_000;
+const HTTP_TIMEOUT_MS = process.env.FENCESIM_TIMEOUT_MS ? envInt("FENCESIM_TIMEOUT_MS") : 5_000;
 /** Tries for a gateway that is down (503) or gives no answer (504) before the batch is abandoned. */
 const GATEWAY_TRIES = 6;
 /** How long a refund call answered 409 (same key in flight) is retried. */
