@@ -217,13 +217,14 @@ fn chunked(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
         reader.read_line(&mut size)?;
         let size = size.trim().split(';').next().unwrap_or_default();
         let size = usize::from_str_radix(size, 16).map_err(std::io::Error::other)?;
-        let mut chunk = vec![0; size + 2];
         if size == 0 {
             // the trailer's end: an empty line (trailers are not used by the services)
             let mut end = String::new();
             reader.read_line(&mut end)?;
             return Ok(body);
         }
+        // the chunk and the line end after it
+        let mut chunk = vec![0; size + 2];
         reader.read_exact(&mut chunk)?;
         body.extend_from_slice(&chunk[..size]);
     }
