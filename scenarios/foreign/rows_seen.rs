@@ -159,6 +159,7 @@ pub fn events(
     let mut lines = Vec::new();
     let line = |at_us, happened| LogLine { at_us, happened, sent_us: None };
     for (worker, statement) in order {
+        let written = |at_us, happened| LogLine { at_us, happened, sent_us: Some(statement.sent_us) };
         let worker = *worker;
         if !writes_refunds(&statement.sql) {
             continue;
@@ -191,14 +192,14 @@ pub fn events(
         for change in &mine {
             let after = RowImage { state: state_of(&change.state), fence: change.fence };
             let refund = RefundId(change.id as u32);
-            let written =
+            let written_kind =
                 EventKind::Write { worker, epoch: None, write, refund, token, rows: 1, after: Some(after) };
-            lines.push(line(change.at_us, written));
+            lines.push(written(change.at_us, written_kind));
         }
         let refund = bound(&statement.sql, &statement.params, "id").and_then(|id| id.parse::<u32>().ok());
         match (mine.is_empty(), refund) {
             (true, Some(refund)) => {
-                let written = EventKind::Write {
+                let unchanged = EventKind::Write {
                     worker,
                     epoch: None,
                     write,
@@ -208,7 +209,7 @@ pub fn events(
                     after: None,
                 };
                 let at_us = statement.sent_us + (statement.answered_us - statement.sent_us) / 2;
-                lines.push(line(at_us, written));
+                lines.push(written(at_us, unchanged));
             }
             (false, Some(refund)) => {
                 let step = match write {

@@ -15,8 +15,9 @@ use std::sync::Mutex;
 pub struct LogLine {
     pub at_us: u64,
     pub happened: EventKind,
-    /// For a refund call that landed late: the wall-clock microsecond it was sent at (its
-    /// epoch is the sender's then, as the simulation records it).
+    /// For a refund call that landed late, or a row write a program's statement made: the
+    /// wall-clock microsecond it was sent at (a late call's epoch is the sender's then, as
+    /// the simulation records it; so is a write a killed process sent before it died).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_us: Option<u64>,
 }
