@@ -13,6 +13,21 @@ pub fn parse_mechanism(text: &str) -> Result<Mechanism, String> {
     scenario::mechanism_named(text)
 }
 
+/// A built-in mechanism by name, or one a mechanism file describes: a path (a word that
+/// holds a `/` or ends in `.toml`), read and checked here.
+pub fn parse_mechanism_or_file(text: &str) -> Result<Mechanism, String> {
+    match text.contains('/') || text.ends_with(".toml") {
+        true => crate::mechanism_file::load(std::path::Path::new(text)),
+        false => parse_mechanism(text),
+    }
+}
+
+/// How `mechanism` is written back on a command line for `parse_mechanism_or_file`: its
+/// name, or the path of the file it was read from.
+pub fn mechanism_or_file_word(mechanism: Mechanism) -> String {
+    crate::mechanism_file::path_of(mechanism).unwrap_or_else(|| mechanism.to_string())
+}
+
 /// The mechanism a command runs: a built-in one by name, or one a file describes.
 #[derive(clap::Args, Clone, Debug)]
 #[group(required = true, multiple = false)]

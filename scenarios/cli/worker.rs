@@ -58,8 +58,10 @@ pub struct WorkerArgs {
     first_seed: u64,
     /// With --random: each world also simulated under this mechanism (the one the program
     /// stands for), its verdict beside the program's, and the worlds where they agree
-    /// counted; with --html: the same world and plan simulated under it, drawn below the run
-    #[arg(long, value_parser = crate::cli::args::parse_mechanism)]
+    /// counted; with --html: the same world and plan simulated under it, drawn below the run.
+    /// A built-in mechanism's name, or a mechanism file (a path) that describes the
+    /// program's own steps
+    #[arg(long, value_name = "MECHANISM|FILE", value_parser = crate::cli::args::parse_mechanism_or_file)]
     beside: Option<crate::model::Mechanism>,
     /// Write the run's timeline page (one HTML file that opens from disk) to this file
     #[arg(long, conflicts_with_all = ["random", "runs"])]
@@ -80,6 +82,13 @@ pub struct WorkerArgs {
     /// request before the run goes on without it
     #[arg(long, default_value_t = 2000, requires = "controlled")]
     grace_ms: u64,
+    /// With --controlled: the clock each copy reads the time of day from. `machine` (the
+    /// default), or `run`: its wall clock stands at the run's time and moves only with it
+    /// (libfaketime on the copy; its monotonic clock, which sleeps and timers count, stays
+    /// the machine's), so that what it stamps or compares with the time of day is the
+    /// story's (docs/controlled.md)
+    #[arg(long, value_name = "CLOCK", default_value = "machine", value_parser = ["machine", "run"], requires = "controlled")]
+    program_clock: String,
     /// With --controlled: run each world twice and compare the two histories (every turn,
     /// request, reply and event); where they part, the first differing line is named
     #[arg(long, requires = "controlled")]
@@ -126,9 +135,11 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         replay,
         keep: args.keep.clone(),
         first_take_within: Duration::from_secs(args.first_take_within),
-        control: args
-            .controlled
-            .then_some(Control { seed: args.seed, grace: Duration::from_millis(args.grace_ms) }),
+        control: args.controlled.then_some(Control {
+            seed: args.seed,
+            grace: Duration::from_millis(args.grace_ms),
+            program_clock: args.program_clock == "run",
+        }),
     };
     if args.runs > 1 {
         return runs(&config, args.runs);
@@ -196,9 +207,10 @@ fn random_ask(args: &WorkerArgs) -> Option<crate::cli::worker_random::RandomAsk<
     ];
     if args.controlled {
         again.extend(["--controlled".to_owned(), format!("--grace-ms={}", args.grace_ms)]);
+        again.push(format!("--program-clock={}", args.program_clock));
     }
     again.extend(args.twice.then(|| "--twice".to_owned()));
-    again.extend(args.beside.map(|mechanism| format!("--beside={mechanism}")));
+    again.extend(args.beside.map(|m| format!("--beside={}", crate::cli::args::mechanism_or_file_word(m))));
     again.extend(args.save_replay.as_ref().map(|dir| format!("--save-replay={}", dir.display())));
     again.extend(args.keep.as_ref().map(|dir| format!("--keep={}", dir.display())));
     again.push("--".to_owned());
@@ -277,7 +289,10 @@ fn keep(args: &WorkerArgs, config: &ForeignConfig, outcome: &Outcome) -> Result<
             Some(file) => format!("--replay {}", file.display()),
             None => format!("--gateway {}", config.gateway),
         };
-        let beside = args.beside.map(|m| format!(" --beside {m}")).unwrap_or_default();
+        let beside = args
+            .beside
+            .map(|m| format!(" --beside {}", crate::cli::args::mechanism_or_file_word(m)))
+            .unwrap_or_default();
         let again = format!("fencesim worker {world} --html {}{beside} -- {program}", path.display());
         crate::tell::timeline::write_program_page(path, outcome, &program, args.beside, &again)?;
         eprintln!("wrote {}", path.display());
@@ -287,6 +302,7 @@ fn keep(args: &WorkerArgs, config: &ForeignConfig, outcome: &Outcome) -> Result<
             command: config.command.clone(),
             time_scale: config.time_scale,
             controlled: config.control.map(|control| control.seed),
+            run_clock: config.control.is_some_and(|control| control.program_clock),
         };
         let path = ReplayFile::of_worker(outcome, program).write_into_as(dir, "worker")?;
         eprintln!("saved {} ({})", path.display(), ReplayFile::command(&path));
@@ -322,7 +338,7 @@ pub fn replay_worker(
         replay: Some((scenario, replay.seed)),
         keep: None,
         first_take_within: Duration::from_secs(20),
-        control: worker.controlled.map(|seed| Control { seed, grace: Duration::from_millis(2000) }),
+        control: worker.controlled.map(|seed| Control::of_program(worker, seed)),
     };
     let expected: Vec<&str> = replay.violations.iter().map(String::as_str).collect();
     let (mut repeated, mut passed, mut own) = (0, true, OwnCount::default());

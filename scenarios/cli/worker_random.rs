@@ -87,6 +87,7 @@ fn one_world(
                 command: config.command.clone(),
                 time_scale: config.time_scale,
                 controlled: this.control.map(|control| control.seed),
+                run_clock: this.control.is_some_and(|control| control.program_clock),
             };
             let path = ReplayFile::of_worker(&outcome, program).write_into_as(dir, "worker")?;
             Some(ReplayFile::command(&path))

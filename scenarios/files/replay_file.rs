@@ -68,6 +68,9 @@ pub struct WorkerProgram {
     /// turn that seed gives it, on the run's own clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controlled: Option<u64>,
+    /// A controlled run whose copies read the run's wall clock too (`--program-clock run`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub run_clock: bool,
 }
 
 const SPLIT_OUT: [&str; 3] = ["mechanism", "gateway_mode", "faults"];

@@ -34,6 +34,20 @@ pub struct Control {
     pub seed: u64,
     /// How long a copy may work (neither wait nor send) before the run goes on without it.
     pub grace: Duration,
+    /// Whether each copy's wall clock is the run's too (`--program-clock run`): its
+    /// realtime clock stands at the run's time, its monotonic clock stays the machine's.
+    pub program_clock: bool,
+}
+
+impl Control {
+    /// What a replay file's program asks: its seed (else `seed`), on the clock it names.
+    pub fn of_program(program: &crate::files::replay_file::WorkerProgram, seed: u64) -> Control {
+        Control {
+            seed: program.controlled.unwrap_or(seed),
+            grace: Duration::from_millis(2000),
+            program_clock: program.run_clock,
+        }
+    }
 }
 
 /// What is due on the run's clock besides the conductor's tickets.

@@ -225,8 +225,26 @@ fn wires(
 const TIMEOUT_MS: u64 = 5_000;
 const TIMEOUT_CONTROLLED_MS: u64 = 600_000;
 
-/// What each copy is given: the contract's variables (docs/worker.md).
-fn environment(stage: &Stage, wires: &Wires, controlled: bool) -> Vec<Vec<(String, String)>> {
+/// What puts a copy on the servers' clock when the run asks for it (`--program-clock run`):
+/// libfaketime and the clock's file, its monotonic clock left alone; not the stand-in for
+/// the lock server's allocator (a library path of the server's own).
+fn servers_clock_env(conducted: Option<&Conducted>, control: Option<Control>) -> Vec<(String, String)> {
+    match (conducted, control) {
+        (Some(conducted), Some(control)) if control.program_clock => {
+            conducted.env.iter().filter(|(name, _)| name != "LD_LIBRARY_PATH").cloned().collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// What each copy is given: the contract's variables (docs/worker.md), and `clock` (what
+/// puts it on the run's clock, when asked).
+fn environment(
+    stage: &Stage,
+    wires: &Wires,
+    controlled: bool,
+    clock: &[(String, String)],
+) -> Vec<Vec<(String, String)>> {
     let timeout_ms = if controlled { TIMEOUT_CONTROLLED_MS } else { TIMEOUT_MS };
     let world = &stage.scenario.world;
     let gateway = stage.gateway.port;
@@ -255,6 +273,7 @@ fn environment(stage: &Stage, wires: &Wires, controlled: bool) -> Vec<Vec<(Strin
             ]
             .into_iter()
             .map(|(name, value)| (name.to_owned(), value))
+            .chain(clock.iter().cloned())
             .collect()
         })
         .collect()
@@ -307,7 +326,8 @@ pub fn run_foreign_kept(config: &ForeignConfig, kept: &mut Kept) -> Result<Forei
     let turns = conducted.as_ref().zip(config.control);
     gate_services(&stage, &outside, turns);
     let wires = wires(&stage, &outside, turns)?;
-    let env = environment(&stage, &wires, turns.is_some());
+    let program_clock = servers_clock_env(conducted.as_ref(), config.control);
+    let env = environment(&stage, &wires, turns.is_some(), &program_clock);
     let mut programs = Programs::spawn(&config.command, env, &stage.dir.path, outside.groups())?;
     ready(&stage.queue, &mut programs, &config.command, config.first_take_within, &stage.log)?;
     let (ended, left_early) = match turns {

@@ -150,7 +150,7 @@ pub fn shrink_program_file(
         replay: Some((before.clone(), replay.seed)),
         keep: None,
         first_take_within: Duration::from_secs(20),
-        control: Some(Control { seed, grace: Duration::from_millis(2000) }),
+        control: Some(Control::of_program(&program, seed)),
     };
     let mut trials =
         Trials { config, invariant: &invariant, kept: Kept::new(), runs: 0, budget: PROGRAM_SHRINK_RUNS };

@@ -63,14 +63,18 @@ pub fn load(path: &Path) -> Result<Mechanism, String> {
 /// built-in one, `--mechanism-file PATH` for one read from a file (a placeholder naming it
 /// when it came from a replay file, not a path).
 pub fn option_for(mechanism: Mechanism) -> String {
-    if mechanism.file_text().is_none() {
-        return format!("--mechanism {mechanism}");
-    }
-    let paths = PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    match paths.get(mechanism.name()) {
+    match path_of(mechanism) {
+        None => format!("--mechanism {mechanism}"),
         Some(path) => format!("--mechanism-file {path}"),
-        None => format!("--mechanism-file <{mechanism}.toml>"),
     }
+}
+
+/// The file `mechanism` was read from (a placeholder naming it when it came from a replay
+/// file, not a path); `None` for a built-in one.
+pub fn path_of(mechanism: Mechanism) -> Option<String> {
+    mechanism.file_text()?;
+    let paths = PATHS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(paths.get(mechanism.name()).cloned().unwrap_or_else(|| format!("<{mechanism}.toml>")))
 }
 
 /// The mechanism a file's text describes (carried by a replay file or a worker's spec),
