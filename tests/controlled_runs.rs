@@ -136,6 +136,21 @@ fn the_own_workers_events_on_the_runs_clock_give_the_servers_verdict() {
     );
 }
 
+/// Seed 2,135 arms a database delay for A's next request and kills A while that request
+/// is held: the request never goes on, and A, started again, is waited for while it
+/// starts up. Left standing, the held request counted as A waiting, the run went on
+/// without A, and A's start-up queries landed among B's statements in either order.
+#[test]
+fn a_copy_killed_while_its_request_is_delayed_starts_again_in_the_seeds_order() {
+    let test = "a_copy_killed_while_its_request_is_delayed_starts_again_in_the_seeds_order";
+    if !available(test, None) || !faketime(test) {
+        return;
+    }
+    let flags = ["--controlled", "--twice", "--random", "1", "--first-seed", "2135"];
+    let (_, stdout, stderr) = worker(&flags, &own_worker("fenced"));
+    assert!(stdout.contains("the same history run twice in 1 of 1 worlds"), "{stdout}\n{stderr}");
+}
+
 #[test]
 fn the_fenced_python_worker_breaks_nothing_with_an_idempotent_gateway() {
     let test = "the_fenced_python_worker_breaks_nothing_with_an_idempotent_gateway";

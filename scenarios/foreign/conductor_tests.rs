@@ -108,3 +108,35 @@ fn a_take_waited_out_in_turns_ends() {
     assert!(last.join().expect("B's turn"));
     assert!(!take.join().expect("the take"), "the take is waited out after {POLL_TURNS} turns");
 }
+
+/// A request held on its way out (a delay the plan armed) is cut short by its copy's
+/// crash and never goes on; the copy started again, with nothing of its old process left
+/// held, is waited for while it starts up.
+#[test]
+fn a_crash_ends_a_delayed_request_and_the_copy_started_again_is_waited_for() {
+    let conductor = conductor("delay", 1);
+    let a = WorkerId(0);
+    conductor.set_live([a].into_iter().collect());
+    conductor.begin(Duration::ZERO);
+    let delayed = {
+        let conductor = conductor.clone();
+        std::thread::spawn(move || {
+            conductor.arrive(a);
+            acting_for(a, "A database 3".into());
+            let went = conductor.delay_until(EPOCH_US + 348_000);
+            conductor.leave(a);
+            went
+        })
+    };
+    conductor.wait_quiet(Duration::from_secs(5)).expect("A waits: its request is held");
+    conductor.crashed(a, 161_000);
+    assert!(!delayed.join().expect("the holder"), "a killed copy's delayed request never goes on");
+    conductor.revived(a);
+    // the driver counts the running copies again
+    conductor.set_live([a].into_iter().collect());
+    assert_eq!(
+        conductor.wait_quiet(Duration::from_millis(20)),
+        Err(vec![Some(a)]),
+        "the copy started again is working, and the run waits for it"
+    );
+}

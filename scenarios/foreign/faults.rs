@@ -394,8 +394,8 @@ impl WireGate {
         let fired = self.outside.reached(self.worker, Counted::Request(self.hop));
         let armed = self.outside.take_armed(self.worker, self.hop);
         *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = armed.reply;
-        crate::live::clock::sleep(fired.held + armed.request);
-        !fired.killed
+        let delayed = crate::live::clock::delay(fired.held + armed.request);
+        !fired.killed && delayed
     }
 
     /// Before a reply goes back: the step it shows, if any, is reached; then the answer

@@ -72,6 +72,12 @@ pub trait RunClock: Send + Sync {
     fn now_us(&self) -> u64;
     /// Returns when the run lets the calling thread go on at `at_us` or later.
     fn sleep_until(&self, at_us: u64);
+    /// As `sleep_until`, for a request held on its way out: `false` when its party was
+    /// killed meanwhile, and the request should not go on.
+    fn delay_until(&self, at_us: u64) -> bool {
+        self.sleep_until(at_us);
+        true
+    }
     /// Books a wake at `at_us` for a thread yet to be started, so that the run counts it
     /// from now on; the thread waits for it with `wait_booked` and says when it is done.
     fn book(&self, at_us: u64) -> u64;
@@ -121,6 +127,21 @@ pub fn sleep(real: Duration) {
     match run_clock() {
         Some(clock) => clock.sleep_until(clock.now_us() + real.as_micros() as u64),
         None => std::thread::sleep(real),
+    }
+}
+
+/// Holds the calling request `real` on its way out, on the machine's clock or the run's:
+/// `false` when the run's clock saw its copy killed meanwhile (the machine's cannot tell).
+pub fn delay(real: Duration) -> bool {
+    if real.is_zero() {
+        return true;
+    }
+    match run_clock() {
+        Some(clock) => clock.delay_until(clock.now_us() + real.as_micros() as u64),
+        None => {
+            std::thread::sleep(real);
+            true
+        }
     }
 }
 
