@@ -11,6 +11,12 @@ would use it.
                                             counter (fence_seq) instead of incr: the
                                             article's remedy for a Redis that restarts
                                             and forgets the counter
+    .venv/bin/python worker.py --check-after-token
+                                            fenced, and the lease read again once the
+                                            token is taken (the Lock's owned()): a step
+                                            beyond the article's four that closes its
+                                            gap (docs/worker.md); goes with
+                                            --token-from-db too
 
 The Lock picks its own value for the key (a random hex string) and releases with its own
 script; the worker only says which key and for how long. The servers come from FENCESIM_*
@@ -54,6 +60,7 @@ def env_int(name: str) -> int:
 
 FENCED = "--no-fence" not in sys.argv[1:]
 TOKEN_FROM_DB = "--token-from-db" in sys.argv[1:]
+CHECK_AFTER_TOKEN = "--check-after-token" in sys.argv[1:]
 WORKER = env("FENCESIM_WORKER")
 REDIS_URL = env("FENCESIM_REDIS_URL")
 DATABASE_URL = env("FENCESIM_DATABASE_URL")
@@ -294,6 +301,12 @@ def settle(db: psycopg.Connection, r: redis.Redis, job) -> None:
             token = next_token_from_db(db, merchant)
         else:
             token = r.incr(f"fence:settle:m_{merchant}")
+        # (beyond the article) a lease that ended before the token was taken is no longer
+        # ours, and the token may be newer than the next holder's: give the batch up (the
+        # Lock's owned() reads the key and compares it with its own token)
+        if CHECK_AFTER_TOKEN and not lock.owned():
+            log(f"{name}: the lease ended before the token was taken: batch abandoned")
+            return
         rows = db.execute(OPEN_ROWS, (merchant,)).fetchall()
         log(f"{name}: lease taken" + (f", token {token}" if FENCED else "") + f", {len(rows)} open rows")
 

@@ -8,6 +8,11 @@
 //                                    fenced, its tokens from the database's counter
 //                                    (fence_seq) instead of INCR: the article's remedy for
 //                                    a Redis that restarts and forgets the counter
+//   node dist/worker.js --check-after-token
+//                                    fenced, and the lease read again once the token is
+//                                    taken: a step beyond the article's four, which closes
+//                                    its gap (a lease that ends before the token is taken;
+//                                    docs/worker.md); goes with --token-from-db too
 //
 // It reads its servers from FENCESIM_* variables (see the folder's README), takes jobs
 // from the queue until the queue answers 410, and writes one short line per batch event.
@@ -40,6 +45,7 @@ function envInt(name: string): number {
 
 const FENCED = !process.argv.slice(2).includes("--no-fence");
 const TOKEN_FROM_DB = process.argv.slice(2).includes("--token-from-db");
+const CHECK_AFTER_TOKEN = process.argv.slice(2).includes("--check-after-token");
 const WORKER = env("FENCESIM_WORKER");
 const REDIS_URL = env("FENCESIM_REDIS_URL");
 const DATABASE_URL = env("FENCESIM_DATABASE_URL");
@@ -299,6 +305,12 @@ async function settle(db: Db, redis: Redis, job: Job): Promise<void> {
   try {
     // 2. Take the token, kept for the whole batch
     const token = !FENCED ? 0 : TOKEN_FROM_DB ? await nextTokenFromDb(db, job.merchant) : await redis.incr(fenceKey);
+    // (beyond the article) a lease that ended before the token was taken is no longer
+    // ours, and the token may be newer than the next holder's: give the batch up
+    if (CHECK_AFTER_TOKEN && (await redis.get(lockKey)) !== value) {
+      log(`${name}: the lease ended before the token was taken: batch abandoned`);
+      return;
+    }
     const rows = await openRefunds(db, job.merchant);
     log(`${name}: lease taken${FENCED ? `, token ${token}` : ""}, ${rows.length} open rows`);
 
