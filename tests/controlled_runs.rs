@@ -118,6 +118,29 @@ fn the_fenced_examples_break_where_the_simulation_of_their_own_steps_breaks() {
     }
 }
 
+/// The step beyond the four (`--check-after-token`: the lease read again once the token is
+/// taken) closes the gap of seed 2,003 in both examples: the holder whose lease ended
+/// gives its batch up, and nothing breaks.
+#[test]
+fn the_lease_read_again_after_the_token_closes_the_gap() {
+    let test = "the_lease_read_again_after_the_token_closes_the_gap";
+    let (ts_needs, ts) = support::programs::typescript();
+    let (py_needs, py) = python();
+    if !available(test, Some(&ts_needs)) || !available(test, Some(&py_needs)) || !faketime(test) {
+        return;
+    }
+    let flags = ["--controlled", "--random", "1", "--first-seed", "2003", "--beside", "fenced-db-sequence"];
+    for command in [ts, py] {
+        let command = [command, vec!["--check-after-token".into(), "--token-from-db".into()]].concat();
+        let (code, stdout, stderr) = worker(&flags, &command);
+        assert!(
+            stdout.contains("seed 2003: 6 workers, 3 fault(s): nothing broken; simulated: nothing broken"),
+            "{command:?}: {stdout}\n{stderr}"
+        );
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
+
 /// The project's own worker stamps its own events with the time of day: on the run's
 /// clock (`--program-clock run`) its own account and the servers' give one verdict.
 #[test]

@@ -388,14 +388,18 @@ pub struct WireGate {
 
 impl WireGate {
     /// Before the worker's request goes on: a pause fired here holds it until it is over; a
-    /// crash fired here means it never goes on (`false`), as the simulated worker's request
-    /// never leaves a process that crashed right before it.
+    /// crash fired here, or while a delay holds it, means it never goes on (`false`), as the
+    /// simulated worker's request never leaves a process that crashed before it.
     pub fn before_request(&self) -> bool {
         let fired = self.outside.reached(self.worker, Counted::Request(self.hop));
         let armed = self.outside.take_armed(self.worker, self.hop);
         *self.reply.lock().unwrap_or_else(|p| p.into_inner()) = armed.reply;
-        let delayed = crate::live::clock::delay(fired.held + armed.request);
-        !fired.killed && delayed
+        let held = fired.held + armed.request;
+        // the copy that sent it, to tell whether a crash killed it meanwhile
+        let sender = (!held.is_zero()).then(|| self.outside.groups.of(Some(self.worker)));
+        let delayed = crate::live::clock::delay(held);
+        let alive = sender.is_none_or(|sender| sender == self.outside.groups.of(Some(self.worker)));
+        !fired.killed && delayed && alive
     }
 
     /// Before a reply goes back: the step it shows, if any, is reached; then the answer
@@ -489,6 +493,38 @@ mod tests {
         assert_eq!(calls(), None, "no call counted for the library's own commands");
         assert!(Gate::pass(&*gate, "A", 4, "SET lock:settle:m_4471 v PX 10000 NX"));
         assert_eq!(calls(), Some(1), "the program's SET is its first call");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A request a delay holds at the proxy never goes on when its copy is killed
+    /// meanwhile (a crash the plan gives at a time): the simulated worker's delayed call
+    /// dies with its process. The same delay with the copy alive lets it go on.
+    #[test]
+    fn a_request_delayed_while_its_copy_is_killed_never_goes_on() {
+        use std::os::unix::process::CommandExt;
+        let dir = std::env::temp_dir().join(format!("fencesim-delayed-kill-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let log = Arc::new(EventLog::create(&dir.join("events.jsonl")).expect("a log"));
+        let world = crate::scenario::worked_example::worked_example().world;
+        let clock = LiveClock { start_us: 0, scale: 1.0 };
+        let groups = Groups::default();
+        let outside = Arc::new(Outside::new(Vec::new(), groups.clone(), log, clock, Keys::of(&world)));
+        outside.begin(clock);
+        let a = WorkerId(0);
+        let mut copy = std::process::Command::new("sleep").arg("30").process_group(0).spawn().expect("sleep");
+        groups.set(a, Some(copy.id() as libc::pid_t));
+        let gate = outside.gate(a, Hop::Database);
+        outside.act(FaultKind::DbDelay { worker: a, delay_ms: 50 });
+        assert!(gate.before_request(), "delayed, its copy alive: it goes on");
+        outside.act(FaultKind::DbDelay { worker: a, delay_ms: 400 });
+        let held = {
+            let gate = gate.clone();
+            std::thread::spawn(move || gate.before_request())
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        groups.kill(a, Instant::now());
+        assert!(!held.join().expect("the request's thread"), "its copy killed meanwhile: it never goes on");
+        let _ = copy.wait();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

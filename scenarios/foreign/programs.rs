@@ -70,7 +70,7 @@ impl Groups {
         std::mem::take(&mut *self.orders.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn set(&self, worker: WorkerId, pid: Option<libc::pid_t>) {
+    pub(crate) fn set(&self, worker: WorkerId, pid: Option<libc::pid_t>) {
         let mut pids = self.pids.lock().unwrap_or_else(|p| p.into_inner());
         match pid {
             Some(pid) => pids.insert(worker, pid),
