@@ -53,6 +53,36 @@ fn each_built_in_file_checks_clean_and_reads_back_as_the_registry_s_mechanism() 
     );
 }
 
+/// The example workers' own steps (`examples/workers/four-steps*.toml`) are their
+/// built-in twins with the lease left unread after the token: each loads with that one
+/// warning, and reads back as its twin but for it.
+#[test]
+fn the_example_workers_own_steps_load_with_the_warning_of_their_gap() {
+    for (file, twin) in
+        [("four-steps", Mechanism::Fenced), ("four-steps-db-sequence", Mechanism::FencedDbSequence)]
+    {
+        let path = format!("examples/workers/{file}.toml");
+        let (code, out, err) = fencesim(&["mechanism", "check", &path]);
+        assert_eq!(code, 0, "{err}");
+        let warnings: Vec<&str> = out.lines().filter(|line| line.contains("warning:")).collect();
+        assert_eq!(warnings.len(), 1, "{out}");
+        assert!(warnings[0].contains("lease.check-after-token"), "{out}");
+        let text = std::fs::read_to_string(root().join(&path)).unwrap();
+        let spec = check(&text).unwrap_or_else(|problems| panic!("{file}: {problems:?}")).spec();
+        assert!(!spec.check_after_token, "{file}");
+        let (twin, named) =
+            (twin.spec(), |spec: fencesim::model::mechanism::Spec| fencesim::model::mechanism::Spec {
+                name: "",
+                promise: "",
+                without_faults: None,
+                safety: fencesim::model::Safety::Unsafe,
+                ..spec
+            });
+        let as_twin = fencesim::model::mechanism::Spec { check_after_token: true, ..spec };
+        assert_eq!(named(as_twin), named(*twin), "{file}: its twin's but for the check");
+    }
+}
+
 /// The fenced built-in with one line changed.
 fn broken(name: &str, from: &str, to: &str) -> PathBuf {
     let text = text_of(Mechanism::Fenced);
