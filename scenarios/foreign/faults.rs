@@ -472,17 +472,24 @@ mod tests {
         Fault { kind, trigger }
     }
 
-    /// A client library's own commands (a handshake, a ready check) are not the program's
-    /// calls: a plan's "A's first Redis call" falls on the first command the program sent.
-    #[test]
-    fn a_client_librarys_own_commands_count_toward_no_trigger() {
-        let dir = std::env::temp_dir().join(format!("fencesim-own-commands-{}", std::process::id()));
+    /// Faults with no plan over the worked example's world, begun at time 0, their log in
+    /// a scratch directory of `test`'s (returned, to be removed).
+    fn no_plan(test: &str, groups: Groups) -> (std::path::PathBuf, Arc<Outside>) {
+        let dir = std::env::temp_dir().join(format!("fencesim-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
         let log = Arc::new(EventLog::create(&dir.join("events.jsonl")).expect("a log"));
         let world = crate::scenario::worked_example::worked_example().world;
         let clock = LiveClock { start_us: 0, scale: 1.0 };
-        let outside = Arc::new(Outside::new(Vec::new(), Groups::default(), log, clock, Keys::of(&world)));
+        let outside = Arc::new(Outside::new(Vec::new(), groups, log, clock, Keys::of(&world)));
         outside.begin(clock);
+        (dir, outside)
+    }
+
+    /// A client library's own commands (a handshake, a ready check) are not the program's
+    /// calls: a plan's "A's first Redis call" falls on the first command the program sent.
+    #[test]
+    fn a_client_librarys_own_commands_count_toward_no_trigger() {
+        let (dir, outside) = no_plan("own-commands", Groups::default());
         let a = WorkerId(0);
         let gate = outside.gate(a, Hop::Redis);
         let calls =
@@ -502,14 +509,8 @@ mod tests {
     #[test]
     fn a_request_delayed_while_its_copy_is_killed_never_goes_on() {
         use std::os::unix::process::CommandExt;
-        let dir = std::env::temp_dir().join(format!("fencesim-delayed-kill-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let log = Arc::new(EventLog::create(&dir.join("events.jsonl")).expect("a log"));
-        let world = crate::scenario::worked_example::worked_example().world;
-        let clock = LiveClock { start_us: 0, scale: 1.0 };
         let groups = Groups::default();
-        let outside = Arc::new(Outside::new(Vec::new(), groups.clone(), log, clock, Keys::of(&world)));
-        outside.begin(clock);
+        let (dir, outside) = no_plan("delayed-kill", groups.clone());
         let a = WorkerId(0);
         let mut copy = std::process::Command::new("sleep").arg("30").process_group(0).spawn().expect("sleep");
         groups.set(a, Some(copy.id() as libc::pid_t));
