@@ -310,6 +310,80 @@ fn as_cluster_user(command: &mut Command) -> &mut Command {
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped())
 }
 
+/// Makes a cluster in a fresh directory named after `label`: the directory, the cluster's
+/// data directory in it, and the server program to start it with.
+fn make_cluster(label: &str) -> Result<(PathBuf, PathBuf, PathBuf), String> {
+    let missing = "no PostgreSQL on this machine: install Debian's postgresql, or pass --postgres URL";
+    let (initdb, postgres) =
+        (postgres_program("initdb").ok_or(missing)?, postgres_program("postgres").ok_or(missing)?);
+    let dir = std::env::temp_dir().join(format!("fencesim-pg-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    if let Some((uid, gid)) = unprivileged() {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let data = dir.join("data");
+    let made = as_cluster_user(Command::new(&initdb).current_dir(&dir))
+        .arg("-D")
+        .arg(&data)
+        .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", initdb.display()))?;
+    if !made.status.success() {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(format!("initdb failed: {}", String::from_utf8_lossy(&made.stderr).trim()));
+    }
+    Ok((dir, data, postgres))
+}
+
+/// Starts the server of the cluster in `data` on `port`, its log in `dir`.
+fn launch(
+    postgres: &Path,
+    dir: &Path,
+    data: &Path,
+    port: u16,
+    env: &[(String, String)],
+) -> Result<Child, String> {
+    let log = std::fs::File::create(dir.join("postgres.log")).map_err(|e| e.to_string())?;
+    as_cluster_user(Command::new(postgres).current_dir(dir))
+        .arg("-D")
+        .arg(data)
+        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="])
+        // Commits are acknowledged before their log reaches the disk: atomicity and
+        // isolation are unchanged, only a crash of the machine could lose the last ones.
+        .args(["-c", "synchronous_commit=off"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", postgres.display()))
+}
+
+/// Waits until the server of the cluster in `data` answers on `port`: a server of another
+/// cluster there is not taken for it. `Err(None)`: its process ended (the port was taken,
+/// most often); `Err(Some(why))`: it did not answer in time.
+fn wait_until_ready(child: &mut Child, port: u16, data: &Path) -> Result<(), Option<String>> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut config: postgres::Config = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres")
+        .parse()
+        .map_err(|e| Some(format!("{e}")))?;
+    config.connect_timeout(Duration::from_secs(1));
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            let _ = child.wait();
+            return Err(None);
+        }
+        let answered = config.connect(postgres::NoTls).ok().and_then(|mut client| {
+            client.query_one("SHOW data_directory", &[]).ok().map(|row| row.get::<_, String>(0))
+        });
+        if answered.is_some_and(|said| Path::new(&said) == data) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(Some(format!("PostgreSQL on port {port} did not answer within 20 s")))
+}
+
 impl PostgresServer {
     /// Makes a cluster in a fresh directory named after `label` and starts it.
     pub fn start(label: &str) -> Result<PostgresServer, String> {
@@ -319,66 +393,36 @@ impl PostgresServer {
     /// Makes a cluster and starts it with these environment variables added (a clock of
     /// the run's, `live::faketime`).
     pub fn start_in(label: &str, env: &[(String, String)]) -> Result<PostgresServer, String> {
-        let missing = "no PostgreSQL on this machine: install Debian's postgresql, or pass --postgres URL";
-        let (initdb, postgres) =
-            (postgres_program("initdb").ok_or(missing)?, postgres_program("postgres").ok_or(missing)?);
-        let dir = std::env::temp_dir().join(format!("fencesim-pg-{label}-{}", std::process::id()));
+        let (dir, data, postgres) = make_cluster(label)?;
+        // A port found free can be taken before the server binds it (by the source port of
+        // any connection the machine opens meanwhile): the server then exits at once, and
+        // another port is tried.
+        let mut taken = Vec::new();
+        for _ in 0..5 {
+            let port = free_port()?;
+            let mut child = launch(&postgres, &dir, &data, port, env)?;
+            match wait_until_ready(&mut child, port, &data) {
+                Ok(()) => return Ok(PostgresServer { child, dir, port }),
+                Err(None) => {
+                    crate::live::faketime::forget_process(child.id());
+                    taken.push(port.to_string());
+                }
+                Err(Some(why)) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    crate::live::faketime::forget_process(child.id());
+                    let said = std::fs::read_to_string(dir.join("postgres.log")).unwrap_or_default();
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(format!("{why}: {}", said.trim()));
+                }
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        if let Some((uid, gid)) = unprivileged() {
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-                .map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let data = dir.join("data");
-        let made = as_cluster_user(Command::new(&initdb).current_dir(&dir))
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", initdb.display()))?;
-        if !made.status.success() {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(format!("initdb failed: {}", String::from_utf8_lossy(&made.stderr).trim()));
-        }
-        let port = free_port()?;
-        let log = std::fs::File::create(dir.join("postgres.log")).map_err(|e| e.to_string())?;
-        let child = as_cluster_user(Command::new(&postgres).current_dir(&dir))
-            .arg("-D")
-            .arg(&data)
-            .args([
-                "-p",
-                &port.to_string(),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "unix_socket_directories=",
-            ])
-            // Commits are acknowledged before their log reaches the disk: atomicity and
-            // isolation are unchanged, only a crash of the machine could lose the last ones.
-            .args(["-c", "synchronous_commit=off"])
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", postgres.display()))?;
-        let server = PostgresServer { child, dir, port };
-        server.wait_until_ready()?;
-        Ok(server)
+        Err(format!("PostgreSQL exited at once on each port tried ({}): is each taken?", taken.join(", ")))
     }
 
     pub fn url(&self) -> String {
         format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port)
-    }
-
-    fn wait_until_ready(&self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if postgres::Client::connect(&self.url(), postgres::NoTls).is_ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let said = std::fs::read_to_string(self.dir.join("postgres.log")).unwrap_or_default();
-        Err(format!("PostgreSQL on port {} did not answer within 20 s: {}", self.port, said.trim()))
     }
 
     pub fn dir(&self) -> &Path {
@@ -399,5 +443,32 @@ impl Drop for PostgresServer {
         let _ = self.child.wait();
         crate::live::faketime::forget_process(self.child.id());
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cluster started on a port another cluster holds: it is said to have exited at
+    /// once, and the server answering there is not taken for it.
+    #[test]
+    fn a_cluster_started_on_a_port_another_holds_is_said_to_have_exited() {
+        let test = "a_cluster_started_on_a_port_another_holds";
+        if postgres_program("initdb").is_none() || postgres_program("postgres").is_none() {
+            assert!(std::env::var_os("CI").is_none(), "{test}: CI is set and no PostgreSQL was found");
+            eprintln!("SKIPPED {test}: no PostgreSQL on this machine (install Debian's postgresql)");
+            return;
+        }
+        let first = PostgresServer::start("holder").unwrap();
+        let (dir, data, postgres) = make_cluster("second").unwrap();
+        let mut child = launch(&postgres, &dir, &data, first.port, &[]).unwrap();
+        let started = Instant::now();
+        let ready = wait_until_ready(&mut child, first.port, &data);
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(ready, Err(None), "the second cluster's server exits: its port is taken");
+        assert!(started.elapsed() < Duration::from_secs(10), "said at once: {:?}", started.elapsed());
     }
 }
