@@ -460,6 +460,24 @@ fn the_worked_example_steps_by_key_zooms_in_place_and_keeps_its_labels_in_view()
     no_complaints(&browser, &page);
 }
 
+/// The page of a failing run shows how close it came: the section, scrolled to, is drawn
+/// with a width, a point for each moment with its words on hover, and a sentence.
+fn closeness_drawn(browser: &mut Chromium, page: &Path) {
+    let drawn = browser
+        .eval(
+            "(() => { const s = document.querySelector('#closeness'); if (!s) return null; s.scrollIntoView();
+               const r = s.querySelector('svg').getBoundingClientRect();
+               return { width: r.width, height: r.height, top: r.top,
+                        points: s.querySelectorAll('svg circle title').length, said: s.querySelector('p').textContent }; })()",
+        )
+        .unwrap();
+    assert!(drawn.is_object(), "{}: no section on how close the run came", page.display());
+    assert!(drawn["width"].as_f64().unwrap() > 300.0 && drawn["height"].as_f64().unwrap() > 200.0, "{drawn}");
+    assert!(drawn["top"].as_f64().unwrap() < 900.0, "scrolled into the window: {drawn}");
+    assert!(drawn["points"].as_u64().unwrap() >= 2, "{}: {drawn}", page.display());
+    assert!(drawn["said"].as_str().unwrap().contains("continuations"), "{drawn}");
+}
+
 /// `fencesim replay FILE --html PAGE [--beside MECHANISM]`: the page of a failing file.
 fn replay_page(file: &str, beside: Option<&str>, page: &Path) {
     let mut command = Command::new(FENCESIM);
@@ -491,6 +509,7 @@ fn a_failing_replays_page_selects_each_things_own_event_and_says_why_it_broke() 
         let facts = open(&mut browser, &page, 1400);
         assert_eq!(facts["runs"], if beside.is_some() { 2 } else { 1 }, "{}", page.display());
         assert!(facts["breaches"][0].as_u64().unwrap() > 0, "{}: {facts}", page.display());
+        closeness_drawn(&mut browser, &page);
         click_everything(&mut browser, &page);
         open_folds(&mut browser);
         for width in [1400, 1024] {

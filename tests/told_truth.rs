@@ -347,7 +347,7 @@ fn page_of(runs: &[(String, Outcome)]) -> (std::path::PathBuf, Vec<RunView>) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("told-truth");
     std::fs::create_dir_all(&dir).unwrap();
     let page = dir.join("runs.html");
-    std::fs::write(&page, timeline_page("every told fact", &views)).unwrap();
+    std::fs::write(&page, timeline_page("every told fact", &views, "")).unwrap();
     (page, views)
 }
 

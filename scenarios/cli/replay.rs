@@ -28,6 +28,11 @@ pub struct ReplayArgs {
     /// On the page, the same fault plan under this mechanism too
     #[arg(long, value_parser = parse_mechanism, requires = "html")]
     beside: Option<Mechanism>,
+    /// Also tell how close the run came: its prefix replayed to each of several moments
+    /// with fresh faults after it, and the share of those continuations that broke it again
+    /// (the run's page always shows it)
+    #[arg(long)]
+    closeness: bool,
     /// For a file of a team's worker program (`fencesim worker --save-replay`): run the
     /// program through it this many times and count the runs whose verdict repeated
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -106,6 +111,13 @@ pub fn run_command(args: ReplayArgs) -> ExitCode {
     };
     compare_hash(&outcome, &replay);
     print!("{}", tell_failure(&outcome, if args.whole { usize::MAX } else { 25 }));
+    if args.closeness {
+        match crate::tell::closeness::curve_of(&outcome) {
+            Ok(Some(curve)) => print!("{}", crate::tell::closeness::closeness_lines(&outcome, &curve)),
+            Ok(None) => println!("how close it came: the run broke nothing"),
+            Err(error) => return bad_input(error),
+        }
+    }
     if let Some(path) = &args.html {
         if let Err(error) =
             write_run_page(path, &outcome, args.beside, &format!("fencesim replay {}", args.file.display()))

@@ -3,6 +3,7 @@
 //! exhaustive small scope, the false-alarm runs of the mechanisms that promise safety,
 //! the property suite over small worlds, and failures drawn afresh for a measurement.
 
+pub mod closeness;
 pub mod debate;
 pub mod exhaustive;
 pub mod explore;

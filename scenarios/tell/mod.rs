@@ -3,6 +3,7 @@
 //! story. Every file is written whole.
 
 pub mod chart;
+pub mod closeness;
 pub mod demo;
 pub mod diagram;
 pub mod failure;

@@ -116,7 +116,7 @@ fn page_of(outcomes: &[Outcome]) -> String {
             "3. The TTL lease alone and a gateway that pays every call (ttl-only, non-idempotent): neither kept",
         ),
     ];
-    timeline_page("The worked example: A freezes at 10:00:26 holding r_815", &runs)
+    timeline_page("The worked example: A freezes at 10:00:26 holding r_815", &runs, "")
 }
 
 /// Writes the report and its page under `root`; returns the paths written.

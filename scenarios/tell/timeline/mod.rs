@@ -370,7 +370,10 @@ pub fn write_run_page(
     again: &str,
 ) -> Result<(), String> {
     let again_beside = |mechanism| format!("{again} --html {} --beside {mechanism}", path.display());
-    write_page(path, outcome, &run_title(outcome), beside, (again, &again_beside))
+    let curve = crate::tell::closeness::curve_of(outcome)?;
+    let more =
+        curve.map(|curve| crate::tell::closeness::closeness_section(outcome, &curve)).unwrap_or_default();
+    write_page(path, outcome, (&run_title(outcome), &more), beside, (again, &again_beside))
 }
 
 /// The page of a team's worker program's run (`fencesim worker`), the program named as what
@@ -383,15 +386,15 @@ pub fn write_program_page(
     again: &str,
 ) -> Result<(), String> {
     let who = format!("the program `{program}` ({} gateway)", outcome.scenario.world.gateway_mode);
-    write_page(path, outcome, &who, beside, (again, &|_| again.to_owned()))
+    write_page(path, outcome, (&who, ""), beside, (again, &|_| again.to_owned()))
 }
 
-/// `again`: the command that draws the page again, as told under the run and under the
-/// run beside it.
+/// `more`: sections under the runs. `again`: the command that draws the page again, as
+/// told under the run and under the run beside it.
 fn write_page(
     path: &Path,
     outcome: &Outcome,
-    who: &str,
+    (who, more): (&str, &str),
     beside: Option<Mechanism>,
     (again, again_beside): (&str, &dyn Fn(Mechanism) -> String),
 ) -> Result<(), String> {
@@ -405,7 +408,7 @@ fn write_page(
         view.replay = again_beside(mechanism);
         runs.push(view);
     }
-    write_whole(path, timeline_page(&page_title_of(outcome, who), &runs).as_bytes())
+    write_whole(path, timeline_page(&page_title_of(outcome, who), &runs, more).as_bytes())
         .map_err(|e| format!("cannot write the page to {}: {e}", path.display()))
 }
 

@@ -79,8 +79,9 @@ fn payload(title: &str, runs: &[RunView]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// The page of `runs` (shown one above the other, on one time axis), under `title`.
-pub fn timeline_page(title: &str, runs: &[RunView]) -> String {
+/// The page of `runs` (shown one above the other, on one time axis), under `title`, with
+/// `more` (whole sections of HTML, drawn without the script) under the runs.
+pub fn timeline_page(title: &str, runs: &[RunView], more: &str) -> String {
     let shown = escape(title);
     let script = SCRIPTS.concat();
     format!(
@@ -98,7 +99,7 @@ pub fn timeline_page(title: &str, runs: &[RunView]) -> String {
          <svg class=\"defs\" width=\"0\" height=\"0\" aria-hidden=\"true\"><defs>{HATCHES}</defs></svg>\n\
          <section id=\"legend\"></section>\n\
          <main id=\"runs\"><p class=\"loading\">Drawing the timeline (this page needs its script).</p></main>\n\
-         <section id=\"glossary\"></section>\n\
+         {more}<section id=\"glossary\"></section>\n\
          <script id=\"data\" type=\"application/gzip\">{}</script>\n<script>\n{script}</script>\n</body>\n</html>\n",
         payload(title, runs)
     )
