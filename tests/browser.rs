@@ -440,6 +440,7 @@ fn every_mark_bar_and_line_of_the_worked_example_selects_its_own_event() {
     let broke = facts["broke"].to_string();
     assert!(broke.contains("no-double-refund") && broke.contains("single-holder"), "{broke}");
     screenshot(&mut browser, "worked-example");
+    closeness_drawn(&mut browser, &page);
     no_complaints(&browser, &page);
     let bytes = std::fs::metadata(&page).unwrap().len();
     eprintln!("{}: {bytes} bytes", page.display());
@@ -465,7 +466,7 @@ fn the_worked_example_steps_by_key_zooms_in_place_and_keeps_its_labels_in_view()
 fn closeness_drawn(browser: &mut Chromium, page: &Path) {
     let drawn = browser
         .eval(
-            "(() => { const s = document.querySelector('#closeness'); if (!s) return null; s.scrollIntoView();
+            "(() => { const s = document.querySelector('section.closeness'); if (!s) return null; s.scrollIntoView();
                const r = s.querySelector('svg').getBoundingClientRect();
                return { width: r.width, height: r.height, top: r.top,
                         points: s.querySelectorAll('svg circle title').length, said: s.querySelector('p').textContent }; })()",

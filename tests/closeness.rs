@@ -95,3 +95,24 @@ fn a_run_that_broke_nothing_has_no_curve() {
     assert!(passing.passed());
     assert_eq!(closeness(&passing, 4, 4, &pool(1)).unwrap(), None);
 }
+
+/// The command the guide quotes, and what the guide says it shows: none of the
+/// continuations from before the lagging lookup pays twice, all of those from it on do.
+#[test]
+fn replay_closeness_tells_the_lost_answer_harmless_until_the_lookup_lags() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["replay", "reports/shrunk/fenced-renewal-non-idempotent.json", "--closeness"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("the failure became likely at 12:00:00.531 (2 faults of the plan fired by then), where the share rose from 0% to 100%"), "{text}");
+    let lines: Vec<&str> = text.lines().filter(|line| line.starts_with("  12:00:00.")).collect();
+    assert!(lines.len() >= 10, "{text}");
+    for line in lines {
+        let before = line.trim_start().split(' ').next().unwrap() < "12:00:00.531";
+        let said = if before { "0 of 40 continuations" } else { "40 of 40 continuations" };
+        assert!(line.contains(said), "{line}");
+    }
+}

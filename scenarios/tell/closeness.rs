@@ -80,8 +80,9 @@ pub fn closeness_lines(outcome: &Outcome, curve: &Closeness) -> String {
     out
 }
 
-/// The curve as a section of the run's page: a heading, the sentence and the chart.
-pub fn closeness_section(outcome: &Outcome, curve: &Closeness) -> String {
+/// The curve as a section of the run's page: a heading, the sentence and the chart;
+/// `which` names the run on a page of several ("run 3"), `id` is the section's.
+pub fn closeness_section(outcome: &Outcome, curve: &Closeness, (which, id): (&str, &str)) -> String {
     let seconds: Vec<f64> = curve.moments.iter().map(|m| m.at_ms as f64 / 1000.0).collect();
     let points = curve
         .moments
@@ -105,9 +106,10 @@ pub fn closeness_section(outcome: &Outcome, curve: &Closeness) -> String {
         y: Axis::linear("continuations that broke it", &[0.0, 100.0], "%"),
         series: vec![Series { name: "share that broke it again".to_owned(), points }],
     };
-    let chart = point_panels("How close the run came", 720.0, 360.0, &[panel], &[]);
+    let heading = format!("How close {which} came");
+    let chart = point_panels(&heading, 720.0, 360.0, &[panel], &[]);
     format!(
-        "<section id=\"closeness\"><h2>How close the run came</h2>\n<p>{}</p>\n{chart}</section>\n",
+        "<section id=\"{id}\" class=\"closeness\"><h2>{heading}</h2>\n<p>{}</p>\n{chart}</section>\n",
         summary(outcome, curve).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
     )
 }

@@ -97,14 +97,15 @@ fn report_of(outcomes: &[Outcome]) -> String {
 
 /// The worked example's timeline page: the fence, and the TTL alone, under the same faults.
 pub fn worked_example_page() -> Result<String, String> {
-    Ok(page_of(&comparison(DEFAULT_SEED)?))
+    page_of(&comparison(DEFAULT_SEED)?)
 }
 
 /// The page, from the comparison's runs: three of the four, so that a reader sees each
 /// protection on its own. The fence with an idempotent gateway keeps both; the fence with
 /// a gateway that pays every call keeps the rows but not the money (A's second call for
-/// r_815 pays again); the TTL alone with that gateway keeps neither.
-fn page_of(outcomes: &[Outcome]) -> String {
+/// r_815 pays again); the TTL alone with that gateway keeps neither. Under the runs, how
+/// close each failing one came.
+fn page_of(outcomes: &[Outcome]) -> Result<String, String> {
     let runs = [
         run_view(&outcomes[0], "1. The fence and an idempotent gateway (fenced, idempotent): rows and money kept"),
         run_view(
@@ -116,7 +117,14 @@ fn page_of(outcomes: &[Outcome]) -> String {
             "3. The TTL lease alone and a gateway that pays every call (ttl-only, non-idempotent): neither kept",
         ),
     ];
-    timeline_page("The worked example: A freezes at 10:00:26 holding r_815", &runs, "")
+    let mut more = String::new();
+    for (number, outcome) in [(2, &outcomes[1]), (3, &outcomes[3])] {
+        if let Some(curve) = crate::tell::closeness::curve_of(outcome)? {
+            let which = (format!("run {number}"), format!("closeness-{number}"));
+            more.push_str(&crate::tell::closeness::closeness_section(outcome, &curve, (&which.0, &which.1)));
+        }
+    }
+    Ok(timeline_page("The worked example: A freezes at 10:00:26 holding r_815", &runs, &more))
 }
 
 /// Writes the report and its page under `root`; returns the paths written.
@@ -124,6 +132,6 @@ pub fn write_reports(root: &Path) -> Result<Vec<String>, String> {
     // one comparison for both: its four runs are the costly part
     let outcomes = comparison(DEFAULT_SEED)?;
     write_report(root, WORKED_EXAMPLE_REPORT, &report_of(&outcomes))?;
-    write_report(root, WORKED_EXAMPLE_PAGE, &page_of(&outcomes))?;
+    write_report(root, WORKED_EXAMPLE_PAGE, &page_of(&outcomes)?)?;
     Ok(vec![WORKED_EXAMPLE_REPORT.to_owned(), WORKED_EXAMPLE_PAGE.to_owned()])
 }

@@ -371,8 +371,9 @@ pub fn write_run_page(
 ) -> Result<(), String> {
     let again_beside = |mechanism| format!("{again} --html {} --beside {mechanism}", path.display());
     let curve = crate::tell::closeness::curve_of(outcome)?;
-    let more =
-        curve.map(|curve| crate::tell::closeness::closeness_section(outcome, &curve)).unwrap_or_default();
+    let more = curve
+        .map(|curve| crate::tell::closeness::closeness_section(outcome, &curve, ("the run", "closeness")))
+        .unwrap_or_default();
     write_page(path, outcome, (&run_title(outcome), &more), beside, (again, &again_beside))
 }
 
