@@ -77,19 +77,23 @@ impl Ready {
     }
 }
 
-/// The process id of the redis-server answering on `port` (its `INFO server`), if one
-/// answers within a few milliseconds.
+/// The process id of the redis-server serving on `port` (its `INFO server`), if one
+/// answers within a few milliseconds and serves commands (a `PING` answered `PONG`, not
+/// `LOADING` while it reads its append-only file back).
 fn answering_pid(port: u16) -> Option<u32> {
     use std::io::{Read, Write};
     let wait = Duration::from_millis(200);
     let mut stream = std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), wait).ok()?;
     stream.set_read_timeout(Some(wait)).ok()?;
-    stream.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    stream.write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
     let mut said = Vec::new();
     let mut chunk = [0u8; 4096];
     while said.len() < 65_536 {
         let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
         said.extend_from_slice(&chunk[..n]);
+        if said.len() >= 7 && !said.starts_with(b"+PONG\r\n") {
+            return None;
+        }
         if let Some(pid) = pid_in(&said) {
             return Some(pid);
         }
