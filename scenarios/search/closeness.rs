@@ -73,9 +73,9 @@ fn fired_at(outcome: &Outcome) -> Vec<Option<u64>> {
 
 /// The moments the curve is drawn at: the start, each time a fault fired before the first
 /// breach, and as many evenly spaced times as make `count` in all, up to the breach.
-pub fn moments(outcome: &Outcome, first_breach_ms: u64, count: usize) -> Vec<u64> {
+fn moments(fired: &[Option<u64>], first_breach_ms: u64, count: usize) -> Vec<u64> {
     let mut at: Vec<u64> = vec![0, first_breach_ms];
-    at.extend(fired_at(outcome).into_iter().flatten().filter(|&ms| ms <= first_breach_ms));
+    at.extend(fired.iter().flatten().filter(|&&ms| ms <= first_breach_ms));
     at.sort_unstable();
     at.dedup();
     let even = count.saturating_sub(at.len()) as u64;
@@ -87,11 +87,15 @@ pub fn moments(outcome: &Outcome, first_breach_ms: u64, count: usize) -> Vec<u64
 
 /// The run's plan cut at `at_ms`: the faults that had fired by then, and how many did not.
 pub fn cut(outcome: &Outcome, at_ms: u64) -> (FaultPlan, usize) {
+    cut_fired(outcome, &fired_at(outcome), at_ms)
+}
+
+/// `cut`, with each fault's firing time (`fired_at`) already found.
+fn cut_fired(outcome: &Outcome, fired: &[Option<u64>], at_ms: u64) -> (FaultPlan, usize) {
     let faults = &outcome.scenario.world.faults.faults;
-    let fired = fired_at(outcome);
     let kept: Vec<Fault> = faults
         .iter()
-        .zip(&fired)
+        .zip(fired)
         .filter(|(_, at)| at.is_some_and(|ms| ms <= at_ms))
         .map(|(f, _)| f.clone())
         .collect();
@@ -133,10 +137,11 @@ pub fn closeness(
     let first = crate::check::violations(&outcome.checks).map(|(_, breach)| breach.at_ms).min();
     let (Some(first_breach_ms), false) = (first, invariants.is_empty()) else { return Ok(None) };
     let (seed, mutant) = (outcome.record.seed, outcome.mutant);
-    let cuts: Vec<(u64, FaultPlan, usize)> = moments(outcome, first_breach_ms, count)
+    let fired = fired_at(outcome);
+    let cuts: Vec<(u64, FaultPlan, usize)> = moments(&fired, first_breach_ms, count)
         .into_iter()
         .map(|at_ms| {
-            let (kept, dropped) = cut(outcome, at_ms);
+            let (kept, dropped) = cut_fired(outcome, &fired, at_ms);
             (at_ms, kept, dropped)
         })
         .collect();

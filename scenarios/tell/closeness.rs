@@ -5,7 +5,7 @@ use crate::runner::Outcome;
 use crate::search::closeness::{closeness, turning_point, Closeness, Moment, TRIES};
 use crate::search::Pool;
 use crate::sim::WallMs;
-use crate::tell::chart::{number, point_panels, Axis, Panel, Point, Series};
+use crate::tell::chart::{escape, number, point_panels, Axis, Panel, Point, Series};
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicBool;
 
@@ -110,6 +110,6 @@ pub fn closeness_section(outcome: &Outcome, curve: &Closeness, (which, id): (&st
     let chart = point_panels(&heading, 720.0, 360.0, &[panel], &[]);
     format!(
         "<section id=\"{id}\" class=\"closeness\"><h2>{heading}</h2>\n<p>{}</p>\n{chart}</section>\n",
-        summary(outcome, curve).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+        escape(&summary(outcome, curve))
     )
 }

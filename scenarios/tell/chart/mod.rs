@@ -34,7 +34,7 @@ const NOTE_MARGIN: f64 = 110.0;
 const NOTE_END: f64 = 24.0;
 
 /// Text made safe for an element or an attribute.
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
