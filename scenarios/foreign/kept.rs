@@ -1,18 +1,21 @@
 //! What one process keeps from one run of a team's program to the next: the PostgreSQL
 //! cluster, which takes about a second to make and start where the rest of a small
-//! controlled run takes half that, and the clock file a controlled run's servers read
-//! their time from. Each run gets the cluster emptied: every session of the run before
-//! ended and the refund tables, the row trigger and its record dropped, so that the run
-//! makes them afresh as on a new cluster. Redis starts anew with each run (a few
-//! milliseconds): a restart fault kills it, and each world has its own persistence.
+//! controlled run takes half that, the harness's one connection to it (a connection costs
+//! the server about 7 ms of processor time, a tenth of a small run's), and the clock file
+//! a controlled run's servers read their time from. Each run gets the cluster emptied:
+//! every other session of the run before ended and the refund tables, the row trigger and
+//! its record dropped and the refund tables made again, as on a new cluster. Redis starts
+//! anew with each run (a few milliseconds): a restart fault kills it, and each world has
+//! its own persistence.
 
 use crate::live::faketime::FakeClock;
-use crate::live::postgres::PostgresServer;
+use crate::live::postgres::{schema, PgRefunds, PostgresServer};
 
-/// The cluster kept, and whether it runs on the controlled clock.
+/// The cluster kept, whether it runs on the controlled clock, and the harness's connection.
 struct KeptDatabase {
     server: PostgresServer,
     on_the_clock: bool,
+    harness: PgRefunds,
 }
 
 /// The servers and the clock kept between runs; dropped at the end, the cluster stopped.
@@ -47,17 +50,17 @@ impl Kept {
         Ok(clock)
     }
 
-    /// The address of an empty database for the next run: the kept cluster emptied, or a
-    /// new one (on `clock`, when given) if none is kept or the one kept runs on the other
-    /// clock.
-    pub fn database(&mut self, clock: Option<&FakeClock>) -> Result<String, String> {
+    /// The address of a database for the next run, with the refund tables and nothing
+    /// else, and the harness's connection to it: the kept cluster emptied, or a new one (on
+    /// `clock`, when given) if none is kept or the one kept runs on the other clock.
+    pub fn database(&mut self, clock: Option<&FakeClock>) -> Result<(String, PgRefunds), String> {
         let on_the_clock = clock.is_some();
         if let Some(kept) = self.database.take_if(|kept| kept.on_the_clock == on_the_clock) {
-            let url = kept.server.url();
-            match empty(&url) {
+            match empty(&kept.harness) {
                 Ok(()) => {
+                    let given = (kept.server.url(), kept.harness.clone());
                     self.database = Some(kept);
-                    return Ok(url);
+                    return Ok(given);
                 }
                 // a cluster that cannot be emptied is let go, and a new one made
                 Err(_) => drop(kept),
@@ -67,13 +70,15 @@ impl Kept {
         let env = clock.map_or(&[][..], |clock| &clock.env[..]);
         let server = PostgresServer::start_in("worker", env)?;
         let url = server.url();
-        self.database = Some(KeptDatabase { server, on_the_clock });
-        Ok(url)
+        let harness = PgRefunds::connect(&url)?;
+        self.database = Some(KeptDatabase { server, on_the_clock, harness: harness.clone() });
+        Ok((url, harness))
     }
 }
 
-fn empty(url: &str) -> Result<(), String> {
-    let mut admin =
-        postgres::Client::connect(url, postgres::NoTls).map_err(|e| format!("the kept database: {e}"))?;
-    admin.batch_execute(EMPTY).map_err(|e| format!("emptying the kept database: {e}"))
+/// Empties the kept database on the harness's connection (the one session `EMPTY` leaves)
+/// and makes the refund tables again.
+fn empty(harness: &PgRefunds) -> Result<(), String> {
+    let sql = format!("{EMPTY}{};", schema());
+    harness.run(move |client| client.batch_execute(&sql))?.map_err(|e| format!("emptying the kept database: {e}"))
 }

@@ -116,10 +116,9 @@ impl Stage {
         kept: &mut Kept,
     ) -> Result<Stage, String> {
         let dir = RunDir::create(config.keep.as_deref())?;
-        let database_url = kept.database(conducted.as_ref().map(|(_, clock)| clock))?;
-        let store = PgRefunds::connect(&database_url)?;
+        let (database_url, store) = kept.database(conducted.as_ref().map(|(_, clock)| clock))?;
         let on_the_run = conducted.is_some();
-        let redis = Servers::start_own(restart_mode(&scenario.world)?, conducted.map(|(_, clock)| clock))?;
+        let redis = Servers::start_own(restart_mode(&scenario.world)?, conducted.map(|(_, clock)| clock), false)?;
         let redis_url = redis.lock_url.clone();
         fill_store(&scenario, &store, &mut connect(&redis_url)?)?;
         // a program that takes its tokens from the database's counter (`fence_seq`, the
@@ -128,9 +127,9 @@ impl Stage {
         for &(merchant, value) in &scenario.world.counters {
             store.set_sequence(merchant, value).map_err(|e| format!("the token counters: {e}"))?;
         }
-        let mut admin = ::postgres::Client::connect(&database_url, ::postgres::NoTls)
-            .map_err(|e| format!("the refund database: {e}"))?;
-        admin.batch_execute(rows_seen::TRIGGER).map_err(|e| format!("the row trigger: {e}"))?;
+        store
+            .run(|client| client.batch_execute(rows_seen::TRIGGER))?
+            .map_err(|e| format!("the row trigger: {e}"))?;
         let world = &scenario.world;
         let clock = match on_the_run {
             true => LiveClock { start_us: EPOCH_US, scale: 1.0 },
@@ -348,7 +347,7 @@ pub fn run_foreign_kept(config: &ForeignConfig, kept: &mut Kept) -> Result<Forei
     stage.gateway.wait_for_late_calls(Instant::now() + Duration::from_secs(5));
     let ended_at_ms = stage.clock.story_ms(wall_us());
     drop(programs);
-    let seen = seen(&stage.scenario, &wires.redis, &wires.database, &stage.database_url, stage.clock)?;
+    let seen = seen(&stage.scenario, &wires.redis, &wires.database, &stage.store, stage.clock)?;
     let history = match &conducted {
         Some(conducted) => Some(history(&stage, &wires, &conducted.conductor.order())?),
         None => None,

@@ -8,6 +8,7 @@ use crate::foreign::rows_seen::{self, RowChange};
 use crate::live::clock::LiveClock;
 use crate::live::log::LogLine;
 use crate::live::pgproxy::{PgObserved, PgProxy};
+use crate::live::postgres::PgRefunds;
 use crate::live::proxy::{Observed, RedisProxy};
 use crate::scenario::Scenario;
 use fencesim_model::{Token, WorkerId};
@@ -22,7 +23,7 @@ pub fn seen(
     scenario: &Scenario,
     redis: &[RedisProxy],
     database: &[PgProxy],
-    database_url: &str,
+    store: &PgRefunds,
     clock: LiveClock,
 ) -> Result<Vec<LogLine>, String> {
     let (redis_seen, rows_seen) = by_worker(redis, database);
@@ -40,7 +41,7 @@ pub fn seen(
             tokens.entry(*worker).or_default().push((line.at_us, *token));
         }
     }
-    lines.extend(rows_seen::events(&rows_seen, &changes(database_url)?, &tokens));
+    lines.extend(rows_seen::events(&rows_seen, &changes(store)?, &tokens));
     Ok(lines)
 }
 
@@ -63,11 +64,11 @@ fn tls_refusal(worker: WorkerId, what: &str, variable: &str) -> String {
     )
 }
 
-/// The row trigger's rows.
-fn changes(database_url: &str) -> Result<Vec<RowChange>, String> {
-    let mut client = postgres::Client::connect(database_url, postgres::NoTls)
-        .map_err(|e| format!("the refund database: {e}"))?;
-    let rows = client.query(rows_seen::CHANGES, &[]).map_err(|e| format!("the row trigger's table: {e}"))?;
+/// The row trigger's rows, read on the harness's connection.
+fn changes(store: &PgRefunds) -> Result<Vec<RowChange>, String> {
+    let rows = store
+        .run(|client| client.query(rows_seen::CHANGES, &[]))?
+        .map_err(|e| format!("the row trigger's table: {e}"))?;
     Ok(rows
         .iter()
         .map(|row| RowChange {

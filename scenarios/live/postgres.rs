@@ -17,7 +17,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The model's tables with 64-bit integers, as SQLite's INTEGER is (PostgreSQL's is 32).
-fn schema() -> String {
+pub fn schema() -> String {
     SCHEMA.replace("INTEGER", "BIGINT")
 }
 
@@ -154,8 +154,9 @@ impl PgRefunds {
         Ok(client)
     }
 
-    /// Runs `f` on the connection's thread and waits for its answer.
-    fn run<T: Send + 'static>(
+    /// Runs `f` on the connection's thread and waits for its answer (the harness's own
+    /// work besides the rows, too: the row trigger, its record, emptying a kept cluster).
+    pub fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut postgres::Client) -> T + Send + 'static,
     ) -> Result<T, String> {

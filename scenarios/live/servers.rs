@@ -21,6 +21,8 @@ pub struct Servers {
     clock: Option<FakeClock>,
     _queue: Option<RedisServer>,
     pub lock_url: String,
+    /// The queue's server: its own, or the lock server's when the run keeps its queue
+    /// elsewhere (a program's run has the queue service, `foreign::queue`).
     pub queue_url: String,
     /// When the lock server that went down is to start again.
     back_at: Option<Instant>,
@@ -98,23 +100,29 @@ impl Servers {
                     })?),
                     false => None,
                 };
-                return Servers::start_own(restarts, clock);
+                return Servers::start_own(restarts, clock, true);
             }
         };
         check_empty(&servers.lock_url)?;
         Ok(servers)
     }
 
-    /// Servers of the run's own, the lock server on `clock` if one is given.
-    pub fn start_own(restarts: Option<Persistence>, clock: Option<FakeClock>) -> Result<Servers, String> {
+    /// Servers of the run's own, the lock server on `clock` if one is given; the queue's
+    /// own server only if `queue` (a program's run keeps its queue in a service and does
+    /// not pay for a second server's start).
+    pub fn start_own(
+        restarts: Option<Persistence>,
+        clock: Option<FakeClock>,
+        queue: bool,
+    ) -> Result<Servers, String> {
         let mut args = vec!["--hz", "100", "--notify-keyspace-events", "Ex"];
         args.extend_from_slice(persistence_args(restarts));
         let env = clock.as_ref().map_or(Vec::new(), |clock| clock.env.clone());
         let lock = RedisServer::start_in("live", &args, &env)?;
-        let queue = RedisServer::start("live-queue", &["--appendonly", "no"])?;
-        let (lock_url, queue_url) = (lock.url(), queue.url());
-        let servers =
-            Servers { lock: Some(lock), clock, _queue: Some(queue), lock_url, queue_url, back_at: None };
+        let queue = queue.then(|| RedisServer::start("live-queue", &["--appendonly", "no"])).transpose()?;
+        let lock_url = lock.url();
+        let queue_url = queue.as_ref().map_or_else(|| lock_url.clone(), RedisServer::url);
+        let servers = Servers { lock: Some(lock), clock, _queue: queue, lock_url, queue_url, back_at: None };
         check_empty(&servers.lock_url)?;
         Ok(servers)
     }
