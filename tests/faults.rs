@@ -392,3 +392,40 @@ fn a_claim_that_finds_its_row_finished_by_the_older_holder_is_not_counted_as_a_f
     assert!(outcome.passed(), "{}", outcome.breach_lines("", true));
     assert!(outcome.counts_line().ends_with("0 fence rejection(s), 1 write(s) found the row already sent"));
 }
+
+/// Runs, of seeds 1 to `seeds` of `scenario` under `fenced` with no fault at all, in which a
+/// lease expired while held, and in which a job was delivered again (a job of a merchant
+/// whose lease another job holds waits out its visibility timeout: that one is the queue's
+/// design, not a lease running out).
+fn expiries_without_faults(scenario: &str, seeds: u64) -> (u64, u64) {
+    use fencesim::check::coverage::{Sometimes, Touched};
+    use fencesim::scenario::FaultMask;
+    let at = |situation| Sometimes::ALL.iter().position(|known| *known == situation).unwrap();
+    let (mut expired, mut again) = (0, 0);
+    for seed in 1..=seeds {
+        let built = fencesim::scenario::build(
+            scenario,
+            seed,
+            Mechanism::Fenced,
+            GatewayMode::Idempotent,
+            FaultMask::NONE,
+        )
+        .unwrap();
+        assert!(built.world.faults.faults.is_empty());
+        let outcome = run(&built, seed).unwrap();
+        let touched = Touched::scan(&outcome.record, &outcome.scenario.world, |_| {});
+        expired += u64::from(touched.sometimes.contains(at(Sometimes::LeaseExpiredWhileHeld)));
+        again += u64::from(touched.sometimes.contains(at(Sometimes::JobDeliveredAgain)));
+    }
+    (expired, again)
+}
+
+#[test]
+fn a_production_world_sizes_its_lease_and_visibility_timeout_so_that_only_a_fault_ends_them() {
+    let seeds = 300;
+    let (expired, again) = expiries_without_faults("production", seeds);
+    assert_eq!(expired, 0, "production: {expired} runs of {seeds} had a lease expire ({again} a job again)");
+    // the random world, as drawn, lets most leases run out under their batches
+    let (expired, again) = expiries_without_faults("random", seeds);
+    assert!(expired * 3 > seeds, "random: {expired} expired, {again} again");
+}

@@ -6,6 +6,7 @@ use fencesim::files::replay_file::ReplayFile;
 use fencesim::model::Mechanism;
 use fencesim::mutant::Mutant;
 use fencesim::runner::run;
+use fencesim::scenario::production::Rates;
 use fencesim::scenario::{self, FaultMask};
 use fencesim::search::explore::{explore, ExploreConfig, ExploreReport, SearchKind};
 use fencesim::search::guided::{self, features::Features, Bounds, Judged};
@@ -146,7 +147,11 @@ fn mutants_measures_the_guided_search_from_the_same_starts_beside_the_uniform_on
     let mutant = Mutant::ALL.into_iter().find(|mutant| mutant.name() == "retry-mints-new-key").unwrap();
     for (search, runs) in guided.iter().enumerate() {
         let start = 1 + search as u64 * START_STRIDE;
-        assert_eq!(search_guided(mutant, start, 60).unwrap().unwrap_or(60), *runs, "search {search}");
+        assert_eq!(
+            search_guided(mutant, start, 60, Rates::Swarm).unwrap().unwrap_or(60),
+            *runs,
+            "search {search}"
+        );
     }
     assert_eq!(report["guided_median"].as_u64(), Some(median(&guided)));
     let text = fencesim(&[&args[..], &["--search", "uniform,guided"]].concat());

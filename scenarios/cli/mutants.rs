@@ -5,11 +5,12 @@ use crate::cli::args::{default_jobs, parse_count, parse_jobs};
 use crate::cli::{bad_input, verdict};
 use crate::files::write::write_report;
 use crate::mutant::Mutant;
+use crate::scenario::production::Rates;
 use crate::search::exhaustive::small_scope;
 use crate::search::explore::SearchKind;
 use crate::search::false_alarms::false_alarm_runs;
 use crate::search::mutant_shards::{mutants_shard, MutantsMerged, MutantsRun};
-use crate::search::mutants::{evaluate_all, MutantReport, MUTANT_FILES};
+use crate::search::mutants::{evaluate_all, MutantReport, Searches, MUTANT_FILES};
 use crate::search::seeds::Shard;
 use crate::tell::junit::mutants::{false_alarm_suite, mutants_suite};
 use crate::tell::junit::write_junit;
@@ -67,12 +68,18 @@ pub struct MutantsArgs {
     /// and its chart too, without --only)
     #[arg(long, value_enum, value_delimiter = ',')]
     search: Vec<SearchKind>,
+    /// The fault rates the chosen mutants are searched under: the swarm's, or `production`
+    /// (faults as rare as their kind is in production, docs/rates.md); the report is the
+    /// swarm's, so another rate needs --only
+    #[arg(long, default_value = "swarm", requires = "only")]
+    rates: Rates,
 }
 
 /// `--only`: the chosen mutants' rows, nothing written.
 fn run_only(args: &MutantsArgs) -> ExitCode {
     let guided = args.search.contains(&SearchKind::Guided);
-    let reports = match evaluate_all(&args.only, args.starts, args.budget, args.jobs, guided) {
+    let searches = Searches { starts: args.starts, budget: args.budget, guided, rates: args.rates };
+    let reports = match evaluate_all(&args.only, searches, args.jobs) {
         Ok(reports) => reports,
         Err(error) => return bad_input(error),
     };
@@ -166,7 +173,9 @@ fn measure(args: &MutantsArgs) -> Result<MutantsMerged, String> {
         exhaustive: !args.no_exhaustive,
         guided: args.search.contains(&SearchKind::Guided),
     };
-    let reports = evaluate_all(&Mutant::ALL, args.starts, args.budget, args.jobs, run.guided)?;
+    let searches =
+        Searches { starts: args.starts, budget: args.budget, guided: run.guided, rates: Rates::Swarm };
+    let reports = evaluate_all(&Mutant::ALL, searches, args.jobs)?;
     let scope = if run.exhaustive { Some(small_scope(args.jobs)?) } else { None };
     let false_alarms = false_alarm_runs(args.false_alarm_seeds, args.jobs, run.guided)?;
     Ok(MutantsMerged { run, reports, scope, false_alarms })

@@ -80,5 +80,7 @@ impl Kept {
 /// and makes the refund tables again.
 fn empty(harness: &PgRefunds) -> Result<(), String> {
     let sql = format!("{EMPTY}{};", schema());
-    harness.run(move |client| client.batch_execute(&sql))?.map_err(|e| format!("emptying the kept database: {e}"))
+    harness
+        .run(move |client| client.batch_execute(&sql))?
+        .map_err(|e| format!("emptying the kept database: {e}"))
 }

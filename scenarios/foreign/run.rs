@@ -118,7 +118,8 @@ impl Stage {
         let dir = RunDir::create(config.keep.as_deref())?;
         let (database_url, store) = kept.database(conducted.as_ref().map(|(_, clock)| clock))?;
         let on_the_run = conducted.is_some();
-        let redis = Servers::start_own(restart_mode(&scenario.world)?, conducted.map(|(_, clock)| clock), false)?;
+        let redis =
+            Servers::start_own(restart_mode(&scenario.world)?, conducted.map(|(_, clock)| clock), false)?;
         let redis_url = redis.lock_url.clone();
         fill_store(&scenario, &store, &mut connect(&redis_url)?)?;
         // a program that takes its tokens from the database's counter (`fence_seq`, the

@@ -6,6 +6,7 @@
 pub mod builder;
 pub mod deployment;
 pub mod lagging_lookup;
+pub mod production;
 pub mod random;
 pub mod registry;
 pub mod small;

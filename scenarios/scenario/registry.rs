@@ -2,6 +2,7 @@
 
 use crate::scenario::builder::Scenario;
 use crate::scenario::lagging_lookup::lagging_lookup;
+use crate::scenario::production::production_scenario;
 use crate::scenario::random::{random_scenario, FaultMask};
 use crate::scenario::variants::{random_lagging_scenario, random_two_stores_scenario, replicated_scenario};
 use crate::scenario::worked_example::{worked_example, worked_example_two_stores};
@@ -25,10 +26,12 @@ pub enum ScenarioName {
     LaggingLookup,
     /// The random scenario with the second store always.
     RandomTwoStores,
+    /// The seed's own world with faults as rare as in production (`scenario::production`).
+    Production,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 7] = [
+    pub const ALL: [ScenarioName; 8] = [
         ScenarioName::WorkedExample,
         ScenarioName::Random,
         ScenarioName::WorkedExampleTwoStores,
@@ -36,6 +39,7 @@ impl ScenarioName {
         ScenarioName::RandomLagging,
         ScenarioName::LaggingLookup,
         ScenarioName::RandomTwoStores,
+        ScenarioName::Production,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +51,7 @@ impl ScenarioName {
             ScenarioName::RandomLagging => "random-lagging",
             ScenarioName::LaggingLookup => "lagging-lookup",
             ScenarioName::RandomTwoStores => "random-two-stores",
+            ScenarioName::Production => "production",
         }
     }
 
@@ -83,6 +88,7 @@ pub fn build(
         ScenarioName::RandomLagging => random_lagging_scenario(seed, mechanism, gateway, allowed),
         ScenarioName::LaggingLookup => lagging_lookup().with_mechanism(mechanism, gateway),
         ScenarioName::RandomTwoStores => random_two_stores_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::Production => production_scenario(seed, mechanism, gateway, allowed),
     })
 }
 

@@ -7,10 +7,11 @@
 use crate::check::known_invariant;
 use crate::files::replay_file::ReplayFile;
 use crate::mutant::Mutant;
+use crate::scenario::production::Rates;
 use crate::search::exhaustive::{plans, scope_from, scope_share, ScopeShare, SmallScope};
 use crate::search::false_alarms::{false_alarm_share, false_alarms_from, FalseAlarmRun};
 use crate::search::merge::{in_order, ShardReport};
-use crate::search::mutants::{evaluate_all, MutantReport};
+use crate::search::mutants::{evaluate_all, MutantReport, Searches};
 use crate::search::seeds::{SeedRange, Shard};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -51,7 +52,9 @@ fn block(count: usize, shard: Shard) -> Result<std::ops::Range<usize>, String> {
 /// Runs shard `shard` of a mutant run: its JSON, for `fencesim merge`.
 pub fn mutants_shard(run: MutantsRun, shard: Shard, jobs: usize) -> Result<Value, String> {
     let mutants = &Mutant::ALL[block(Mutant::ALL.len(), shard)?];
-    let reports = evaluate_all(mutants, run.starts, run.budget, jobs, run.guided)?;
+    let searches =
+        Searches { starts: run.starts, budget: run.budget, guided: run.guided, rates: Rates::Swarm };
+    let reports = evaluate_all(mutants, searches, jobs)?;
     let reports: Vec<Value> = reports
         .iter()
         .map(|report| {

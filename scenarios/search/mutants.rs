@@ -8,6 +8,7 @@
 use crate::files::replay_file::ReplayFile;
 use crate::mutant::Mutant;
 use crate::runner::{run, run_planted, Outcome};
+use crate::scenario::production::Rates;
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::guided::{self, features::Features, Bounds, Judged};
 use crate::search::pool::Pool;
@@ -79,7 +80,13 @@ pub fn catches(
 /// The scenario a mutant is searched on: the seed's random world, under the mechanism the
 /// bug is planted in.
 pub fn scenario_for(mutant: Mutant, seed: u64) -> Result<Scenario, String> {
-    scenario::build("random", seed, mutant.baseline(), mutant.gateway(), FaultMask::ALL)
+    scenario_under(mutant, seed, Rates::Swarm)
+}
+
+/// The scenario a mutant is searched on under `rates`: the seed's random world with the
+/// swarm's plan or the production profile's.
+pub fn scenario_under(mutant: Mutant, seed: u64, rates: Rates) -> Result<Scenario, String> {
+    scenario::build(rates.scenario(), seed, mutant.baseline(), mutant.gateway(), FaultMask::ALL)
 }
 
 /// The smallest scenario (plan, numbers, world) on which the mutant still breaks the same
@@ -99,11 +106,11 @@ pub struct Search {
 }
 
 /// One search: the first seed from `start` (within `budget` seeds) that catches it.
-pub fn search(mutant: Mutant, start: u64, budget: u64) -> Result<Search, String> {
+pub fn search(mutant: Mutant, start: u64, budget: u64, rates: Rates) -> Result<Search, String> {
     let seeds = SeedRange::new(start, budget)?;
     let mut old_rule_only = 0;
     for seed in seeds.positions().map(|position| seeds.seed(position)) {
-        match verdict(&scenario_for(mutant, seed)?, seed, mutant)? {
+        match verdict(&scenario_under(mutant, seed, rates)?, seed, mutant)? {
             Verdict::Caught(invariant, hash) => {
                 return Ok(Search { catch: Some((seed, invariant, hash)), old_rule_only })
             }
@@ -117,14 +124,14 @@ pub fn search(mutant: Mutant, start: u64, budget: u64) -> Result<Search, String>
 /// One guided search for the mutant (`search::guided`): fresh seeds from `start`, at most
 /// `budget` runs, each judged as `verdict` judges a seed, on one thread (the catalogue's
 /// mutants share the pool's). The run, from 1, that first caught it, if one did.
-pub fn search_guided(mutant: Mutant, start: u64, budget: u64) -> Result<Option<u64>, String> {
+pub fn search_guided(mutant: Mutant, start: u64, budget: u64, rates: Rates) -> Result<Option<u64>, String> {
     let never = AtomicBool::new(false);
     let bounds = Bounds { from: start, runs: budget, allowed: FaultMask::ALL, stop_at_first: true };
     let mut caught = None;
     guided::search(
         &bounds,
         &Pool { jobs: 1, interrupted: &never },
-        |seed| scenario_for(mutant, seed),
+        |seed| scenario_under(mutant, seed, rates),
         |candidate| {
             let (verdict, wrong) = verdict_and_run(&candidate.scenario, candidate.seed, mutant)?;
             let (features, _) = Features::of(&wrong.record, &wrong.scenario.world);
@@ -193,12 +200,19 @@ pub const SHRINK_STARTS: usize = 5;
 
 /// The smallest of the shrunk catching runs of the first `SHRINK_STARTS` catches by the
 /// first catch's invariant (the earliest among equals).
-fn smallest_catch(mutant: Mutant, catches: &[(u64, &'static str, u64)]) -> Result<Option<Outcome>, String> {
+fn smallest_catch(
+    mutant: Mutant,
+    catches: &[(u64, &'static str, u64)],
+    rates: Rates,
+) -> Result<Option<Outcome>, String> {
     let Some(&(_, invariant, _)) = catches.first() else { return Ok(None) };
     let mut smallest: Option<Outcome> = None;
     for &(seed, _, _) in catches.iter().filter(|catch| catch.1 == invariant).take(SHRINK_STARTS) {
-        let outcome =
-            run_planted(&shrink(&scenario_for(mutant, seed)?, seed, mutant, invariant)?, seed, mutant)?;
+        let outcome = run_planted(
+            &shrink(&scenario_under(mutant, seed, rates)?, seed, mutant, invariant)?,
+            seed,
+            mutant,
+        )?;
         if smallest.as_ref().is_none_or(|kept| size(&outcome.scenario) < size(&kept.scenario)) {
             smallest = Some(outcome);
         }
@@ -207,25 +221,36 @@ fn smallest_catch(mutant: Mutant, catches: &[(u64, &'static str, u64)]) -> Resul
 }
 
 /// Runs to the first catch by the guided search, from each search's start.
-fn guided_searches(mutant: Mutant, starts: u64, budget: u64) -> Result<Vec<u64>, String> {
+fn guided_searches(mutant: Mutant, starts: u64, budget: u64, rates: Rates) -> Result<Vec<u64>, String> {
     (0..starts.max(1))
         .map(|search_number| {
-            Ok(search_guided(mutant, 1 + search_number * START_STRIDE, budget)?.unwrap_or(budget))
+            Ok(search_guided(mutant, 1 + search_number * START_STRIDE, budget, rates)?.unwrap_or(budget))
         })
         .collect()
 }
 
+/// How a catalogue is searched: `starts` searches of at most `budget` seeds each, the
+/// guided search beside the uniform one when `guided`, under `rates`.
+#[derive(Clone, Copy, Debug)]
+pub struct Searches {
+    pub starts: u64,
+    pub budget: u64,
+    pub guided: bool,
+    pub rates: Rates,
+}
+
 /// The mutant searched for from `starts` starts of at most `budget` seeds, its catch
 /// shrunk; with `guided`, searched for by the guided search from the same starts as well.
-pub fn evaluate(mutant: Mutant, starts: u64, budget: u64, guided: bool) -> Result<MutantReport, String> {
+pub fn evaluate(mutant: Mutant, searches: Searches) -> Result<MutantReport, String> {
+    let Searches { starts, budget, guided, rates } = searches;
     let clock = Instant::now();
-    let guided_runs_to_detect = guided.then(|| guided_searches(mutant, starts, budget)).transpose()?;
+    let guided_runs_to_detect = guided.then(|| guided_searches(mutant, starts, budget, rates)).transpose()?;
     let mut seeds_to_detect = Vec::new();
     let mut catches = Vec::new();
     let mut old_rule_only = 0;
     for search_number in 0..starts.max(1) {
         let start = 1 + search_number * START_STRIDE;
-        let found = search(mutant, start, budget)?;
+        let found = search(mutant, start, budget, rates)?;
         old_rule_only += found.old_rule_only;
         match found.catch {
             Some(catch) => {
@@ -236,7 +261,7 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64, guided: bool) -> Resul
         }
     }
     let first = catches.first().copied();
-    let shrunk = smallest_catch(mutant, &catches)?;
+    let shrunk = smallest_catch(mutant, &catches, rates)?;
     let shrunk_file = shrunk.as_ref().map(ReplayFile::from_outcome);
     let shrunk = shrunk.as_ref().map(|outcome| &outcome.scenario.world);
     Ok(MutantReport {
@@ -265,11 +290,10 @@ pub fn evaluate(mutant: Mutant, starts: u64, budget: u64, guided: bool) -> Resul
 /// order given.
 pub fn evaluate_all(
     mutants: &[Mutant],
-    starts: u64,
-    budget: u64,
+    searches: Searches,
     jobs: usize,
-    guided: bool,
 ) -> Result<Vec<MutantReport>, String> {
+    let Searches { starts, budget, .. } = searches;
     // the last search's last seed must be a seed
     let span = (starts.max(1) - 1).checked_mul(START_STRIDE).and_then(|span| span.checked_add(budget));
     span.map_or(
@@ -281,7 +305,7 @@ pub fn evaluate_all(
     Pool { jobs, interrupted: &never }.run(
         0..mutants.len() as u64,
         |_| false,
-        |index| evaluate(mutants[index as usize], starts, budget, guided),
+        |index| evaluate(mutants[index as usize], searches),
         |_, _| {},
         |_, report| reports.push(report),
     )?;

@@ -1,0 +1,299 @@
+//! The production profile: the seed's random world with faults as rare as their kind is in
+//! production, beside the swarm's (which switches half the kinds on and draws one to six
+//! faults, so that nearly every run has several). Here each kind has its own chance of
+//! appearing in a run, one fault at most, drawn on a stream of its own: most runs have no
+//! fault at all, a bug that needs one rare thing is found in tens to hundreds of runs, and
+//! one that needs two rare things at once in thousands to hundreds of thousands.
+//!
+//! A run stands for one settlement round of a small fleet: a few workers, a few merchants'
+//! batches, about a hundred requests. Each chance below is what one such round meets, and
+//! `RATES` says where it comes from (docs/rates.md has the derivations).
+
+use super::builder::Scenario;
+use super::deployment::widen_settle_bound;
+use super::random::{add_arrivals, any_fault, random_world, stream, FaultMask};
+use fencesim_model::Mechanism;
+use fencesim_sim::{FaultName, FaultPlan, GatewayMode, WallMs, WorldConfig};
+use rand::Rng;
+use strum::EnumCount;
+
+/// One kind's chance per run, and where it comes from.
+#[derive(Clone, Copy, Debug)]
+pub struct Rate {
+    pub kind: FaultName,
+    /// A run has a fault of this kind once in this many runs.
+    pub one_in: u32,
+    /// What the chance stands for and the source it is drawn from, by its title.
+    pub source: &'static str,
+}
+
+/// The delays of one request or its answer, by a quarter of a TTL to two TTLs: a request
+/// at the far tail of its service's latency (between the 99.9th and the 99.99th
+/// percentile, where a hundred requests a run meet one in ten to one in a hundred runs).
+const TAIL: &str = "a request or its answer held up past a quarter of the lease, in the far tail of its \
+    service's latency (between the 99.9th and 99.99th percentile): a round of about a hundred requests \
+    meets one in ten to a hundred rounds; the tail's size and reach from 'The Tail at Scale'";
+
+/// Every kind's chance, in declaration order (checked when it compiles and by a test).
+pub const RATES: [Rate; FaultName::COUNT] = [
+    Rate {
+        kind: FaultName::Pause,
+        one_in: 100,
+        source: "a process stopped for a quarter of the lease to three leases (a stop-the-world collection, \
+            a virtual machine descheduled, memory swapped): the article's own case, and 'Gray Failure' on \
+            stalls a process does not notice",
+    },
+    Rate {
+        kind: FaultName::Crash,
+        one_in: 200,
+        source: "a worker killed mid-batch (out of memory, a deploy's restart): 'Why Does the Cloud Stop \
+            Computing? Lessons from Hundreds of Service Outages' counts upgrades and server \
+            failures among the commonest causes of outages",
+    },
+    Rate {
+        kind: FaultName::ExpireLease,
+        one_in: 500,
+        source: "a lease key gone before its time (evicted under a memory limit, deleted by an operator): \
+            rarer than a restart, as it needs a full server or a hand",
+    },
+    Rate {
+        kind: FaultName::RedisClockJump,
+        one_in: 1_000,
+        source: "a server's clock stepped forward (a time daemon correcting a drift, a virtual machine \
+            resumed): the argument over majority leases turns on it; the rarest of the timing faults",
+    },
+    Rate {
+        kind: FaultName::RedisRestart,
+        one_in: 500,
+        source: "the lock server restarted (a deploy, a crash, a host moved): a few times a month against a \
+            round every few minutes; 'Why Does the Cloud Stop Computing?' on upgrades and restarts",
+    },
+    Rate {
+        kind: FaultName::Redeliver,
+        one_in: 100,
+        source:
+            "the queue gives a job to another worker while its first is still at it (a visibility timeout \
+            passed under a slow batch): every at-least-once queue's documented behaviour, as common as a \
+            slow batch",
+    },
+    Rate {
+        kind: FaultName::DuplicateDelivery,
+        one_in: 200,
+        source:
+            "the queue delivers a job twice (at-least-once delivery's rare duplicate, a consumer's ack lost)",
+    },
+    Rate { kind: FaultName::DbDelay, one_in: 50, source: TAIL },
+    Rate { kind: FaultName::GatewayLatency, one_in: 50, source: TAIL },
+    Rate {
+        kind: FaultName::LostResponse,
+        one_in: 200,
+        source:
+            "a refund call that moved the money and whose answer never came (a connection reset after the \
+            request was served): 'Understanding Network Failures in Data Centers' on lost packets and links \
+            that fail for seconds",
+    },
+    Rate {
+        kind: FaultName::GatewayConflicts,
+        one_in: 200,
+        source:
+            "the gateway answers a retry whose key is still in flight with a conflict, for a while: only \
+            after a timeout, so rarer than one",
+    },
+    Rate { kind: FaultName::RedisDelay, one_in: 50, source: TAIL },
+    Rate {
+        kind: FaultName::GatewayTimeout,
+        one_in: 100,
+        source: "a refund call timed out with its outcome unknown and landing late: a payment provider's \
+            99.9th-percentile latency passes a client's timeout once in a thousand calls, a round makes tens",
+    },
+    Rate {
+        kind: FaultName::GatewayOutage,
+        one_in: 200,
+        source:
+            "the gateway refuses everything for a while: an availability of 99.95% is about twenty minutes \
+            a month down, in stretches",
+    },
+    Rate { kind: FaultName::RedisReplyDelay, one_in: 50, source: TAIL },
+    Rate { kind: FaultName::DbReplyDelay, one_in: 50, source: TAIL },
+    Rate { kind: FaultName::SettlementDelay, one_in: 50, source: TAIL },
+    Rate { kind: FaultName::SettlementReplyDelay, one_in: 50, source: TAIL },
+    Rate {
+        kind: FaultName::RedisFailover,
+        one_in: 1_000,
+        source:
+            "the lock server's primary replaced by its replica, losing what had not reached it: rarer than \
+            a restart (it needs the primary to fail, not only to restart); 'An Analysis of \
+            Network-Partitioning Failures in Cloud Systems' on partitions and the failovers they set off losing data",
+    },
+    Rate {
+        kind: FaultName::LookupLag,
+        one_in: 100,
+        source:
+            "the copy the gateway answers lookups from falls behind for a while (a read replica or search \
+            index that stalls): as common as a slow batch",
+    },
+];
+
+const _: () = {
+    let mut at = 0;
+    while at < RATES.len() {
+        assert!(RATES[at].kind as usize == at, "RATES is in declaration order");
+        assert!(RATES[at].one_in >= 2, "a production fault is rarer than one run in two");
+        at += 1;
+    }
+};
+
+/// The fault rates a search draws its plans under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rates {
+    /// The swarm's: half the kinds on, one to six faults a run (the random scenario).
+    Swarm,
+    /// Each kind as rare as in production (this module's `RATES`).
+    Production,
+}
+
+impl Rates {
+    /// The scenario that draws its plans.
+    pub fn scenario(self) -> &'static str {
+        match self {
+            Rates::Swarm => "random",
+            Rates::Production => "production",
+        }
+    }
+}
+
+impl std::str::FromStr for Rates {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Rates, String> {
+        match text {
+            "swarm" => Ok(Rates::Swarm),
+            "production" => Ok(Rates::Production),
+            other => Err(format!("unknown rates '{other}': expected swarm or production")),
+        }
+    }
+}
+
+/// Where a kind's stream is numbered from (the random scenario's are below 2,000).
+const PRODUCTION_KINDS: u64 = 3_000;
+
+/// The production plan for a seed's world: each kind the world can have and `allowed`
+/// allows, on a stream of its own, appears once with its chance, drawn as the swarm draws
+/// a fault of that kind (targets, a trigger of any family, a size scaled to the TTL).
+pub fn production_plan(seed: u64, world: &WorldConfig, allowed: FaultMask) -> FaultPlan {
+    let mut faults = Vec::new();
+    for rate in RATES.iter().filter(|rate| allowed.allows(rate.kind as usize)) {
+        let mut rng = stream(seed, PRODUCTION_KINDS + rate.kind as u64);
+        if rng.gen_ratio(1, rate.one_in) {
+            faults.extend(any_fault(&mut rng, world, FaultMask(1 << rate.kind as u32)));
+        }
+    }
+    FaultPlan { faults }
+}
+
+/// The lease's lengths a production world picks from: the random world's, and longer ones
+/// for the batches that need them.
+const TTLS_MS: [u64; 9] = [200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 60_000];
+
+/// How long the world's busiest merchant's batch takes with nothing going wrong, at the
+/// slowest refund latency the world draws (half again its base) and every other latency.
+fn batch_ms(world: &WorldConfig) -> u64 {
+    let rows = |merchant| world.rows.iter().filter(|row| row.merchant == merchant).count() as u64;
+    let most = world.jobs.iter().map(|job| rows(job.merchant)).max().unwrap_or(1);
+    let per_row = world.refund_latency.default_ms * 3 / 2
+        + 1
+        + 2 * world.db_latency_ms
+        + world.lookup_latency_ms
+        + 6 * world.redis_latency_ms;
+    most * per_row
+}
+
+/// Sizes the lease and the queue's visibility timeout as a team that runs the service
+/// sizes them: the TTL at least twice a batch's normal length, the visibility timeout at
+/// least a TTL and a batch. Without it a random world's TTL is often shorter than its
+/// batch (a lease expired while held in 635 of 1,000 runs that had no fault that could
+/// end it), and a lease that always runs out is not a rare event but a misconfiguration.
+fn sized(world: &mut WorldConfig) {
+    let batch = batch_ms(world);
+    let ttl = TTLS_MS.into_iter().find(|&ttl| ttl >= 2 * batch).unwrap_or(TTLS_MS[TTLS_MS.len() - 1]);
+    let grown = world.ttl_ms.max(ttl);
+    let visibility = world.visibility_timeout_ms.max(grown + batch);
+    world.settle_ms += 4 * (grown - world.ttl_ms + visibility - world.visibility_timeout_ms);
+    (world.ttl_ms, world.visibility_timeout_ms) = (grown, visibility);
+}
+
+/// The seed's random world (its shape, arrivals, replica and second store as the random
+/// scenario draws them), its lease and visibility timeout sized for its batches (`sized`),
+/// under the production plan; its lookups read the ledger except when a `lookup-lag`
+/// fault holds them back.
+pub fn production_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut world = random_world(seed, mechanism, gateway);
+    sized(&mut world);
+    add_arrivals(seed, &mut world);
+    world.faults = production_plan(seed, &world, allowed);
+    widen_settle_bound(&mut world);
+    Scenario { name: "production", base: WallMs::hms(12, 0, 0), world }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn most_runs_have_no_fault_and_each_kind_appears_near_its_chance() {
+        let runs = 20_000u64;
+        let mut counts = [0u64; FaultName::COUNT];
+        let mut without = 0;
+        for seed in 1..=runs {
+            let scenario =
+                production_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+            let faults = &scenario.world.faults.faults;
+            without += u64::from(faults.is_empty());
+            for fault in faults {
+                counts[fault.kind.kind() as usize] += 1;
+            }
+        }
+        assert!(without * 2 > runs, "{without} of {runs} runs without a fault");
+        for rate in RATES {
+            let expected = runs as f64 / f64::from(rate.one_in);
+            let got = counts[rate.kind as usize] as f64;
+            // a failover needs a replica (a quarter of the worlds), a settlement delay the
+            // second store (a quarter): those kinds appear about four times as rarely
+            let expected = match rate.kind {
+                FaultName::RedisFailover | FaultName::SettlementDelay | FaultName::SettlementReplyDelay => {
+                    expected / 4.0
+                }
+                _ => expected,
+            };
+            let spread = 4.0 * expected.sqrt() + 3.0;
+            assert!(
+                (got - expected).abs() <= spread,
+                "{}: {got} where {expected:.0} expected",
+                rate.kind.name()
+            );
+        }
+    }
+
+    #[test]
+    fn a_switched_off_kind_never_appears_and_the_others_are_unchanged() {
+        for seed in 1..=2_000 {
+            let all = production_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+            let mask = FaultMask::ALL.without(FaultName::Pause as usize);
+            let some = production_scenario(seed, Mechanism::Fenced, GatewayMode::Idempotent, mask);
+            let kept: Vec<_> = all
+                .world
+                .faults
+                .faults
+                .iter()
+                .filter(|f| f.kind.kind() != FaultName::Pause)
+                .cloned()
+                .collect();
+            assert_eq!(some.world.faults.faults, kept, "seed {seed}");
+        }
+    }
+}
