@@ -46,9 +46,9 @@ pub const RATES: [Rate; FaultName::COUNT] = [
     Rate {
         kind: FaultName::Crash,
         one_in: 200,
-        source: "a worker killed mid-batch (out of memory, a deploy's restart): 'Why Does the Cloud Stop \
-            Computing? Lessons from Hundreds of Service Outages' counts upgrades and server \
-            failures among the commonest causes of outages",
+        source: "a worker killed mid-batch (out of memory, a deploy's restart): no study gives a rate, so \
+            the chance is the project's, half a pause's; 'Why Does the Cloud Stop Computing? Lessons from \
+            Hundreds of Service Outages' studies hundreds of such outages",
     },
     Rate {
         kind: FaultName::ExpireLease,
@@ -66,7 +66,7 @@ pub const RATES: [Rate; FaultName::COUNT] = [
         kind: FaultName::RedisRestart,
         one_in: 500,
         source: "the lock server restarted (a deploy, a crash, a host moved): a few times a month against a \
-            round every few minutes; 'Why Does the Cloud Stop Computing?' on upgrades and restarts",
+            round every few minutes; the store's own documents: a restart without persistence loses every key",
     },
     Rate {
         kind: FaultName::Redeliver,
@@ -110,8 +110,9 @@ pub const RATES: [Rate; FaultName::COUNT] = [
         kind: FaultName::GatewayOutage,
         one_in: 200,
         source:
-            "the gateway refuses everything for a while: an availability of 99.95% is about twenty minutes \
-            a month down, in stretches",
+            "the gateway refuses everything for a while: a published monthly availability of 99.96% to 100% \
+            puts one round in a few thousand inside an outage; set ten times higher, as refusals of a few \
+            seconds are far more common than the outages an availability counts (the project's assumption)",
     },
     Rate { kind: FaultName::RedisReplyDelay, one_in: 50, source: TAIL },
     Rate { kind: FaultName::DbReplyDelay, one_in: 50, source: TAIL },
@@ -123,7 +124,7 @@ pub const RATES: [Rate; FaultName::COUNT] = [
         source:
             "the lock server's primary replaced by its replica, losing what had not reached it: rarer than \
             a restart (it needs the primary to fail, not only to restart); 'An Analysis of \
-            Network-Partitioning Failures in Cloud Systems' on partitions and the failovers they set off losing data",
+            Network-Partitioning Failures in Cloud Systems' finds data loss the commonest effect of a partition",
     },
     Rate {
         kind: FaultName::LookupLag,
