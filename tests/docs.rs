@@ -415,3 +415,25 @@ fn the_guides_table_of_invariants_is_the_catalogues() {
         );
     }
 }
+
+/// The rates page's table says each fault kind's chance once, as `scenario::production`'s
+/// `RATES` has it: a chance changed in one place and not the other fails here.
+#[test]
+fn the_rates_page_gives_each_kind_the_chance_the_production_profile_draws_it_with() {
+    use fencesim::scenario::production::RATES;
+    let page = read("docs/rates.md");
+    let table = page.lines().skip_while(|line| !line.starts_with("| kind | one run in |"));
+    let mut said: BTreeMap<String, u32> = BTreeMap::new();
+    for row in table.take_while(|line| line.starts_with('|')).filter(|line| line.starts_with("| `")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let digits: String = cells[2].chars().filter(char::is_ascii_digit).collect();
+        let Ok(one_in) = digits.parse::<u32>() else { continue };
+        for name in cells[1].split(',').map(|name| name.trim().trim_matches('`')) {
+            assert!(said.insert(name.to_owned(), one_in).is_none(), "docs/rates.md: `{name}` twice");
+        }
+    }
+    for rate in RATES {
+        assert_eq!(said.get(rate.kind.name()), Some(&rate.one_in), "docs/rates.md: `{}`", rate.kind.name());
+    }
+    assert_eq!(said.len(), RATES.len(), "docs/rates.md names a kind the profile does not have: {said:?}");
+}
