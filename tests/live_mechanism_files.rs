@@ -11,11 +11,8 @@ use fencesim::sim::GatewayMode;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
 use support::redis_server;
-
-/// One live run at a time: each wants the machine's two cores to itself.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+use support::slots::{live_slot, Slot};
 
 const FENCESIM: &str = env!("CARGO_BIN_EXE_fencesim");
 
@@ -23,11 +20,11 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// This test's turn at the machine, or none (said loudly) on a machine without a
+/// This test's place among the live runs, or none (said loudly) on a machine without a
 /// redis-server.
-fn turn(test: &str) -> Option<MutexGuard<'static, ()>> {
-    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    redis_server::available(test).then_some(one)
+fn turn(test: &str) -> Option<Slot> {
+    let slot = live_slot();
+    redis_server::available(test).then_some(slot)
 }
 
 fn names(list: &serde_json::Value) -> BTreeSet<String> {

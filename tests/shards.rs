@@ -207,8 +207,12 @@ fn four_matrix_shards_merged_write_the_report_one_run_writes() {
             "4",
             "--debate-seeds",
             "9",
+            "--store-seeds",
+            "4",
             "--lag-seeds",
             "12",
+            "--verdict-seeds",
+            "16",
         ])
         .output()
         .expect("another run");

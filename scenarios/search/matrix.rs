@@ -10,7 +10,7 @@ use crate::runner::{run, Costs, Outcome};
 use crate::scenario::random::random_world;
 use crate::scenario::{self, FaultMask, Scenario};
 use crate::search::debate::{debate, DebateRow};
-use crate::search::explore::{run_seed, run_seeds};
+use crate::search::explore::{run_seed, run_seeds, SeedResult};
 use crate::search::lagging::{lagging, LagRow};
 use crate::search::pool::Pool;
 use crate::search::second_store::{second_store, StoreRow};
@@ -113,6 +113,19 @@ pub fn matrix_of(
     jobs: usize,
     coverage: &mut Coverage,
 ) -> Result<Vec<Cell>, String> {
+    matrix_seen(mechanisms, seeds, table_seeds, jobs, coverage, |_, _, _| {})
+}
+
+/// `matrix_of`, showing `seen` each seed's result in seed order: a test holds another
+/// run of the same seeds to them without running them again.
+pub fn matrix_seen(
+    mechanisms: &[Mechanism],
+    seeds: SeedRange,
+    table_seeds: u64,
+    jobs: usize,
+    coverage: &mut Coverage,
+    mut seen: impl FnMut(Mechanism, GatewayMode, &SeedResult),
+) -> Result<Vec<Cell>, String> {
     let never = AtomicBool::new(false);
     let pool = Pool { jobs, interrupted: &never };
     let mut cells = Vec::new();
@@ -127,6 +140,7 @@ pub fn matrix_of(
                 |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL, None),
                 |_| {},
                 |result| {
+                    seen(mechanism, gateway, &result);
                     verdicts.add(&result);
                     if result.seed > table_seeds {
                         return;

@@ -8,4 +8,5 @@ pub mod postgres;
 pub mod programs;
 pub mod redis_answers;
 pub mod redis_server;
+pub mod slots;
 pub mod xmllint;
