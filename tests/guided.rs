@@ -89,7 +89,8 @@ fn a_failure_the_guided_search_finds_is_an_ordinary_replay_file() {
 #[test]
 fn after_the_first_generation_about_half_the_runs_grow_from_kept_plans_and_fresh_seeds_come_in_order() {
     let never = AtomicBool::new(false);
-    let bounds = Bounds { from: 40, runs: 96, allowed: FaultMask::ALL, stop_at_first: false };
+    let bounds =
+        Bounds { from: 40, runs: 96, allowed: FaultMask::ALL, stop_at_first: false, rates: Rates::Swarm };
     let build =
         |seed| scenario::build("random", seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
     let mut seen = Vec::new();
@@ -218,4 +219,61 @@ fn guided_shards_each_grow_their_own_corpus_and_merge_into_the_sum_of_their_runs
         assert_eq!(broken(&value, name), broken(&one, name) + broken(&two, name), "{name}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A branch from a kept plan's moment (`mutate::branch`) replays the plan's run up to the
+/// moment event for event, under the swarm's worlds and production's, and then goes its
+/// own way: its one fresh fault comes after the moment.
+#[test]
+fn a_branch_follows_its_parents_run_to_the_moment_and_then_its_own_way() {
+    use fencesim::search::guided::corpus::Corpus;
+    use fencesim::search::guided::mutate::branch;
+    use rand::SeedableRng;
+    let (mut compared, mut parted) = (0, 0);
+    for rates in [Rates::Swarm, Rates::Production] {
+        let build = |seed| {
+            scenario::build(
+                rates.scenario(),
+                seed,
+                Mechanism::Fenced,
+                GatewayMode::Idempotent,
+                FaultMask::ALL,
+            )
+        };
+        let mut corpus = Corpus::default();
+        for seed in 1..=40 {
+            let scenario = build(seed).unwrap();
+            let outcome = run(&scenario, seed).unwrap();
+            let (features, _) = Features::of(&outcome.record, &outcome.scenario.world);
+            if !corpus.consider(seed, &scenario, features) {
+                continue;
+            }
+            let parent = corpus.entry(corpus.len() - 1).clone();
+            let before = |events: &[fencesim::sim::Event]| -> Vec<String> {
+                events.iter().filter(|e| e.at_ms <= parent.moment_ms).map(|e| format!("{e:?}")).collect()
+            };
+            for draw in 0..3 {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed * 10 + draw);
+                let Some(next) = branch(&parent, &mut rng, FaultMask::ALL, rates) else { continue };
+                let fresh = next.world.faults.faults.last().unwrap();
+                let after =
+                    matches!(fresh.trigger, fencesim::sim::Trigger::At { at_ms } if at_ms > parent.moment_ms);
+                assert!(after, "{rates:?} seed {seed}: the fresh fault comes after the moment: {fresh:?}");
+                let branched = run(&next, seed).unwrap();
+                assert_eq!(
+                    before(&branched.record.events),
+                    before(&outcome.record.events),
+                    "{rates:?} seed {seed}: the branch parted from its parent before {} ms",
+                    parent.moment_ms
+                );
+                compared += 1;
+                parted += usize::from(branched.record.events != outcome.record.events);
+            }
+        }
+    }
+    assert!(compared >= 60, "branches compared: {compared}");
+    assert!(
+        parted * 2 >= compared,
+        "most branches go their own way after the moment: {parted} of {compared}"
+    );
 }

@@ -7,6 +7,7 @@
 
 use crate::check::{check_all, Facts};
 use crate::runner::{judge, run, DEFAULT_SEED};
+use crate::scenario::production::Rates;
 use crate::scenario::{self, worked_example, FaultMask};
 use crate::search::explore::{run_candidate, run_seed, run_seeds, SeedResult};
 use crate::search::guided::{self, Bounds};
@@ -230,7 +231,7 @@ fn baseline_seed(seed: u64, mechanism: Mechanism, gateway: GatewayMode) -> Resul
 /// judged and read for its features as `explore --search guided` does.
 fn guided_seconds(runs: u64, mechanism: Mechanism, gateway: GatewayMode) -> Result<f64, String> {
     let never = std::sync::atomic::AtomicBool::new(false);
-    let bounds = Bounds { from: 1, runs, allowed: FaultMask::ALL, stop_at_first: false };
+    let bounds = Bounds { from: 1, runs, allowed: FaultMask::ALL, stop_at_first: false, rates: Rates::Swarm };
     let clock = Instant::now();
     guided::search(
         &bounds,

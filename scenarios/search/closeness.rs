@@ -13,7 +13,7 @@ use crate::runner::{run_with, Outcome};
 use crate::scenario::random::any_fault;
 use crate::scenario::{FaultMask, Scenario};
 use crate::search::Pool;
-use fencesim_sim::{EventKind, Fault, FaultPlan, Trigger};
+use fencesim_sim::{EventKind, Fault, FaultPlan, RunRecord, Trigger};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -56,9 +56,13 @@ impl Moment {
 /// Each of the plan's faults with the time it fired in the run, if it did (a plan may hold
 /// two equal faults: each firing is matched to the first of them not matched yet).
 fn fired_at(outcome: &Outcome) -> Vec<Option<u64>> {
-    let faults = &outcome.scenario.world.faults.faults;
+    fired_times(&outcome.record, &outcome.scenario.world.faults.faults)
+}
+
+/// `fired_at`, from a run's record and its plan's faults.
+pub fn fired_times(record: &RunRecord, faults: &[Fault]) -> Vec<Option<u64>> {
     let mut at = vec![None; faults.len()];
-    for event in &outcome.record.events {
+    for event in &record.events {
         let EventKind::FaultFired { fault, trigger } = &event.kind else { continue };
         let unmatched = faults
             .iter()

@@ -6,6 +6,7 @@ use crate::check::INVARIANTS;
 use crate::files::replay_file::ReplayFile;
 use crate::mutant::Mutant;
 use crate::runner::{run_with, Costs, Outcome};
+use crate::scenario::production::Rates;
 use crate::scenario::{self, FaultMask};
 use crate::search::guided::{self, features::Features, Bounds, Candidate, Judged};
 use crate::search::pool::Pool;
@@ -311,7 +312,9 @@ fn explore_guided(
 ) -> Result<u64, String> {
     let (name, mechanism, gateway, allowed, mutant) =
         (config.scenario.as_str(), config.mechanism, config.gateway, config.allowed, config.mutant);
-    let bounds = Bounds { from: seeds.from, runs: seeds.count, allowed, stop_at_first: !config.keep_going };
+    let rates = if name == Rates::Production.scenario() { Rates::Production } else { Rates::Swarm };
+    let bounds =
+        Bounds { from: seeds.from, runs: seeds.count, allowed, stop_at_first: !config.keep_going, rates };
     guided::search(
         &bounds,
         pool,

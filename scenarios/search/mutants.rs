@@ -126,7 +126,7 @@ pub fn search(mutant: Mutant, start: u64, budget: u64, rates: Rates) -> Result<S
 /// mutants share the pool's). The run, from 1, that first caught it, if one did.
 pub fn search_guided(mutant: Mutant, start: u64, budget: u64, rates: Rates) -> Result<Option<u64>, String> {
     let never = AtomicBool::new(false);
-    let bounds = Bounds { from: start, runs: budget, allowed: FaultMask::ALL, stop_at_first: true };
+    let bounds = Bounds { from: start, runs: budget, allowed: FaultMask::ALL, stop_at_first: true, rates };
     let mut caught = None;
     guided::search(
         &bounds,

@@ -19,6 +19,10 @@ pub struct Entry {
     /// When its run first reached a feature no earlier plan had: a fault added after it
     /// leaves the path up to there as it was.
     pub moment_ms: u64,
+    /// Branches made from its moment so far, and how many of them were kept (reached a
+    /// feature no kept plan held): what its energy is worked out from.
+    pub branches: u32,
+    pub finds: u32,
 }
 
 impl Entry {
@@ -40,6 +44,12 @@ const COST_BASE: u64 = 200;
 
 /// How many times more a goal feature (`features::is_goal`) weighs than another as rare.
 const GOAL: u64 = 8;
+
+/// A plan's energy as a branch's parent before any branch of it ran, what each kept
+/// branch adds to it, and how many branches make it one share smaller (`branch_weights`).
+const ENERGY: u64 = 4;
+const FIND: u64 = 8;
+const TIRING: u64 = 4;
 
 #[derive(Debug, Default)]
 pub struct Corpus {
@@ -74,7 +84,14 @@ impl Corpus {
         for id in &features.ids {
             *self.held.entry(*id).or_default() += 1;
         }
-        self.entries.push(Entry { seed, scenario: scenario.clone(), features, moment_ms });
+        self.entries.push(Entry {
+            seed,
+            scenario: scenario.clone(),
+            features,
+            moment_ms,
+            branches: 0,
+            finds: 0,
+        });
         true
     }
 
@@ -109,18 +126,51 @@ impl Corpus {
 
     /// A kept plan, chosen with chances in proportion to its weight in `weights`.
     pub fn choose(&self, weights: &[u64], rng: &mut ChaCha8Rng) -> Option<&Entry> {
+        self.choose_at(weights, rng).map(|at| &self.entries[at])
+    }
+
+    /// `choose`, as the plan's place in the corpus.
+    pub fn choose_at(&self, weights: &[u64], rng: &mut ChaCha8Rng) -> Option<usize> {
         let total: u64 = weights.iter().sum();
         if total == 0 {
             return None;
         }
         let mut point = rng.gen_range(0..total);
-        for (entry, weight) in self.entries.iter().zip(weights) {
+        for (at, weight) in weights.iter().enumerate() {
             if point < *weight {
-                return Some(entry);
+                return Some(at);
             }
             point -= weight;
         }
-        self.entries.last()
+        Some(self.entries.len() - 1)
+    }
+
+    /// The kept plan at `at`.
+    pub fn entry(&self, at: usize) -> &Entry {
+        &self.entries[at]
+    }
+
+    /// Every kept plan's weight as a branch's parent: its weight times its energy. A plan
+    /// starts with `ENERGY`; each branch of it that was kept adds `FIND` to it, and every
+    /// `TIRING` branches made from it divide it once more, so that the search branches on
+    /// from the moments whose branches keep reaching new situations and leaves the ones
+    /// whose branches stopped.
+    pub fn branch_weights(&self) -> Vec<u64> {
+        self.entries
+            .iter()
+            .map(|entry| {
+                let energy = ENERGY + FIND * u64::from(entry.finds);
+                (self.weight(entry) * energy / (ENERGY + u64::from(entry.branches) / TIRING)).max(1)
+            })
+            .collect()
+    }
+
+    /// A branch of the plan at `parent` was run: counted, and whether it was kept.
+    pub fn credit(&mut self, parent: usize, kept: bool) {
+        if let Some(entry) = self.entries.get_mut(parent) {
+            entry.branches += 1;
+            entry.finds += u32::from(kept);
+        }
     }
 
     /// Any kept plan, each as likely (what a splice takes a fault from).

@@ -23,6 +23,9 @@ pub struct Features {
     pub at_ms: Vec<u64>,
     /// How many events the run recorded: what a run of this plan costs, roughly.
     pub events: usize,
+    /// Each of the plan's faults with the time it fired, if it did: which of them a branch
+    /// from a moment keeps.
+    pub fired: Vec<Option<u64>>,
 }
 
 /// Where the numbers of each family of features start.
@@ -80,7 +83,9 @@ impl Features {
 
     /// The features of a run, with what coverage counts of it.
     pub fn of(record: &RunRecord, world: &fencesim_sim::WorldConfig) -> (Features, Touched) {
-        let mut features = Features { events: record.events.len(), ..Features::default() };
+        let fired_times = crate::search::closeness::fired_times(record, &world.faults.faults);
+        let mut features =
+            Features { events: record.events.len(), fired: fired_times, ..Features::default() };
         let mut fired: u32 = 0;
         let mut kinds_fired: Vec<FaultName> = Vec::new();
         let touched = Touched::scan(record, world, |mark| match mark {

@@ -13,6 +13,7 @@ pub mod features;
 pub mod mutate;
 pub mod near;
 
+use crate::scenario::production::Rates;
 use crate::scenario::{FaultMask, Scenario};
 use crate::search::pool::Pool;
 use corpus::Corpus;
@@ -29,6 +30,11 @@ pub const GENERATION: u64 = 16;
 /// bug tried: the changed plans reach them no more often than fresh draws do).
 pub const FRESH_ONE_IN: u32 = 2;
 
+/// One run in this many of those made from the corpus is a branch from a kept plan's moment
+/// (`mutate::branch`: its path replayed to the moment, one fresh fault after it), chosen by
+/// the plan's energy; the others change a kept plan (`mutate::mutate`).
+pub const BRANCH_ONE_IN: u32 = 2;
+
 /// The search's own stream of randomness (a seed's streams for its world are numbered
 /// from 1, its kinds' from 1,000).
 const GUIDED_STREAM: u64 = 1 << 32;
@@ -42,6 +48,8 @@ pub struct Candidate {
     pub seed: u64,
     pub scenario: Scenario,
     pub fresh: bool,
+    /// The kept plan it branched from (its place in the corpus), if it is a branch.
+    pub branched_from: Option<usize>,
 }
 
 /// What a run said, for the search: its features, whether it found what the search looks
@@ -59,6 +67,9 @@ pub struct Bounds {
     pub runs: u64,
     pub allowed: FaultMask,
     pub stop_at_first: bool,
+    /// The rates the fresh worlds are drawn under: a branch draws its fault's kind as
+    /// they make kinds common or rare.
+    pub rates: Rates,
 }
 
 /// The next generation's candidates.
@@ -71,20 +82,31 @@ fn generation(
     fresh: &impl Fn(u64) -> Result<Scenario, String>,
 ) -> Result<Vec<Candidate>, String> {
     let mut candidates = Vec::with_capacity(count as usize);
-    let weights = corpus.weights();
+    let (weights, branch_weights) = (corpus.weights(), corpus.branch_weights());
     for run in first_run..first_run + count {
-        let changed = match (corpus.choose(&weights, rng), corpus.any(rng)) {
-            (Some(parent), Some(other)) if !rng.gen_ratio(1, FRESH_ONE_IN) => {
-                mutate::mutate(parent, other, rng, bounds.allowed).map(|scenario| (parent.seed, scenario))
+        let made = if corpus.is_empty() || rng.gen_ratio(1, FRESH_ONE_IN) {
+            None
+        } else if rng.gen_ratio(1, BRANCH_ONE_IN) {
+            corpus.choose_at(&branch_weights, rng).and_then(|at| {
+                let parent = corpus.entry(at);
+                let branch = mutate::branch(parent, rng, bounds.allowed, bounds.rates);
+                branch.map(|scenario| (parent.seed, scenario, Some(at)))
+            })
+        } else {
+            match (corpus.choose(&weights, rng), corpus.any(rng)) {
+                (Some(parent), Some(other)) => mutate::mutate(parent, other, rng, bounds.allowed)
+                    .map(|scenario| (parent.seed, scenario, None)),
+                _ => None,
             }
-            _ => None,
         };
-        let candidate = match changed {
-            Some((seed, scenario)) => Candidate { run, seed, scenario, fresh: false },
+        let candidate = match made {
+            Some((seed, scenario, branched_from)) => {
+                Candidate { run, seed, scenario, fresh: false, branched_from }
+            }
             None => {
                 let seed = *next_seed;
                 *next_seed = seed.checked_add(1).ok_or("the guided search ran past the last seed")?;
-                Candidate { run, seed, scenario: fresh(seed)?, fresh: true }
+                Candidate { run, seed, scenario: fresh(seed)?, fresh: true, branched_from: None }
             }
         };
         candidates.push(candidate);
@@ -118,7 +140,10 @@ pub fn search<T: Send>(
             |at, judged| {
                 let candidate = &candidates[at as usize];
                 found |= judged.found;
-                corpus.consider(candidate.seed, &candidate.scenario, judged.features);
+                let kept = corpus.consider(candidate.seed, &candidate.scenario, judged.features);
+                if let Some(parent) = candidate.branched_from {
+                    corpus.credit(parent, kept);
+                }
                 in_order(candidate, judged.result);
             },
         )?;

@@ -1,8 +1,11 @@
 //! New plans from kept ones. Each change keeps the world and the seed, so a run of the
 //! new plan follows its parent's path up to the first fault the change touched: a fault
 //! added after the moment the parent first reached something new branches from there.
+//! A branch (`branch`) does only that: the parent's path replayed to its moment, and one
+//! fresh fault after it.
 
 use crate::scenario::deployment::replan;
+use crate::scenario::production::{Rates, RATES};
 use crate::scenario::random::{any_fault, any_size, counter_start, horizon_ms};
 use crate::scenario::{FaultMask, Scenario};
 use crate::search::guided::corpus::Entry;
@@ -177,4 +180,53 @@ pub fn mutate(parent: &Entry, other: &Entry, rng: &mut ChaCha8Rng, allowed: Faul
     }
     replan(&mut scenario.world, FaultPlan { faults });
     scenario.world.validate().is_ok().then_some(scenario)
+}
+
+/// A branch of `parent` from its moment: the same world and seed, the faults that had fired
+/// by the moment kept as they were and every later one left out (so that the run follows
+/// the parent's path up to the moment, event for event, as a continuation of
+/// `search::closeness` does), and one fresh fault at a time after it, its kind drawn as
+/// `rates` makes kinds common or rare. None when the world refuses the plan.
+pub fn branch(parent: &Entry, rng: &mut ChaCha8Rng, allowed: FaultMask, rates: Rates) -> Option<Scenario> {
+    let mut scenario: Scenario = parent.scenario.clone();
+    let moment = parent.moment_ms;
+    let fired = &parent.features.fired;
+    let mut faults: Vec<Fault> = (parent.plan().faults.iter().zip(fired))
+        .filter(|(_, at)| at.is_some_and(|ms| ms <= moment))
+        .map(|(fault, _)| fault.clone())
+        .collect();
+    let world = &scenario.world;
+    let mut fault = fresh_fault(rng, world, allowed, rates)?;
+    let window = world.ttl_ms.max(horizon_ms(world) / 4).max(1);
+    fault.trigger = Trigger::At { at_ms: moment + rng.gen_range(1..=window) };
+    faults.push(fault);
+    replan(&mut scenario.world, FaultPlan { faults });
+    scenario.world.validate().is_ok().then_some(scenario)
+}
+
+/// A fault the world can have, drawn as the swarm draws one; under production rates its
+/// kind is first drawn in proportion to the kind's chance in a run (a request's delay ten
+/// times as often as a failover), from the kinds this world can have.
+fn fresh_fault(rng: &mut ChaCha8Rng, world: &WorldConfig, allowed: FaultMask, rates: Rates) -> Option<Fault> {
+    if rates == Rates::Swarm {
+        return any_fault(rng, world, allowed);
+    }
+    let mut left: Vec<(usize, u64)> = (RATES.iter().enumerate())
+        .filter(|(kind, _)| allowed.allows(*kind))
+        .map(|(kind, rate)| (kind, 1_000 / u64::from(rate.one_in)))
+        .collect();
+    while !left.is_empty() {
+        let total: u64 = left.iter().map(|(_, weight)| weight).sum();
+        let mut point = rng.gen_range(0..total.max(1));
+        let mut at = 0;
+        while at + 1 < left.len() && point >= left[at].1 {
+            point -= left[at].1;
+            at += 1;
+        }
+        let (kind, _) = left.swap_remove(at);
+        if let Some(fault) = any_fault(rng, world, FaultMask(1 << kind as u32)) {
+            return Some(fault);
+        }
+    }
+    None
 }
