@@ -83,6 +83,16 @@ impl Rates {
             Rates::Production => "production",
         }
     }
+
+    /// The rates a scenario draws its plans under: production's for its own scenario, the
+    /// swarm's for every other.
+    pub fn of_scenario(name: &str) -> Rates {
+        if name == Rates::Production.scenario() {
+            Rates::Production
+        } else {
+            Rates::Swarm
+        }
+    }
 }
 
 impl std::str::FromStr for Rates {

@@ -312,7 +312,7 @@ fn explore_guided(
 ) -> Result<u64, String> {
     let (name, mechanism, gateway, allowed, mutant) =
         (config.scenario.as_str(), config.mechanism, config.gateway, config.allowed, config.mutant);
-    let rates = if name == Rates::Production.scenario() { Rates::Production } else { Rates::Swarm };
+    let rates = Rates::of_scenario(name);
     let bounds =
         Bounds { from: seeds.from, runs: seeds.count, allowed, stop_at_first: !config.keep_going, rates };
     guided::search(
