@@ -209,8 +209,18 @@ where
         };
         return Box::pin(Worker::new(config, ports, incarnation).run());
     };
-    let own = OwnPorts { mechanism, worker: id, ttl_ms, redis: vec![redis], store, gateway, queue, clock };
-    let PlantedPorts { lease, tokens, store, gateway, queue } = Planted(mutant).plant(own);
+    let own = OwnPorts {
+        mechanism,
+        worker: id,
+        incarnation,
+        ttl_ms,
+        redis: vec![redis],
+        store,
+        gateway,
+        queue,
+        clock,
+    };
+    let PlantedPorts { lease, tokens, store, gateway, queue, .. } = Planted(mutant).plant(own);
     let ports = Ports { lease, tokens, store, gateway, queue, probe, clock, settlement: NoSettlement };
     Box::pin(Worker::new(config, ports, incarnation).run())
 }

@@ -25,7 +25,7 @@ pub fn acts(mutant: Mutant, facts: &Facts<'_>) -> Vec<usize> {
         Mutant::TokenPerJob | Mutant::TokenPerWorker | Mutant::TokenWrapsAt32Bits => {
             all.filter(|&at| token_not_issued(&cx, at)).collect()
         }
-        Mutant::ReleaseWithDel | Mutant::ReleaseByGetThenDel => {
+        Mutant::ReleaseWithDel | Mutant::ReleaseByGetThenDel | Mutant::OutageReleaseByDel => {
             all.filter(|&at| deleted_another(&cx, at)).collect()
         }
         // a shared value also fools its holder's own check: the key still reads "its" value
@@ -58,6 +58,13 @@ pub fn acts(mutant: Mutant, facts: &Facts<'_>) -> Vec<usize> {
         Mutant::PostingWithoutFence => all.filter(|&at| posted_under_newer_fence(&cx, at)).collect(),
         Mutant::WaitAnswerIgnored => unreplicated_writes(&cx),
         Mutant::LookupMissMintsNewKey => all.filter(|&at| paid_again_after_a_miss(&cx, at)).collect(),
+        Mutant::KeyPerStartGeneration
+        | Mutant::ConflictMintsNewKey
+        | Mutant::RefusalMintsNewKey
+        | Mutant::RestartRecoveryMintsNewKey => all.filter(|&at| paid_anew(&cx, at)).collect(),
+        Mutant::UnknownOutcomeAcked => all.filter(|&at| acked_early(&cx, at)).collect(),
+        Mutant::RefusedInstanceCounted => all.filter(|&at| refusal_counted(&cx, at)).collect(),
+        Mutant::LookupMissSkipsLedgerCheck => all.filter(|&at| posted_again(&cx, at)).collect(),
     };
     kept
 }
@@ -264,4 +271,23 @@ fn paid_again_after_a_miss(cx: &Cx<'_>, at: usize) -> bool {
         && cx.events[..at].iter().any(|event| {
             matches!(&event.kind, EventKind::RefundCalled { refund: r, outcome: CallOutcome::Created, .. } if r == refund)
         })
+}
+
+/// A posting of a refund the ledger had posted already.
+fn posted_again(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::SettlementPosted { refund, rows: 1.., .. } = &cx.events[at].kind else { return false };
+    cx.events[..at].iter().any(|event| {
+        matches!(&event.kind, EventKind::SettlementPosted { refund: r, rows: 1.., .. } if r == refund)
+    })
+}
+
+/// A refused Redis command of a worker whose next step was taking the lease: the refusal
+/// counted as a grant (the chain of a holder that went on ungranted starts at it).
+fn refusal_counted(cx: &Cx<'_>, at: usize) -> bool {
+    let EventKind::RedisRefused { worker, .. } = &cx.events[at].kind else { return false };
+    let next = cx.events[at + 1..].iter().find_map(|event| match &event.kind {
+        EventKind::Step { worker: w, step } if w == worker => Some(step),
+        _ => None,
+    });
+    matches!(next, Some(Step::LeaseAcquired { .. }))
 }

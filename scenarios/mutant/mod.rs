@@ -89,6 +89,33 @@ pub enum Mutant {
     /// refund is paid under a fresh idempotency key: a lookup answered from a lagging copy
     /// then makes a second refund that the refund's own key would have turned into a replay.
     LookupMissMintsNewKey,
+    // The deep catalogue: bugs that break only when two rare things meet (`Spec::deep`).
+    /// The idempotency key carries the worker process's start-up generation (bumped each
+    /// time a process starts, to keep an old deploy's keys apart): every worker started
+    /// together sends the same key, a process started again after a crash another.
+    KeyPerStartGeneration,
+    /// A refund whose outcome is unknown (its call timed out and no lookup could say) is
+    /// parked for reconciliation: the job is acked and the row left in `sending`.
+    UnknownOutcomeAcked,
+    /// A refund call the gateway refuses with a conflict (a call with the same key is in
+    /// flight) is sent again under a new key.
+    ConflictMintsNewKey,
+    /// A row found in `sending` whose lookup found no refund is taken as never paid, and so
+    /// never posted: the settlement ledger is not asked before the posting.
+    LookupMissSkipsLedgerCheck,
+    /// A refund call the gateway refused (it was down) is sent again under a new key, the
+    /// refused key taken for spent.
+    RefusalMintsNewKey,
+    /// A batch given up because the gateway was down releases its lease with a plain
+    /// `DEL`, the error path's own clean-up written apart from the normal release.
+    OutageReleaseByDel,
+    /// A process started again after a crash pays a row it finds in `sending`, whose
+    /// lookup found no refund, as a new attempt under a key of its own (the attempts its
+    /// previous life made died with it).
+    RestartRecoveryMintsNewKey,
+    /// A Redlock acquisition counts an instance that refused the `SET NX` (it was
+    /// restarting) as granted: "it may have taken the key".
+    RefusedInstanceCounted,
 }
 
 /// What the catalogue knows of one mutant.
@@ -111,6 +138,9 @@ pub struct Spec {
     /// The public report the bug is modelled on, by its title and where it was filed; none
     /// for the catalogue's own bugs.
     pub source: Option<&'static str>,
+    /// Whether it is in the deep catalogue: a bug that breaks only when two or more rare
+    /// conditions meet, searched under production rates (docs/deep-bugs.md).
+    pub deep: bool,
 }
 
 /// The catalogue, one entry per mutant in declaration order (checked when it compiles).
@@ -123,6 +153,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's claim statement",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::ConfirmFenceAtLeast,
@@ -132,6 +163,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's confirm statement",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::ConfirmWithoutFence,
@@ -141,6 +173,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's confirm statement",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::ClaimRowCountIgnored,
@@ -150,6 +183,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::NonIdempotent,
         planted_in: "the refund store port",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::TokenPerJob,
@@ -159,6 +193,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the token source port",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::TokenPerWorker,
@@ -168,6 +203,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the token source port",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::ReleaseWithDel,
@@ -177,6 +213,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::SharedLockValue,
@@ -186,6 +223,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::ExtendRecreates,
@@ -195,6 +233,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's renewal script",
         source: Some("\"Lock extension via lock method allows extending expired locks\" (a Ruby Redlock client's issue 36)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::NoReseedAfterRestart,
@@ -204,6 +243,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the deployment's Redis start-up routine",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::KeyPerAttempt,
@@ -213,6 +253,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
         source: Some("\"Idempotency key for /payments depends on volatile request fields\" (a payment connector's issue 1305)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::ClaimAcceptsSent,
@@ -222,6 +263,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's claim statement",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::AckOnReceive,
@@ -231,6 +273,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the job queue port",
         source: Some("an ACH gateway's pull request 138, whose maintainer wrote \"We used to ack this early and it caused a bunch of issues\""),
+        deep: false,
     },
     Spec {
         mutant: Mutant::ReleaseByGetThenDel,
@@ -240,6 +283,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's release script",
         source: Some("\"Fix race condition in redis.lock.Lock.release\" (a Python Redis client's pull request 1031)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::AcquireSetnxThenPexpire,
@@ -249,6 +293,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's SET NX PX",
         source: Some("\"Dead lock in redis lock provider\" (a Java scheduler-lock library's issue 65)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::ExtendTtlAsSeconds,
@@ -258,6 +303,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's renewal script",
         source: Some("\"extend_life interprets TTL as seconds rather than milliseconds\" (a Ruby Redlock client's issue 44)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::FenceComparedAsText,
@@ -267,6 +313,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the store's claim statement",
         source: Some("\"Zookeeper sequence node overflow causes perpetual re-election\" (a Python ZooKeeper client's issue 730: sequences compared as text, a signed 32-bit counter)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::TokenWrapsAt32Bits,
@@ -276,6 +323,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the token source port",
         source: Some("\"Zookeeper sequence node overflow causes perpetual re-election\" (a Python ZooKeeper client's issue 730: sequences compared as text, a signed 32-bit counter)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::RenewalIgnoresResult,
@@ -285,6 +333,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
         source: Some("\"RedissonLock.renewExpiration will refresh forever\" (a Java Redis client's issue 2037)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::TimeoutTakenAsFailure,
@@ -294,6 +343,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::NonIdempotent,
         planted_in: "the gateway port",
         source: Some("\"RefundReconciliationJob Auto-Fails Refunds Without Gateway Consultation — Risk of Double Refund\" (a payment platform's issue 222)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::FailureTakenAsRefunded,
@@ -303,6 +353,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
         source: Some("\"A refund that fails at the payment gateway can still set the Payment to Refunded\" (an e-commerce plugin's issue 9013)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::RetryMintsNewKey,
@@ -312,6 +363,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
         source: Some("\"CreatePayment tells the model the idempotency key must be 'unique for every request' — so a retried call mints a new key and charges the card twice\" (a payment platform's tool server, issue 31)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::ExpiryJudgedOnClientClock,
@@ -321,6 +373,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the lease store port",
         source: Some("\"Distributed lock will fail if clients aren't synchronized\" (a Python Redis toolkit's issue 18)"),
+        deep: false,
     },
     Spec {
         mutant: Mutant::SubsecondTtlTruncated,
@@ -330,6 +383,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's SET NX PX",
         source: Some("\"Bug: RedisTaskLock truncates sub-second TTL to zero causing immediate lock deletion\" (a Rust web framework's issue 2719)"),
+        deep: false,
     },
     // Modelled on a common mistake, not one report: a second table added to a fenced batch
     // later (a reporting or accounting store) gets its write copied from the unfenced
@@ -342,6 +396,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the settlement ledger's posting statement",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::WaitAnswerIgnored,
@@ -351,6 +406,7 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the Redis port's WAIT",
         source: None,
+        deep: false,
     },
     Spec {
         mutant: Mutant::LookupMissMintsNewKey,
@@ -360,6 +416,87 @@ pub const CATALOGUE: [Spec; Mutant::COUNT] = [
         gateway: GatewayMode::Idempotent,
         planted_in: "the gateway port",
         source: Some("\"Prevent duplicate automatic transaction release requests\" (an e-commerce platform's issue 19812: candidates read from a lagging replica, and a new idempotency key for each run, so the gateway's own check cannot stop a second refund)"),
+        deep: false,
+    },
+    Spec {
+        mutant: Mutant::KeyPerStartGeneration,
+        name: "key-per-start-generation",
+        fix: "send the refund id alone as the idempotency key: a key that changes when a process starts again is a new refund to the gateway",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: None,
+        deep: true,
+    },
+    Spec {
+        mutant: Mutant::UnknownOutcomeAcked,
+        name: "unknown-outcome-acked",
+        fix: "leave a job whose refund's outcome is unknown unacked: it comes back, and its row's lookup then says what happened",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway and job queue ports",
+        source: None,
+        deep: true,
+    },
+    Spec {
+        mutant: Mutant::ConflictMintsNewKey,
+        name: "conflict-mints-new-key",
+        fix: "wait and send the same key again after a conflict: the call in flight is this refund's",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: None,
+        deep: true,
+    },
+    Spec {
+        mutant: Mutant::LookupMissSkipsLedgerCheck,
+        name: "lookup-miss-skips-ledger-check",
+        fix: "ask the settlement ledger about every row found in `sending`, whatever the gateway's lookup said: the lookup can lag behind a posting",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway and settlement ledger ports",
+        source: None,
+        deep: true,
+    },
+    Spec {
+        mutant: Mutant::RefusalMintsNewKey,
+        name: "refusal-mints-new-key",
+        fix: "send the refund's own key again after a refusal: a refused call moved no money, and a call under the same key elsewhere may have",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: None,
+        deep: true,
+    },
+    Spec {
+        mutant: Mutant::OutageReleaseByDel,
+        name: "outage-release-by-del",
+        fix: "release with compare-and-delete on every path, the error paths too: the lease may have changed hands while the batch waited",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the lease store port, after the gateway port's refusals",
+        source: None,
+        deep: true,
+    },
+    Spec {
+        mutant: Mutant::RestartRecoveryMintsNewKey,
+        name: "restart-recovery-mints-new-key",
+        fix: "pay a row found in `sending` under the refund's own key, whichever process takes it up: a lookup can miss a call still to land, the key cannot",
+        baseline: Mechanism::FencedDbSequence,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the gateway port",
+        source: None,
+        deep: true,
+    },
+    Spec {
+        mutant: Mutant::RefusedInstanceCounted,
+        name: "refused-instance-counted",
+        fix: "count only the instances that answered with the key taken: one that did not answer granted nothing",
+        baseline: Mechanism::RedlockFenced,
+        gateway: GatewayMode::Idempotent,
+        planted_in: "the Redis port's SET NX PX",
+        source: None,
+        deep: true,
     },
 ];
 
@@ -371,7 +508,40 @@ const _: () = {
     }
 };
 
+/// How many mutants are in the deep catalogue (`deep`) or the swarm's (`!deep`).
+const fn counted(deep: bool) -> usize {
+    let (mut at, mut count) = (0, 0);
+    while at < CATALOGUE.len() {
+        count += (CATALOGUE[at].deep == deep) as usize;
+        at += 1;
+    }
+    count
+}
+
+/// The mutants of one catalogue, in the catalogue's order.
+const fn chosen<const N: usize>(deep: bool) -> [Mutant; N] {
+    let mut chosen = [Mutant::ClaimFenceAtMost; N];
+    let (mut at, mut filled) = (0, 0);
+    while at < CATALOGUE.len() {
+        if CATALOGUE[at].deep == deep {
+            chosen[filled] = CATALOGUE[at].mutant;
+            filled += 1;
+        }
+        at += 1;
+    }
+    assert!(filled == N, "every mutant of the catalogue is chosen");
+    chosen
+}
+
 impl Mutant {
+    /// The swarm catalogue: the bugs `reports/detection.md` measures, each caught under the
+    /// swarm's rates.
+    pub const SWARM: [Mutant; counted(false)] = chosen(false);
+
+    /// The deep catalogue: the bugs that break only when two rare conditions meet,
+    /// measured under production rates in `reports/deep.md`.
+    pub const DEEP: [Mutant; counted(true)] = chosen(true);
+
     /// Every mutant, in the catalogue's order.
     pub const ALL: [Mutant; Mutant::COUNT] = {
         let mut all = [Mutant::ClaimFenceAtMost; Mutant::COUNT];
@@ -409,6 +579,11 @@ impl Mutant {
 
     pub fn planted_in(self) -> &'static str {
         self.spec().planted_in
+    }
+
+    /// Whether it is in the deep catalogue.
+    pub fn deep(self) -> bool {
+        self.spec().deep
     }
 }
 

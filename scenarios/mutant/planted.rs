@@ -2,14 +2,15 @@
 //! or the Redis start-up routine) has the bug. Every other port is the model's own.
 
 use super::ports::{
-    PlantedGateway, PlantedLease, PlantedQueue, PlantedRedis, PlantedStore, PlantedTokens, RawRedis,
+    PlantedGateway, PlantedLease, PlantedQueue, PlantedRedis, PlantedSettlement, PlantedStore, PlantedTokens,
+    RawRedis, Told,
 };
 use super::Mutant;
 use fencesim_model::{
     Clock, Gateway, JobQueue, LeaseClient, Mechanism, RefundStore, SettlementStatements, Statements,
     TokenClient, WorkerId,
 };
-use fencesim_sim::port::{ClockClient, SettlementClient, StoreClient};
+use fencesim_sim::port::{ClockClient, StoreClient};
 use fencesim_sim::{Connections, Wired, WiredOf, Wiring};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU32;
@@ -45,12 +46,13 @@ impl Wiring for Planted {
     type Store = PlantedStore;
     type Gateway = PlantedGateway;
     type Queue = PlantedQueue;
-    type Settlement = SettlementClient;
+    type Settlement = PlantedSettlement;
 
     fn wire(&self, connections: Connections) -> WiredOf<Self> {
         let own = OwnPorts {
             mechanism: connections.mechanism,
             worker: connections.worker,
+            incarnation: connections.incarnation,
             ttl_ms: connections.ttl_ms,
             redis: connections.redis,
             store: connections.store,
@@ -58,8 +60,9 @@ impl Wiring for Planted {
             queue: connections.queue,
             clock: connections.clock,
         };
-        let PlantedPorts { lease, tokens, store, gateway, queue } = self.plant(own);
-        Wired { lease, tokens, store, gateway, queue, settlement: connections.settlement }
+        let PlantedPorts { lease, tokens, store, gateway, queue, told } = self.plant(own);
+        let settlement = PlantedSettlement { inner: connections.settlement, mutant: self.0, told };
+        Wired { lease, tokens, store, gateway, queue, settlement }
     }
 
     fn statements(&self, right: Statements) -> Statements {
@@ -90,7 +93,15 @@ impl Wiring for Planted {
             | Mutant::SubsecondTtlTruncated
             | Mutant::PostingWithoutFence
             | Mutant::WaitAnswerIgnored
-            | Mutant::LookupMissMintsNewKey => right,
+            | Mutant::LookupMissMintsNewKey
+            | Mutant::KeyPerStartGeneration
+            | Mutant::UnknownOutcomeAcked
+            | Mutant::ConflictMintsNewKey
+            | Mutant::LookupMissSkipsLedgerCheck
+            | Mutant::RefusalMintsNewKey
+            | Mutant::OutageReleaseByDel
+            | Mutant::RestartRecoveryMintsNewKey
+            | Mutant::RefusedInstanceCounted => right,
         }
     }
 
@@ -125,7 +136,15 @@ impl Wiring for Planted {
             | Mutant::ExpiryJudgedOnClientClock
             | Mutant::SubsecondTtlTruncated
             | Mutant::WaitAnswerIgnored
-            | Mutant::LookupMissMintsNewKey => right,
+            | Mutant::LookupMissMintsNewKey
+            | Mutant::KeyPerStartGeneration
+            | Mutant::UnknownOutcomeAcked
+            | Mutant::ConflictMintsNewKey
+            | Mutant::LookupMissSkipsLedgerCheck
+            | Mutant::RefusalMintsNewKey
+            | Mutant::OutageReleaseByDel
+            | Mutant::RestartRecoveryMintsNewKey
+            | Mutant::RefusedInstanceCounted => right,
         }
     }
 
@@ -138,6 +157,8 @@ impl Wiring for Planted {
 pub struct OwnPorts<R, S, G, Q, C> {
     pub mechanism: Mechanism,
     pub worker: WorkerId,
+    /// Which life of the worker's process this is (1, then one more after each crash).
+    pub incarnation: u32,
     pub ttl_ms: u64,
     /// One connection per Redis instance the mechanism's lease lives on.
     pub redis: Vec<R>,
@@ -154,6 +175,8 @@ pub struct PlantedPorts<R, S, G, Q, C> {
     pub store: PlantedStore<S>,
     pub gateway: PlantedGateway<G>,
     pub queue: PlantedQueue<Q>,
+    /// What the ports tell each other, for a port planted beside them (the ledger's).
+    pub told: Arc<Told>,
 }
 
 impl Planted {
@@ -170,6 +193,8 @@ impl Planted {
     {
         let mutant = self.0;
         let acquisitions = Arc::new(AtomicU32::new(0));
+        let told = Arc::new(Told::default());
+
         let counter = PlantedRedis { inner: own.redis[0].clone(), mutant };
         let redis = own.redis.into_iter().map(|inner| PlantedRedis { inner, mutant }).collect();
         let lease = PlantedLease {
@@ -178,6 +203,7 @@ impl Planted {
             acquisitions: acquisitions.clone(),
             clock: own.clock,
             deadlines: Mutex::new(BTreeMap::new()),
+            told: Arc::clone(&told),
         };
         let tokens = TokenClient::new(own.mechanism, own.worker, counter, own.store.clone(), own.ttl_ms);
         let tokens = PlantedTokens { inner: tokens, mutant, kept: Mutex::new(BTreeMap::new()) };
@@ -190,9 +216,13 @@ impl Planted {
             acquisitions,
             calls: Mutex::new(BTreeMap::new()),
             missed: Mutex::new(BTreeSet::new()),
+            generation: own.incarnation,
+            timed_out: Mutex::new(BTreeMap::new()),
+            told: Arc::clone(&told),
         };
-        let queue = PlantedQueue { inner: own.queue, ack_on_receive: mutant == Mutant::AckOnReceive };
-        PlantedPorts { lease, tokens, store, gateway, queue }
+        let queue =
+            PlantedQueue { inner: own.queue, mutant, told: Arc::clone(&told), last: Mutex::new(None) };
+        PlantedPorts { lease, tokens, store, gateway, queue, told }
     }
 }
 

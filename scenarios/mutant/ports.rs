@@ -10,8 +10,28 @@ use fencesim_model::{
 use fencesim_sim::port::{ClockClient, GatewayClient, QueueClient, RedisClient, StoreClient};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// What one planted port tells another in the same process: a bug that spans two ports
+/// (the gateway's answer deciding what the store, the ledger or the queue then does).
+#[derive(Default)]
+pub struct Told {
+    /// A refund's outcome was left unknown: the queue acks the delivery in hand
+    /// (`unknown-outcome-acked`).
+    pub(super) parked: AtomicBool,
+    /// Refunds a recovery's lookup found none of (`lookup-miss-skips-ledger-check`).
+    pub(super) missed_in_recovery: Mutex<BTreeSet<RefundId>>,
+    /// Requests the gateway refused in a row: as many as a worker tries give a batch up
+    /// for the gateway being down (`outage-release-by-del`).
+    pub(super) refused_in_a_row: AtomicU32,
+}
+
+impl Told {
+    pub(super) fn set(set: &Mutex<BTreeSet<RefundId>>) -> std::sync::MutexGuard<'_, BTreeSet<RefundId>> {
+        set.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// The commands a planted bug sends that the model's protocol never does: a `SET` without
 /// `NX` or without a TTL, and a `PEXPIRE` of whatever the key holds.
@@ -58,6 +78,10 @@ impl<R: RawRedis + Sync> RedisInstance for PlantedRedis<R> {
         // the bug: whole seconds, and an expiry of 0 deletes the key (as the report describes)
         let truncated = self.mutant == Mutant::SubsecondTtlTruncated;
         let ttl_ms = if truncated { ttl_ms / 1_000 * 1_000 } else { ttl_ms };
+        if self.mutant == Mutant::RefusedInstanceCounted {
+            // the bug: an instance that did not answer "may have taken it", and is counted
+            return Ok(self.inner.set_nx_px(key, value, ttl_ms).await.unwrap_or(true));
+        }
         if self.mutant != Mutant::AcquireSetnxThenPexpire && !(truncated && ttl_ms == 0) {
             return self.inner.set_nx_px(key, value, ttl_ms).await;
         }
@@ -139,6 +163,7 @@ pub struct PlantedLease<L, C = ClockClient> {
     pub(super) clock: C,
     /// When each lease (key, value) runs out by the worker's own reckoning.
     pub(super) deadlines: Mutex<BTreeMap<(String, String), u64>>,
+    pub(super) told: Arc<Told>,
 }
 
 impl<L, C> PlantedLease<L, C> {
@@ -163,7 +188,9 @@ impl<L: LeaseStore + Sync, C: Clock + Sync> LeaseStore for PlantedLease<L, C> {
     }
 
     async fn release(&self, key: &str, value: &str) -> Result<bool, BackendError> {
-        if self.mutant == Mutant::ReleaseWithDel {
+        let gave_up = self.told.refused_in_a_row.load(Ordering::Relaxed) >= fencesim_model::RETRY.tries;
+        if self.mutant == Mutant::ReleaseWithDel || (gave_up && self.mutant == Mutant::OutageReleaseByDel) {
+            // under `outage-release-by-del` the bug is the error path's own clean-up
             return self.inner.delete(key).await;
         }
         self.inner.release(key, self.value(value)).await
@@ -288,10 +315,17 @@ pub struct PlantedGateway<G = GatewayClient> {
     pub(super) mutant: Mutant,
     pub(super) worker: WorkerId,
     pub(super) acquisitions: Arc<AtomicU32>,
-    /// How many refund calls this process sent for each refund.
+    /// How many refund calls this process sent for each refund (`retry-mints-new-key`).
     pub(super) calls: Mutex<BTreeMap<RefundId, u32>>,
-    /// The refunds this process's last lookup of found none of, not paid since.
+    /// The refunds this process's last lookup of found none of (or whose last call met a
+    /// conflict), not paid since.
     pub(super) missed: Mutex<BTreeSet<RefundId>>,
+    /// The process's start-up generation (1, then one more after each crash).
+    pub(super) generation: u32,
+    /// The refunds whose last call timed out, until a lookup after it answers, with the
+    /// lookups after it that failed (`unknown-outcome-acked`).
+    pub(super) timed_out: Mutex<BTreeMap<RefundId, u32>>,
+    pub(super) told: Arc<Told>,
 }
 
 impl<G> PlantedGateway<G> {
@@ -300,8 +334,20 @@ impl<G> PlantedGateway<G> {
             let attempt = self.acquisitions.load(Ordering::Relaxed);
             return IdempotencyKey(format!("{reference}/{}.{attempt}", self.worker));
         }
-        if self.mutant == Mutant::LookupMissMintsNewKey {
-            // the bug: "the lookup found nothing, so no call went out": a key of this call's own
+        if self.mutant == Mutant::KeyPerStartGeneration {
+            // the bug: the key names the process's start-up generation
+            return IdempotencyKey(format!("{}.g{}", key.0, self.generation));
+        }
+        if matches!(
+            self.mutant,
+            Mutant::LookupMissMintsNewKey
+                | Mutant::ConflictMintsNewKey
+                | Mutant::RefusalMintsNewKey
+                | Mutant::RestartRecoveryMintsNewKey
+        ) {
+            // the bug: "the lookup found nothing, so no call went out" (or "the key is stuck
+            // in a conflict", "the refused key is spent", "this life has no attempt for
+            // it"): a key of this call's own
             let missed = self.missed.lock().unwrap_or_else(|p| p.into_inner()).remove(&reference);
             let attempt = self.acquisitions.load(Ordering::Relaxed);
             return if missed {
@@ -326,6 +372,8 @@ impl<G> PlantedGateway<G> {
 impl<G: Gateway + Sync> Gateway for PlantedGateway<G> {
     async fn find(&self, reference: RefundId) -> Result<Option<Receipt>, GatewayError> {
         let found = self.inner.find(reference).await;
+        self.count_refusals(found.as_ref().err());
+        self.after_lookup(reference, &found);
         if self.mutant == Mutant::LookupMissMintsNewKey {
             let mut missed = self.missed.lock().unwrap_or_else(|p| p.into_inner());
             match found {
@@ -344,6 +392,19 @@ impl<G: Gateway + Sync> Gateway for PlantedGateway<G> {
     ) -> Result<Receipt, GatewayError> {
         let key = self.key(reference, key);
         let answer = self.inner.refund(reference, key, amount).await;
+        self.count_refusals(answer.as_ref().err());
+        if answer == Err(GatewayError::Timeout) {
+            self.lock(&self.timed_out).insert(reference, 0);
+        }
+        let minting = match answer {
+            Err(GatewayError::Conflict) => self.mutant == Mutant::ConflictMintsNewKey,
+            Err(GatewayError::Unavailable) => self.mutant == Mutant::RefusalMintsNewKey,
+            _ => false,
+        };
+        if minting {
+            // the bug: the next try gets a key of its own
+            self.lock(&self.missed).insert(reference);
+        }
         if self.mutant == Mutant::TimeoutTakenAsFailure && answer == Err(GatewayError::Timeout) {
             return Err(GatewayError::Unavailable);
         }
@@ -354,22 +415,112 @@ impl<G: Gateway + Sync> Gateway for PlantedGateway<G> {
     }
 }
 
-/// The job queue, under `ack-on-receive` acking each delivery as it arrives.
+impl<G> PlantedGateway<G> {
+    fn lock<'a, T>(&self, mutex: &'a Mutex<T>) -> std::sync::MutexGuard<'a, T> {
+        mutex.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts the gateway's refusals in a row (any other answer starts the count again).
+    fn count_refusals(&self, error: Option<&GatewayError>) {
+        let refused = &self.told.refused_in_a_row;
+        match error {
+            Some(GatewayError::Unavailable) => refused.fetch_add(1, Ordering::Relaxed),
+            _ => refused.swap(0, Ordering::Relaxed),
+        };
+    }
+
+    /// What a lookup tells the bugs that act on it. A lookup not after a timeout is a
+    /// recovery's (of a row found in `sending`): under `lookup-miss-skips-ledger-check` a
+    /// miss skips the ledger's check, under `restart-recovery-mints-new-key` a restarted
+    /// process pays the refund under a key of its own. After a timeout, under
+    /// `unknown-outcome-acked`, the worker's last try failing parks the refund.
+    fn after_lookup(&self, reference: RefundId, found: &Result<Option<Receipt>, GatewayError>) {
+        let mut timed_out = self.lock(&self.timed_out);
+        let Some(failed) = timed_out.get_mut(&reference) else {
+            // a lookup not after a timeout is a recovery's, of a row found in `sending`
+            if *found == Ok(None) && self.mutant == Mutant::LookupMissSkipsLedgerCheck {
+                Told::set(&self.told.missed_in_recovery).insert(reference);
+            }
+            if *found == Ok(None) && self.mutant == Mutant::RestartRecoveryMintsNewKey && self.generation > 1
+            {
+                // the bug: a restarted process has no attempt of its own for the row
+                self.lock(&self.missed).insert(reference);
+            }
+            return;
+        };
+        *failed += u32::from(found.is_err());
+        if found.is_ok() {
+            timed_out.remove(&reference);
+        } else if *failed >= fencesim_model::RETRY.tries && self.mutant == Mutant::UnknownOutcomeAcked {
+            // the bug: the worker's last lookup failed, the outcome is unknown, and the
+            // refund is parked and its job acked
+            timed_out.remove(&reference);
+            self.told.parked.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The job queue, under `ack-on-receive` acking each delivery as it arrives, under
+/// `unknown-outcome-acked` acking the delivery whose refund was parked.
 pub struct PlantedQueue<Q = QueueClient> {
     pub(super) inner: Q,
-    pub(super) ack_on_receive: bool,
+    pub(super) mutant: Mutant,
+    pub(super) told: Arc<Told>,
+    /// The delivery in hand.
+    pub(super) last: Mutex<Option<Delivery>>,
 }
 
 impl<Q: JobQueue + Sync> JobQueue for PlantedQueue<Q> {
     async fn receive(&self) -> Option<Delivery> {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(last) = last.filter(|_| self.told.parked.swap(false, Ordering::Relaxed)) {
+            // the bug: "parked for reconciliation", and nobody reconciles
+            self.inner.ack(last).await;
+        }
         let delivery = self.inner.receive().await?;
-        if self.ack_on_receive {
+        if self.mutant == Mutant::AckOnReceive {
             self.inner.ack(delivery).await;
         }
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(delivery);
         Some(delivery)
     }
 
     async fn ack(&self, delivery: Delivery) -> bool {
         self.inner.ack(delivery).await
+    }
+}
+
+/// The settlement ledger, under `lookup-miss-skips-ledger-check` not asked whether a refund
+/// a recovery's lookup found none of was posted ("never paid, so never posted").
+pub struct PlantedSettlement<D = fencesim_sim::port::SettlementClient> {
+    pub(super) inner: D,
+    pub(super) mutant: Mutant,
+    pub(super) told: Arc<Told>,
+}
+
+impl<D: fencesim_model::SettlementStore + Sync> fencesim_model::SettlementStore for PlantedSettlement<D> {
+    async fn enroll(
+        &self,
+        merchant: MerchantId,
+        token: Token,
+    ) -> Result<fencesim_model::SettlementOutcome, BackendError> {
+        self.inner.enroll(merchant, token).await
+    }
+
+    async fn posted(&self, refund: RefundId) -> Result<bool, BackendError> {
+        let missed = Told::set(&self.told.missed_in_recovery).remove(&refund);
+        if missed && self.mutant == Mutant::LookupMissSkipsLedgerCheck {
+            // the bug: the ledger is not asked
+            return Ok(false);
+        }
+        self.inner.posted(refund).await
+    }
+
+    async fn post(
+        &self,
+        posting: fencesim_model::Posting,
+        guard: WriteGuard,
+    ) -> Result<fencesim_model::SettlementOutcome, BackendError> {
+        self.inner.post(posting, guard).await
     }
 }

@@ -11,7 +11,7 @@
 
 use super::builder::Scenario;
 use super::deployment::widen_settle_bound;
-use super::random::{add_arrivals, any_fault, random_world, stream, FaultMask};
+use super::random::{add_arrivals, any_fault, random_world, stream, swarm_plan, FaultMask};
 use fencesim_model::Mechanism;
 use fencesim_sim::{FaultName, FaultPlan, GatewayMode, WallMs, WorldConfig};
 use rand::Rng;
@@ -73,6 +73,9 @@ pub enum Rates {
     Swarm,
     /// Each kind as rare as in production (this module's `RATES`).
     Production,
+    /// The swarm's plans in production's worlds: where a bug that needs two rare things is
+    /// caught often enough to be shrunk, in the world it would meet them in.
+    ProductionSwarm,
 }
 
 impl Rates {
@@ -81,17 +84,17 @@ impl Rates {
         match self {
             Rates::Swarm => "random",
             Rates::Production => "production",
+            Rates::ProductionSwarm => "production-swarm",
         }
     }
 
     /// The rates a scenario draws its plans under: production's for its own scenario, the
     /// swarm's for every other.
     pub fn of_scenario(name: &str) -> Rates {
-        if name == Rates::Production.scenario() {
-            Rates::Production
-        } else {
-            Rates::Swarm
-        }
+        [Rates::Production, Rates::ProductionSwarm]
+            .into_iter()
+            .find(|rates| rates.scenario() == name)
+            .unwrap_or(Rates::Swarm)
     }
 }
 
@@ -102,7 +105,8 @@ impl std::str::FromStr for Rates {
         match text {
             "swarm" => Ok(Rates::Swarm),
             "production" => Ok(Rates::Production),
-            other => Err(format!("unknown rates '{other}': expected swarm or production")),
+            "production-swarm" => Ok(Rates::ProductionSwarm),
+            other => Err(format!("unknown rates '{other}': expected swarm, production or production-swarm")),
         }
     }
 }
@@ -172,6 +176,25 @@ pub fn production_scenario(
     world.faults = production_plan(seed, &world, allowed);
     widen_settle_bound(&mut world);
     Scenario { name: "production", base: WallMs::hms(12, 0, 0), world }
+}
+
+/// Production's world for the seed (`production_scenario`'s: sized, its lookups reading
+/// the ledger) under the swarm's plan: one to six faults, so that a bug which needs two rare
+/// things is caught in tens of runs, and its catch shrinks in the world it would meet in
+/// production (where a random world's short lease or lagging lookups would give one of
+/// the two for free).
+pub fn production_swarm_scenario(
+    seed: u64,
+    mechanism: Mechanism,
+    gateway: GatewayMode,
+    allowed: FaultMask,
+) -> Scenario {
+    let mut world = random_world(seed, mechanism, gateway);
+    sized(&mut world);
+    add_arrivals(seed, &mut world);
+    world.faults = swarm_plan(seed, &world, allowed);
+    widen_settle_bound(&mut world);
+    Scenario { name: "production-swarm", base: WallMs::hms(12, 0, 0), world }
 }
 
 #[cfg(test)]

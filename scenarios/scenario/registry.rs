@@ -2,7 +2,7 @@
 
 use crate::scenario::builder::Scenario;
 use crate::scenario::lagging_lookup::lagging_lookup;
-use crate::scenario::production::production_scenario;
+use crate::scenario::production::{production_scenario, production_swarm_scenario};
 use crate::scenario::random::{random_scenario, FaultMask};
 use crate::scenario::variants::{random_lagging_scenario, random_two_stores_scenario, replicated_scenario};
 use crate::scenario::worked_example::{worked_example, worked_example_two_stores};
@@ -28,10 +28,13 @@ pub enum ScenarioName {
     RandomTwoStores,
     /// The seed's own world with faults as rare as in production (`scenario::production`).
     Production,
+    /// Production's world (its lease sized for its batches, lookups that read the ledger)
+    /// under the swarm's plan: where a deep bug's catches are found and shrunk.
+    ProductionSwarm,
 }
 
 impl ScenarioName {
-    pub const ALL: [ScenarioName; 8] = [
+    pub const ALL: [ScenarioName; 9] = [
         ScenarioName::WorkedExample,
         ScenarioName::Random,
         ScenarioName::WorkedExampleTwoStores,
@@ -40,6 +43,7 @@ impl ScenarioName {
         ScenarioName::LaggingLookup,
         ScenarioName::RandomTwoStores,
         ScenarioName::Production,
+        ScenarioName::ProductionSwarm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +56,7 @@ impl ScenarioName {
             ScenarioName::LaggingLookup => "lagging-lookup",
             ScenarioName::RandomTwoStores => "random-two-stores",
             ScenarioName::Production => "production",
+            ScenarioName::ProductionSwarm => "production-swarm",
         }
     }
 
@@ -89,6 +94,7 @@ pub fn build(
         ScenarioName::LaggingLookup => lagging_lookup().with_mechanism(mechanism, gateway),
         ScenarioName::RandomTwoStores => random_two_stores_scenario(seed, mechanism, gateway, allowed),
         ScenarioName::Production => production_scenario(seed, mechanism, gateway, allowed),
+        ScenarioName::ProductionSwarm => production_swarm_scenario(seed, mechanism, gateway, allowed),
     })
 }
 

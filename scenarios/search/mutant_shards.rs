@@ -51,7 +51,7 @@ fn block(count: usize, shard: Shard) -> Result<std::ops::Range<usize>, String> {
 
 /// Runs shard `shard` of a mutant run: its JSON, for `fencesim merge`.
 pub fn mutants_shard(run: MutantsRun, shard: Shard, jobs: usize) -> Result<Value, String> {
-    let mutants = &Mutant::ALL[block(Mutant::ALL.len(), shard)?];
+    let mutants = &Mutant::SWARM[block(Mutant::SWARM.len(), shard)?];
     let searches =
         Searches { starts: run.starts, budget: run.budget, guided: run.guided, rates: Rates::Swarm };
     let reports = evaluate_all(mutants, searches, jobs)?;
@@ -166,7 +166,7 @@ pub fn merge_mutants(shards: &[ShardReport]) -> Result<MutantsMerged, String> {
             scopes.push(scope);
         }
     }
-    if reports.iter().map(|report| report.name).ne(Mutant::ALL.iter().map(|mutant| mutant.name())) {
+    if reports.iter().map(|report| report.name).ne(Mutant::SWARM.iter().map(|mutant| mutant.name())) {
         return Err("the shards' mutants are not this build's catalogue, once each".to_owned());
     }
     let scope = if run.exhaustive { Some(scope_from(&scopes)?) } else { None };

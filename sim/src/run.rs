@@ -134,6 +134,7 @@ fn new_worker<W: Wiring>(world: &Arc<World>, wiring: &W, id: WorkerId, incarnati
     let connections = Connections {
         mechanism: world.config.mechanism,
         worker: id,
+        incarnation,
         ttl_ms: world.config.ttl_ms,
         redis: (0..instances).map(|instance| RedisClient { link: link.clone(), instance }).collect(),
         store: StoreClient(link.clone()),

@@ -13,6 +13,8 @@ use fencesim_model::{
 pub struct Connections {
     pub mechanism: Mechanism,
     pub worker: WorkerId,
+    /// Which life of the worker's process this is: 1, then one more after each crash.
+    pub incarnation: u32,
     /// The lease's TTL, which a wait for the replicas is scaled to.
     pub ttl_ms: u64,
     /// One connection per Redis instance the mechanism's lease lives on.

@@ -8,6 +8,25 @@ use crate::check::facts::{Breach, Facts};
 use fencesim_model::{RefundId, Step, WorkerId};
 use fencesim_sim::{Epoch, EventKind};
 
+/// A worker that went on as a lease's holder at `index` without a majority's grant: the
+/// requests of its acquisition that Redis refused, then the step it went on with.
+fn ungranted(cx: &Cx<'_>, index: usize, worker: WorkerId) -> Chain {
+    let asked = cx.events[..index].iter().rposition(|event| {
+        matches!(&event.kind, EventKind::Step { worker: w, step: Step::JobReceived { .. } } if *w == worker)
+    });
+    let refused = (asked.map_or(0, |at| at + 1)..index).filter(
+        |&at| matches!(&cx.events[at].kind, EventKind::RedisRefused { worker: w, .. } if *w == worker),
+    );
+    let mut steps: Vec<ChainStep> = refused.map(|at| cx.step(at)).collect();
+    let summary = format!(
+        "{worker} went on as the lease's holder at {} although Redis had not granted it a majority ({} of its requests refused)",
+        cx.at(index),
+        steps.len()
+    );
+    steps.push(cx.step(index));
+    Chain::of(summary, steps)
+}
+
 /// The last accepted write on `refund` before `index` by anyone other than `worker`.
 fn other_write(cx: &Cx<'_>, refund: RefundId, worker: WorkerId, index: usize) -> Option<usize> {
     cx.events[..index].iter().rposition(|event| {
@@ -105,6 +124,9 @@ pub fn lease_chain(facts: &Facts<'_>, breach: &Breach) -> Chain {
         Err(none) => return none,
     };
     let worker = match &cx.events[index].kind {
+        EventKind::Step { worker, step: Step::LeaseAcquired { .. } } => {
+            return ungranted(&cx, index, *worker)
+        }
         EventKind::LeaseDeleted { worker, .. }
         | EventKind::LeaseReleased { worker, .. }
         | EventKind::LeaseRearmed { worker, .. }
