@@ -59,7 +59,7 @@ pub enum Command {
     /// writes reports/guarantees.md
     Matrix(matrix::MatrixArgs),
     /// Plant each bug of the mutant catalogue and measure how fast the suite catches it:
-    /// writes reports/detection.md
+    /// writes reports/detection.md (with --deep, the deep catalogue's reports/deep.md)
     Mutants(mutants::MutantsArgs),
     /// Regenerate the reports in reports/
     Report(report::ReportArgs),

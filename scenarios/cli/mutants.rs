@@ -14,6 +14,7 @@ use crate::search::mutants::{evaluate_all, MutantReport, Searches, MUTANT_FILES}
 use crate::search::seeds::Shard;
 use crate::tell::junit::mutants::{false_alarm_suite, mutants_suite};
 use crate::tell::junit::write_junit;
+use crate::tell::reports::deep::{deep_report, DeepRun, CATCH_BUDGET, CATCH_STARTS, DEEP_FILES, DEEP_REPORT};
 use crate::tell::reports::detection::{
     detection_chart, detection_report, exhaustive_section, false_alarm_section, mutant_table,
     search_comparison, DETECTION_CHART, DETECTION_REPORT,
@@ -68,11 +69,46 @@ pub struct MutantsArgs {
     /// and its chart too, without --only)
     #[arg(long, value_enum, value_delimiter = ',')]
     search: Vec<SearchKind>,
-    /// The fault rates the chosen mutants are searched under: the swarm's, or `production`
-    /// (faults as rare as their kind is in production, docs/rates.md); the report is the
-    /// swarm's, so another rate needs --only
+    /// The fault rates the chosen mutants are searched under: the swarm's, `production`
+    /// (faults as rare as their kind is in production, docs/rates.md) or `production-swarm`
+    /// (the swarm's plans in production's worlds); the report is the swarm's, so another
+    /// rate needs --only
     #[arg(long, default_value = "swarm", requires = "only")]
     rates: Rates,
+    /// Measure the deep catalogue instead (docs/deep-bugs.md): each bug caught in
+    /// production's worlds under the swarm's plans and shrunk, then searched for under
+    /// production rates by the uniform and the guided search from the same starts; writes
+    /// reports/deep.md and reports/deep/NAME.json
+    #[arg(long, conflicts_with_all = ["only", "shard", "junit"])]
+    deep: bool,
+}
+
+/// `--deep`: the deep catalogue's two measurements and its report.
+fn run_deep(args: &MutantsArgs) -> ExitCode {
+    let run = DeepRun {
+        starts: args.starts,
+        budget: args.budget,
+        catch_starts: CATCH_STARTS,
+        catch_budget: CATCH_BUDGET,
+    };
+    let catching =
+        Searches { starts: CATCH_STARTS, budget: CATCH_BUDGET, guided: false, rates: Rates::ProductionSwarm };
+    let production =
+        Searches { starts: args.starts, budget: args.budget, guided: true, rates: Rates::Production };
+    let measured = evaluate_all(&Mutant::DEEP, catching, args.jobs).and_then(|caught| {
+        let searched = evaluate_all(&Mutant::DEEP, production, args.jobs)?;
+        let text = deep_report(&caught, &searched, run);
+        keep_shrunk(&args.root.join(DEEP_FILES), &caught)?;
+        write_report(&args.root, DEEP_REPORT, &text)?;
+        Ok((text, caught.iter().all(|report| report.caught)))
+    });
+    match measured {
+        Ok((text, caught)) => {
+            print!("{text}");
+            verdict(caught)
+        }
+        Err(error) => bad_input(error),
+    }
 }
 
 /// `--only`: the chosen mutants' rows, nothing written.
@@ -112,14 +148,12 @@ fn run_only(args: &MutantsArgs) -> ExitCode {
     verdict(reports.iter().all(|report| report.caught))
 }
 
-/// Each mutant's shrunk catching run as `reports/mutants/NAME.json` (those of an earlier
-/// run go).
-fn keep_shrunk(root: &Path, reports: &[MutantReport]) -> Result<(), String> {
-    let dir = root.join(MUTANT_FILES);
+/// Each mutant's shrunk catching run as `DIR/NAME.json` (those of an earlier run go).
+fn keep_shrunk(dir: &Path, reports: &[MutantReport]) -> Result<(), String> {
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+        std::fs::remove_dir_all(dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for report in reports {
         if let Some(file) = &report.shrunk_file {
             file.write_as(&dir.join(format!("{}.json", report.name)))?;
@@ -145,7 +179,7 @@ pub fn write_detection(
     let text = detection_report(reports, run.starts, run.budget)
         + &scope.as_ref().map(exhaustive_section).unwrap_or_default()
         + &false_alarm_section(false_alarms);
-    keep_shrunk(root, reports)?;
+    keep_shrunk(&root.join(MUTANT_FILES), reports)?;
     write_report(root, DETECTION_REPORT, &text)?;
     write_report(root, DETECTION_CHART, &detection_chart(&text))?;
     Ok(text)
@@ -175,7 +209,7 @@ fn measure(args: &MutantsArgs) -> Result<MutantsMerged, String> {
     };
     let searches =
         Searches { starts: args.starts, budget: args.budget, guided: run.guided, rates: Rates::Swarm };
-    let reports = evaluate_all(&Mutant::ALL, searches, args.jobs)?;
+    let reports = evaluate_all(&Mutant::SWARM, searches, args.jobs)?;
     let scope = if run.exhaustive { Some(small_scope(args.jobs)?) } else { None };
     let false_alarms = false_alarm_runs(args.false_alarm_seeds, args.jobs, run.guided)?;
     Ok(MutantsMerged { run, reports, scope, false_alarms })
@@ -184,6 +218,9 @@ fn measure(args: &MutantsArgs) -> Result<MutantsMerged, String> {
 pub fn run(args: MutantsArgs) -> ExitCode {
     if !args.only.is_empty() {
         return run_only(&args);
+    }
+    if args.deep {
+        return run_deep(&args);
     }
     if let Some(shard) = args.shard {
         let run = MutantsRun {

@@ -139,6 +139,20 @@ pub fn mutant_table(reports: &[MutantReport]) -> String {
 /// guided median to the uniform one; then the geometric mean of the ratios and the slowest
 /// guided median. Mutants measured without the guided search are left out.
 pub fn search_comparison(reports: &[MutantReport]) -> String {
+    let (mut out, mean) = comparison_rows(reports);
+    let slowest = reports.iter().filter_map(|report| report.guided_median).max().unwrap_or(0);
+    let compared = reports.iter().filter(|report| report.guided_median.is_some()).count();
+    let _ = writeln!(
+        out,
+        "\nGuided against uniform, geometric mean of the median ratios over {compared} mutant(s): {mean:.2} \
+         (target at most 0.33); the slowest guided median: {slowest} run(s) (target at most 15)."
+    );
+    out
+}
+
+/// The comparison's table, a row per mutant the guided search was measured on, and the
+/// geometric mean of the guided medians over the uniform ones.
+pub fn comparison_rows(reports: &[MutantReport]) -> (String, f64) {
     let mut out = String::from(
         "| mutant | uniform, median | guided, median | guided / uniform | uniform, per search | guided, per search |\n\
          |---|---:|---:|---:|---|---|\n",
@@ -160,15 +174,8 @@ pub fn search_comparison(reports: &[MutantReport]) -> String {
             joined(guided)
         );
     }
-    let slowest = reports.iter().filter_map(|report| report.guided_median).max().unwrap_or(0);
     let mean = (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp();
-    let _ = writeln!(
-        out,
-        "\nGuided against uniform, geometric mean of the median ratios over {} mutant(s): {mean:.2} \
-         (target at most 0.33); the slowest guided median: {slowest} run(s) (target at most 15).",
-        logs.len()
-    );
-    out
+    (out, mean)
 }
 
 /// The false-alarm section: every mechanism that promises safety, over many seeds, must

@@ -3,6 +3,7 @@
 //! table, so that a test can draw it again from the committed report.
 
 pub mod bench;
+pub mod deep;
 pub mod detection;
 pub mod failover;
 pub mod fidelity;
