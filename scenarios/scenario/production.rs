@@ -170,31 +170,41 @@ pub fn production_scenario(
     gateway: GatewayMode,
     allowed: FaultMask,
 ) -> Scenario {
-    let mut world = random_world(seed, mechanism, gateway);
-    sized(&mut world);
-    add_arrivals(seed, &mut world);
-    world.faults = production_plan(seed, &world, allowed);
-    widen_settle_bound(&mut world);
-    Scenario { name: "production", base: WallMs::hms(12, 0, 0), world }
+    production_world(seed, (mechanism, gateway), Rates::Production, |world| {
+        production_plan(seed, world, allowed)
+    })
 }
 
 /// Production's world for the seed (`production_scenario`'s: sized, its lookups reading
 /// the ledger) under the swarm's plan: one to six faults, so that a bug which needs two rare
-/// things is caught in tens of runs, and its catch shrinks in the world it would meet in
-/// production (where a random world's short lease or lagging lookups would give one of
-/// the two for free).
+/// things is caught in hundreds to a few thousand runs (`reports/deep.md`), and its catch
+/// shrinks in the world it would meet them in (where a random world's short lease or
+/// lagging lookups would give one of the two for free).
 pub fn production_swarm_scenario(
     seed: u64,
     mechanism: Mechanism,
     gateway: GatewayMode,
     allowed: FaultMask,
 ) -> Scenario {
+    production_world(seed, (mechanism, gateway), Rates::ProductionSwarm, |world| {
+        swarm_plan(seed, world, allowed)
+    })
+}
+
+/// The seed's world sized as production sizes it, with arrivals, under the plan `plan`
+/// draws for it, named for `rates`.
+fn production_world(
+    seed: u64,
+    (mechanism, gateway): (Mechanism, GatewayMode),
+    rates: Rates,
+    plan: impl FnOnce(&WorldConfig) -> FaultPlan,
+) -> Scenario {
     let mut world = random_world(seed, mechanism, gateway);
     sized(&mut world);
     add_arrivals(seed, &mut world);
-    world.faults = swarm_plan(seed, &world, allowed);
+    world.faults = plan(&world);
     widen_settle_bound(&mut world);
-    Scenario { name: "production-swarm", base: WallMs::hms(12, 0, 0), world }
+    Scenario { name: rates.scenario(), base: WallMs::hms(12, 0, 0), world }
 }
 
 #[cfg(test)]
