@@ -580,11 +580,6 @@ impl Mutant {
     pub fn planted_in(self) -> &'static str {
         self.spec().planted_in
     }
-
-    /// Whether it is in the deep catalogue.
-    pub fn deep(self) -> bool {
-        self.spec().deep
-    }
 }
 
 fencesim_model::named_enum!(Mutant, "mutant");

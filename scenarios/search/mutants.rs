@@ -286,7 +286,7 @@ pub fn evaluate(mutant: Mutant, searches: Searches) -> Result<MutantReport, Stri
     })
 }
 
-/// The mutants given (the whole catalogue: `&Mutant::ALL`), on the pool's threads, in the
+/// The mutants given (a catalogue: `&Mutant::SWARM` or `&Mutant::DEEP`), on the pool's threads, in the
 /// order given.
 pub fn evaluate_all(
     mutants: &[Mutant],
