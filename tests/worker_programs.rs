@@ -16,7 +16,7 @@ use fencesim::sim::GatewayMode;
 use std::path::PathBuf;
 use std::process::Command;
 use support::programs::{
-    available, broken, python, root, simulated, typescript, unfenced_typescript, worker,
+    available, broken, python, root, simulated, typescript, unfenced_typescript, worker, worker_at_pace,
 };
 
 /// One example, fenced and not, through the worked example with a gateway that pays every
@@ -30,8 +30,8 @@ fn breaks_what_the_simulation_breaks(test: &str, (needs, command): (PathBuf, Vec
         if !fence {
             command.push("--no-fence".into());
         }
-        let (code, stdout, stderr) = worker(&["--gateway", "non-idempotent", "--json"], &command);
         let expected = simulated(mechanism, GatewayMode::NonIdempotent);
+        let (code, stdout, stderr) = worker_at_pace(&["--gateway", "non-idempotent"], &command, &expected);
         assert_eq!(broken(&stdout), expected, "{test} {command:?}: {stderr}");
         assert_eq!(code, 1, "a broken invariant exits 1: {stderr}");
         if !fence {
@@ -59,7 +59,7 @@ fn the_fenced_typescript_worker_breaks_nothing_with_an_idempotent_gateway() {
     if !available("worker-typescript-idempotent", Some(&needs)) {
         return;
     }
-    let (code, stdout, stderr) = worker(&["--json"], &command);
+    let (code, stdout, stderr) = worker_at_pace(&[], &command, &[]);
     assert_eq!(broken(&stdout), Vec::<String>::new(), "{stderr}");
     assert_eq!(code, 0);
 }

@@ -64,8 +64,9 @@ fn one_world(
     let control = config.control.map(|control| Control { seed, ..control });
     let keep = config.keep.as_ref().map(|dir| dir.join(format!("seed-{seed}")));
     let this = ForeignConfig { replay: Some((scenario, seed)), control, keep, ..config.clone() };
-    let ForeignRun { outcome, own, left_early, history, .. } = run_foreign_kept(&this, kept)?;
+    let ForeignRun { outcome, own, left_early, history, behind_ms, .. } = run_foreign_kept(&this, kept)?;
     let mut notes: Vec<String> = left_early.iter().map(ToString::to_string).collect();
+    notes.extend(super::worker::behind_words(&behind_ms));
     let broken: Vec<String> = outcome.broken().iter().map(|name| (*name).to_owned()).collect();
     let own_agrees = own.as_ref().map(|own| own.broken() == outcome.broken());
     if let (Some(false), Some(own)) = (own_agrees, &own) {

@@ -292,6 +292,10 @@ pub struct ForeignRun {
     pub left_early: Vec<crate::foreign::watch::LeftEarly>,
     /// A controlled run's history: every turn, request, reply and event, in story order.
     pub history: Option<History>,
+    /// Each copy whose story fell behind the simulation's pace, and by how many story
+    /// milliseconds (`GatewayService::behind_ms`): the run then told a later story than
+    /// the simulation's, and its verdict is of that story. Empty on a controlled run.
+    pub behind_ms: Vec<(WorkerId, u64)>,
 }
 
 impl ForeignRun {
@@ -346,6 +350,7 @@ pub fn run_foreign_kept(config: &ForeignConfig, kept: &mut Kept) -> Result<Forei
         }
     };
     stage.gateway.wait_for_late_calls(Instant::now() + Duration::from_secs(5));
+    let behind_ms = stage.gateway.behind_ms();
     let ended_at_ms = stage.clock.story_ms(wall_us());
     drop(programs);
     let seen = seen(&stage.scenario, &wires.redis, &wires.database, &stage.store, stage.clock)?;
@@ -356,7 +361,7 @@ pub fn run_foreign_kept(config: &ForeignConfig, kept: &mut Kept) -> Result<Forei
     drop(wires);
     let seed = config.replay.as_ref().map_or(DEFAULT_SEED, |(_, seed)| *seed);
     let run = judge_run(stage, seen, seed, ended, ended_at_ms)?;
-    Ok(ForeignRun { left_early, history, ..run })
+    Ok(ForeignRun { left_early, history, behind_ms, ..run })
 }
 
 /// A controlled run's history, also written into the run's directory (`history.txt`).
@@ -386,7 +391,11 @@ fn gate_services(stage: &Stage, outside: &Arc<Outside>, turns: Option<(&Conducte
         None => stage.gateway.gate(outside.clone()),
     }
     let told = outside.clone();
-    stage.queue.on_delivery(Arc::new(move |worker| told.job_received(worker)));
+    let delivered = stage.gateway.deliveries();
+    stage.queue.on_delivery(Arc::new(move |worker| {
+        delivered(worker);
+        told.job_received(worker);
+    }));
 }
 
 /// The story starts at `start_us` on the wall clock (or the run's): the services and the
@@ -432,7 +441,7 @@ fn judge_run(
         true => None,
         false => Some(judged(own_lines)?),
     };
-    Ok(ForeignRun { outcome, ended, own, left_early: Vec::new(), history: None })
+    Ok(ForeignRun { outcome, ended, own, left_early: Vec::new(), history: None, behind_ms: Vec::new() })
 }
 
 /// The events the copies wrote themselves, if any did (every file of the directory).

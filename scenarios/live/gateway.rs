@@ -90,6 +90,11 @@ struct Shared {
     /// microseconds: part of what the worker's time between two calls stands for, which
     /// the worker cannot tell itself (`live::pace::Told::due_us`).
     frozen: Mutex<std::collections::BTreeMap<WorkerId, u64>>,
+    /// How far each worker's story fell behind the simulation's pace, in real µs (`behind_ms`).
+    lost: Mutex<std::collections::BTreeMap<WorkerId, u64>>,
+    /// When each worker was last handed a job, in real microseconds, and how long it had
+    /// been frozen in all by then (`pace::started_late`).
+    delivered: Mutex<std::collections::BTreeMap<WorkerId, (u64, u64)>>,
     /// When the story starts on the wall clock: the setup's until the workers are ready
     /// and the coordinator fixes it (`GatewayService::begin`).
     start_us: std::sync::atomic::AtomicU64,
@@ -116,6 +121,8 @@ impl GatewayService {
             on_the_way: Default::default(),
             paced: Mutex::default(),
             frozen: Mutex::default(),
+            lost: Mutex::default(),
+            delivered: Mutex::default(),
             start_us: setup.clock.start_us.into(),
             setup,
             log,
@@ -143,6 +150,28 @@ impl GatewayService {
 
     pub fn log_path(&self) -> std::path::PathBuf {
         self.shared.log.path().to_owned()
+    }
+
+    /// How far each worker that fell behind the simulation's pace fell, in story
+    /// milliseconds: its own work between two refund calls took longer than the calls'
+    /// latency, more than its next calls could make up (`live::pace`), so its story went on
+    /// that much later than the simulation's. Workers that kept the pace are left out.
+    pub fn behind_ms(&self) -> Vec<(WorkerId, u64)> {
+        let clock = self.shared.clock();
+        let lost = self.shared.lost.lock().unwrap_or_else(|p| p.into_inner());
+        let story = |us: u64| (us as f64 / 1_000.0 / clock.scale).round() as u64;
+        lost.iter().map(|(&worker, &us)| (worker, story(us))).filter(|&(_, ms)| ms > 0).collect()
+    }
+
+    /// What to call when the queue hands a worker a job: its first refund call after it
+    /// is measured from then (`behind_ms`).
+    pub fn deliveries(&self) -> impl Fn(WorkerId) + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move |worker| {
+            let frozen = shared.frozen.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
+            let mut delivered = shared.delivered.lock().unwrap_or_else(|p| p.into_inner());
+            delivered.insert(worker, (wall_us(), frozen.unwrap_or(0)));
+        }
     }
 
     /// Waits until every refund call held up on its way has landed, or `deadline` passes:
@@ -356,7 +385,14 @@ impl Shared {
         let last = self.paced.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
         let frozen = self.frozen.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
         let told = Told { due_us: told.due_us + frozen.unwrap_or(0), ..told };
-        pace::answer(last, arrived_us, told, latency_us, bounds)
+        let (paced, lost) = pace::answer_and_lost(last, arrived_us, told, latency_us, bounds);
+        let delivered = self.delivered.lock().unwrap_or_else(|p| p.into_inner()).get(&worker).copied();
+        let first = pace::started_late(delivered, last, arrived_us, frozen.unwrap_or(0), bounds);
+        let lost = first.unwrap_or(lost);
+        if lost > 0 {
+            *self.lost.lock().unwrap_or_else(|p| p.into_inner()).entry(worker).or_default() += lost;
+        }
+        paced
     }
 
     /// The call reaches the ledger at `now` (story ms) and is recorded; `lost`: nobody

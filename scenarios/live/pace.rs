@@ -58,14 +58,27 @@ pub struct Bounds {
 /// answers a call its latency after the worker's previous answer and the nominal times of
 /// what the worker did in between (a confirm, the next claim, a lookup), its own work free.
 pub fn answer(last: Option<Pace>, arrived_us: u64, told: Told, latency_us: u64, bounds: Bounds) -> Pace {
+    answer_and_lost(last, arrived_us, told, latency_us, bounds).0
+}
+
+/// `answer`, and how much of the call's lateness is not made up, in wall-clock
+/// microseconds: how much later than the simulation's pace the worker's story goes on from
+/// this call (0 when it is on time, or after a pause, where the pace starts afresh).
+pub fn answer_and_lost(
+    last: Option<Pace>,
+    arrived_us: u64,
+    told: Told,
+    latency_us: u64,
+    bounds: Bounds,
+) -> (Pace, u64) {
     let fresh = Pace { answered_us: arrived_us + latency_us, on_time_us: arrived_us + latency_us, told };
     let Some(last) = last.filter(|l| arrived_us.saturating_sub(l.answered_us) < bounds.pause_us) else {
-        return fresh;
+        return (fresh, 0);
     };
     let between = told.due_us.saturating_sub(last.told.due_us);
     let on_time_us = last.on_time_us + between + latency_us;
     if arrived_us <= on_time_us {
-        return Pace { answered_us: on_time_us, on_time_us, told };
+        return (Pace { answered_us: on_time_us, on_time_us, told }, 0);
     }
     // Late: answered at once. What was owed before, and the gap's work (the gap less what
     // the worker slept or its requests stood for in it), may be made up; what it slept may not.
@@ -74,7 +87,32 @@ pub fn answer(last: Option<Pace>, arrived_us: u64, told: Told, latency_us: u64, 
     let worked = gap.saturating_sub(waited);
     let owed = (last.answered_us - last.on_time_us) + worked;
     let behind = (arrived_us - on_time_us).min(owed).min(bounds.catch_up_us);
-    Pace { answered_us: arrived_us, on_time_us: arrived_us - behind, told }
+    (
+        Pace { answered_us: arrived_us, on_time_us: arrived_us - behind, told },
+        arrived_us - on_time_us - behind,
+    )
+}
+
+/// A worker's first refund call since it was handed a job (`delivered`: when, in wall-clock
+/// microseconds, and how long it had been frozen in all by then): how late it is, less what
+/// it was frozen for in between. The simulation's worker reaches its first call in the
+/// nominal times of a few statements, which this leaves in. A gap as long as a pause is not
+/// counted, as `answer` does not count it: the worker may have slept on purpose. `None` for
+/// any later call, or a worker never handed a job.
+pub fn started_late(
+    delivered: Option<(u64, u64)>,
+    last: Option<Pace>,
+    arrived_us: u64,
+    frozen_us: u64,
+    bounds: Bounds,
+) -> Option<u64> {
+    let (delivered_us, frozen_then) = delivered?;
+    if last.is_some_and(|last| last.answered_us >= delivered_us) {
+        return None;
+    }
+    let frozen_between = frozen_us.saturating_sub(frozen_then);
+    let gap = arrived_us.saturating_sub(delivered_us).saturating_sub(frozen_between);
+    Some(if gap < bounds.pause_us { gap } else { 0 })
 }
 
 #[cfg(test)]
@@ -133,6 +171,35 @@ mod tests {
         let last = pace(9_000, 9_000, 0);
         let late = answer(Some(last), 69_000, slept(0), 8_000, BOUNDS);
         assert_eq!(late, pace(69_000, 44_000, 0), "25 ms of the 52 owed");
+    }
+
+    #[test]
+    fn a_first_call_is_late_by_the_work_since_the_job_was_handed_out() {
+        let delivered = Some((100_000, 5_000));
+        // the first call: 60 ms of work after the delivery, 20 of them frozen
+        assert_eq!(started_late(delivered, None, 160_000, 25_000, BOUNDS), Some(40_000));
+        // a gap as long as a pause is not work
+        assert_eq!(started_late(delivered, None, 400_000, 5_000, BOUNDS), Some(0));
+        // a call after one answered since the delivery is not the first
+        assert_eq!(started_late(delivered, Some(pace(120_000, 120_000, 0)), 160_000, 5_000, BOUNDS), None);
+        // one answered before the delivery (the last batch's) does not count
+        assert_eq!(
+            started_late(delivered, Some(pace(90_000, 90_000, 0)), 160_000, 5_000, BOUNDS),
+            Some(60_000)
+        );
+        assert_eq!(started_late(None, None, 160_000, 0, BOUNDS), None);
+    }
+
+    #[test]
+    fn what_is_not_made_up_is_counted_as_lost() {
+        let last = pace(9_000, 9_000, 0);
+        // on time, and late within what may be made up: nothing lost
+        assert_eq!(answer_and_lost(Some(last), 12_000, slept(0), 8_000, BOUNDS).1, 0);
+        assert_eq!(answer_and_lost(Some(last), 21_000, slept(0), 8_000, BOUNDS).1, 0);
+        // 52 ms late, 25 of them may be made up: the story goes on 27 ms behind the pace
+        assert_eq!(answer_and_lost(Some(last), 69_000, slept(0), 8_000, BOUNDS).1, 27_000);
+        // after a pause the pace starts afresh: nothing is counted
+        assert_eq!(answer_and_lost(Some(last), 400_000, slept(0), 8_000, BOUNDS).1, 0);
     }
 
     #[test]

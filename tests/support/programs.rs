@@ -54,6 +54,37 @@ pub fn worker(flags: &[&str], command: &[String]) -> (i32, String, String) {
     fencesim(&args)
 }
 
+/// `fencesim worker [flags] --json -- command` until its verdict is `expected`, at time
+/// scale 0.25 and, only when a run said that the program fell behind the simulation's pace
+/// (it then told a later story: a loaded machine), again at 0.5 and 1: the stdout and
+/// stderr of the run that gave `expected`. A run that gives another verdict while keeping
+/// the pace, or that fell behind even at 1, fails the test with what it printed.
+pub fn worker_at_pace(flags: &[&str], command: &[String], expected: &[String]) -> (i32, String, String) {
+    for scale in ["0.25", "0.5", "1"] {
+        let flags = [flags, &["--json", "--time-scale", scale]].concat();
+        let (code, stdout, stderr) = worker(&flags, command);
+        let value: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+        let behind = value["behind_ms"].as_object().expect("behind_ms").clone();
+        let fell = behind.values().filter_map(serde_json::Value::as_u64).max().unwrap_or(0);
+        if broken(&stdout) == expected {
+            return (code, stdout, stderr);
+        }
+        assert!(
+            fell >= fencesim::cli::worker::BEHIND_TOLD_MS && scale != "1",
+            "{command:?} at time scale {scale} broke {:?} where the simulation breaks {expected:?}, \
+             behind the pace {behind:?}: {stderr}",
+            broken(&stdout)
+        );
+        assert!(stderr.contains("fell behind the simulation's pace"), "the run says so: {stderr}");
+        eprintln!(
+            "NOTE {command:?} fell behind the simulation's pace at time scale {scale} ({behind:?} story ms) \
+             and broke {:?}: run again at a slower time scale",
+            broken(&stdout)
+        );
+    }
+    unreachable!("the last time scale either agrees or fails")
+}
+
 /// The invariants a `fencesim worker --json` run broke.
 pub fn broken(stdout: &str) -> Vec<String> {
     let value: serde_json::Value = serde_json::from_str(stdout).expect("one JSON object");
