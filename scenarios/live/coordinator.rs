@@ -440,5 +440,7 @@ pub(crate) fn record(
         leaked_tasks: 0,
         served: Vec::new(),
         sleeps: 0,
+        in_place: 0,
+        stream_after: 0,
     }
 }
