@@ -48,8 +48,6 @@ fn record(events: Vec<EventKind>) -> RunRecord {
         leaked_tasks: 0,
         served: Vec::new(),
         sleeps: 0,
-        in_place: 0,
-        stream_after: 0,
     }
 }
 

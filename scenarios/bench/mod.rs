@@ -152,11 +152,6 @@ pub struct ExploreBench {
     pub sleeps_per_seed: f64,
     pub sleep_ns: f64,
     pub sleep_ratio_points: f64,
-    /// Of a seed's waits, those answered in place (no other task ready, no timer due
-    /// first: `fencesim_sim::readiness`), and the seeds' time with every wait on the
-    /// runtime's timer over their time with those answered in place.
-    pub in_place_per_seed: f64,
-    pub in_place_speedup: f64,
     /// The same seeds under the baseline, on one thread, and the cost per seed against it.
     pub baseline_seeds_per_second: f64,
     pub cost_vs_baseline: f64,
@@ -203,7 +198,6 @@ struct Against {
     scripts: f64,
     script_calls: usize,
     sleeps: u64,
-    in_place: u64,
 }
 
 /// The statements of seeds 1 to `seeds`, run on bare databases, and their scripts on a
@@ -222,7 +216,6 @@ fn explore_floor(seeds: u64, mechanism: Mechanism, gateway: GatewayMode) -> Resu
         against.scripts += timed_ms(|| scripts::run_scripts(lua, scenario.world.ttl_ms, &calls))?.1 / 1e3;
         against.script_calls += calls.len();
         against.sleeps += outcome.record.sleeps;
-        against.in_place += outcome.record.in_place;
     }
     Ok(against)
 }
@@ -283,9 +276,8 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         }
         peak_rss_mb()
     };
-    let Against { simulated, floor, scripts, script_calls, sleeps, in_place } =
+    let Against { simulated, floor, scripts, script_calls, sleeps } =
         explore_floor(seeds, mechanism, gateway)?;
-    let in_place_speedup = in_place_speedup(&|jobs, work| timed(jobs, work), &work)?;
     let sleep_ns = timers::sleep_ns(SLEEP_SAMPLE);
     let after_many = if memory_seeds > 1_000 {
         run_seeds(&on(2), SeedRange::new(1_001, memory_seeds - 1_000)?, false, work, |_| {}, |_| {})?;
@@ -312,8 +304,6 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         sleeps_per_seed: sleeps as f64 / seeds as f64,
         sleep_ns,
         sleep_ratio_points: sleeps as f64 * sleep_ns / 1e9 / floor,
-        in_place_per_seed: in_place as f64 / seeds as f64,
-        in_place_speedup,
         baseline_seeds_per_second: seeds as f64 / before,
         cost_vs_baseline: one / before,
         jobs2_speedup: one / two,
@@ -323,27 +313,4 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         memory_seeds,
         peak_rss_mb_after_memory_seeds: after_many,
     })
-}
-
-/// A seed's run, and the seeds' seconds on a number of threads with every seed's hash.
-type SeedWork<'a> = dyn Fn(u64) -> Result<SeedResult, String> + Sync + 'a;
-type Timed<'a> = dyn Fn(usize, &SeedWork<'_>) -> Result<(f64, Vec<u64>), String> + 'a;
-
-/// Seconds of the seeds with every wait on the runtime's timer over their seconds with the
-/// waits it would give straight back answered in place, on one thread, best of three,
-/// alternating; the traces the same both ways.
-fn in_place_speedup(timed: &Timed<'_>, work: &SeedWork<'_>) -> Result<f64, String> {
-    let (mut waited, mut answered) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
-        fencesim_sim::readiness::set_in_place(false);
-        let (seconds, waited_hashes) = timed(1, work)?;
-        waited = waited.min(seconds);
-        fencesim_sim::readiness::set_in_place(true);
-        let (seconds, hashes) = timed(1, work)?;
-        answered = answered.min(seconds);
-        if hashes != waited_hashes {
-            return Err("a seed gave another trace with its waits answered in place".to_owned());
-        }
-    }
-    Ok(waited / answered)
 }

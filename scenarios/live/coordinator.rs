@@ -440,7 +440,5 @@ pub(crate) fn record(
         leaked_tasks: 0,
         served: Vec::new(),
         sleeps: 0,
-        in_place: 0,
-        stream_after: 0,
     }
 }

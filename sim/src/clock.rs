@@ -4,7 +4,6 @@
 //! schedules against absolute millisecond deadlines from the run's origin and reads the
 //! time truncated to the millisecond: the times a run prints are exact.
 
-use crate::readiness::{Readiness, Tracked};
 use madsim::time::{sleep_until, Instant, TimeHandle};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,11 +22,6 @@ pub struct SimClock {
     /// How many times a task waited on the runtime's timer through this clock: what the
     /// bench prices, each wait costing the runtime a timer, a wake and a poll.
     sleeps: Arc<AtomicU64>,
-    /// The run's ready tasks and timers, and whether its waits may be answered in place:
-    /// not in a world whose workers wait on two things at once (a renewal beside the
-    /// batch), where the runtime polls the other one after a wait.
-    readiness: Arc<Readiness>,
-    in_place: bool,
 }
 
 impl fmt::Debug for SimClock {
@@ -39,15 +33,8 @@ impl fmt::Debug for SimClock {
 impl SimClock {
     /// Starts the run's clock at the present simulated instant (inside the runtime).
     pub fn start() -> SimClock {
-        SimClock::start_counted(Arc::default(), false)
-    }
-
-    /// `start`, in a run whose tasks and timers `readiness` counts; `in_place`: whether
-    /// its waits may be answered in place.
-    pub fn start_counted(readiness: Arc<Readiness>, in_place: bool) -> SimClock {
         let time = TimeHandle::current();
-        let (origin, origin_elapsed) = (time.now_instant(), time.elapsed());
-        SimClock { origin, origin_elapsed, time, sleeps: Arc::default(), readiness, in_place }
+        SimClock { origin: time.now_instant(), origin_elapsed: time.elapsed(), time, sleeps: Arc::default() }
     }
 
     /// Milliseconds since the run started.
@@ -56,26 +43,11 @@ impl SimClock {
     }
 
     /// Sleeps until the run's clock reads `at_ms` (returns at once if it already does).
-    /// A wait the runtime would give straight back is answered in place (`readiness`).
     pub async fn sleep_until_ms(&self, at_ms: u64) {
         if self.now_ms() < at_ms {
-            let mut sleep = sleep_until(self.instant_of(at_ms));
-            if self.in_place && self.readiness.answer_in_place(&self.time, &mut sleep) {
-                return;
-            }
             self.sleeps.fetch_add(1, Ordering::Relaxed);
-            Tracked::new(sleep, self.readiness.clone()).await;
+            sleep_until(self.instant_of(at_ms)).await;
         }
-    }
-
-    /// A sleep of `duration` on the runtime's timer, counted (`readiness::Tracked`).
-    pub fn timer(&self, duration: std::time::Duration) -> Tracked {
-        Tracked::new(madsim::time::sleep(duration), self.readiness.clone())
-    }
-
-    /// The run's ready tasks and timers.
-    pub fn readiness(&self) -> &Arc<Readiness> {
-        &self.readiness
     }
 
     /// Sleeps for `ms` from the present millisecond.

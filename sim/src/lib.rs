@@ -9,8 +9,6 @@
 //! - `replica`: a replica of the lease's Redis and its failover;
 //! - `ledger`: the epochs, the checkers' ground truth about leases;
 //! - `history`: the typed events; `record`: what a run leaves behind;
-//! - `readiness`: the run's ready tasks and timers, so that a wait the runtime would give
-//!   straight back is answered in place;
 //! - `world`: the shared state, and the fault engine that changes it when a fault fires;
 //!   `run`: the loop that keeps time.
 
@@ -32,7 +30,6 @@ pub mod ledger;
 pub mod order;
 pub mod port;
 pub mod queue;
-pub mod readiness;
 pub mod record;
 pub mod redis;
 pub mod replica;

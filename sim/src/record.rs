@@ -27,11 +27,6 @@ pub struct RunRecord {
     /// How many times a task waited on the runtime's timer (a latency, a delay, a pause):
     /// not part of the history, a measure of what the run cost the runtime.
     pub sleeps: u64,
-    /// Of the waits, how many were answered in place instead (`readiness`).
-    pub in_place: u64,
-    /// What the runtime's random stream gives once the run is over: two runs of a seed
-    /// that drew the same numbers in the same order give the same.
-    pub stream_after: u64,
     /// The order the world served its requests and fired its timed faults in, with their
     /// story milliseconds: kept only by `run_ordered`, empty otherwise.
     pub served: Vec<(u64, crate::order::Served)>,

@@ -9,7 +9,6 @@ use crate::history::EventKind;
 use crate::port::{
     ClockClient, GatewayClient, Link, ProbeClient, QueueClient, RedisClient, SettlementClient, StoreClient,
 };
-use crate::readiness::{Counted, Readiness};
 use crate::record::RunRecord;
 use crate::redis::RedisCore;
 use crate::wiring::{Connections, Plain, Wired, Wiring};
@@ -66,33 +65,24 @@ fn run_keeping<W: Wiring>(
     let rt = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let config = config.clone();
     let budget = config.event_budget();
-    let readiness = Arc::new(Readiness::default());
-    let counted = readiness.clone();
-    // a worker with a renewal beside its batch waits on two things at once: its waits are
-    // not answered in place (`readiness`)
-    let in_place = config.mechanism.spec().renewals_per_ttl == 0;
-    let record = rt.block_on(Counted::new(
-        async move {
-            // The clock starts inside the runtime, at the simulated instant the run begins.
-            let world = World {
-                clock: SimClock::start_counted(readiness, in_place),
-                state: Mutex::new(State::new(&config, redis)),
-                store,
-                settlement,
-                start_routine: wiring.start_routine(),
-                calls: CallCounter::new(&config),
-                changed: Notify::new(),
-                worker_wake: (0..config.workers).map(|_| Notify::new()).collect(),
-                nodes: Mutex::new(vec![None; config.workers as usize]),
-                marks: Mutex::new(vec![None; config.workers as usize]),
-                arrival_rows: crate::world::arrival_rows(&config),
-                order: order.then(Default::default),
-                config,
-            };
-            drive(world, Arc::new(wiring), seed).await
-        },
-        counted,
-    ));
+    let record = rt.block_on(async move {
+        // The clock starts inside the runtime, at the simulated instant the run begins.
+        let world = World {
+            clock: SimClock::start(),
+            state: Mutex::new(State::new(&config, redis)),
+            store,
+            settlement,
+            start_routine: wiring.start_routine(),
+            calls: CallCounter::new(&config),
+            changed: Notify::new(),
+            worker_wake: (0..config.workers).map(|_| Notify::new()).collect(),
+            nodes: Mutex::new(vec![None; config.workers as usize]),
+            arrival_rows: crate::world::arrival_rows(&config),
+            order: order.then(Default::default),
+            config,
+        };
+        drive(world, Arc::new(wiring), seed).await
+    });
     drop(rt);
     if fresh.is_none() {
         databases::hand_back(kept.0, kept.1);
@@ -170,10 +160,7 @@ fn spawn_worker<W: Wiring>(world: &Arc<World>, wiring: &W, id: WorkerId, incarna
     let name = if incarnation > 1 { format!("worker-{id}.{incarnation}") } else { format!("worker-{id}") };
     let node = Handle::current().create_node().name(name).build();
     world.nodes.lock().unwrap_or_else(|p| p.into_inner())[id.0 as usize] = Some(node.clone());
-    let task =
-        Counted::new(new_worker(world, wiring, id, incarnation).run(), world.clock.readiness().clone());
-    world.marks.lock().unwrap_or_else(|p| p.into_inner())[id.0 as usize] = Some(task.mark());
-    node.spawn(task)
+    node.spawn(new_worker(world, wiring, id, incarnation).run())
 }
 
 async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord {
@@ -199,7 +186,6 @@ async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord 
         ),
         None => (Vec::new(), Vec::new()),
     };
-    let stream_after = madsim::rand::Rng::gen::<u64>(&mut madsim::rand::thread_rng());
     let mut state = world.lock();
     RunRecord {
         seed,
@@ -215,8 +201,6 @@ async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord 
         open_jobs: state.queue.open_jobs().collect(),
         leaked_tasks,
         sleeps: world.clock.sleeps(),
-        in_place: world.clock.readiness().answered(),
-        stream_after,
         served: world
             .order
             .as_ref()
@@ -263,12 +247,12 @@ async fn keep_time<W: Wiring>(world: &Arc<World>, wiring: &W, joins: &mut [Optio
             return false;
         }
         let next = next.map_or(deadline, |d| d.min(deadline)).max(now + 1);
-        // what the runtime's own timeout does (the change first, then its timer), with
-        // the timer counted
         let wake = world.clock.instant_of(next);
-        let timer = world.clock.timer(wake.duration_since(madsim::time::Instant::now()));
-        let changed = std::pin::pin!(world.changed.notified());
-        let _ = futures_util::future::select(changed, timer).await;
+        let _ = madsim::time::timeout(
+            wake.duration_since(madsim::time::Instant::now()),
+            world.changed.notified(),
+        )
+        .await;
     }
 }
 
@@ -323,7 +307,6 @@ async fn wind_down(world: &Arc<World>, settled: bool, mut joins: Vec<Option<Join
         if let Some(node) = world.node_of(WorkerId(w as u32)) {
             if !settled {
                 handle.kill(node.id());
-                world.killed(WorkerId(w as u32));
             }
         }
         world.worker_wake[w].notify_one();
@@ -333,7 +316,7 @@ async fn wind_down(world: &Arc<World>, settled: bool, mut joins: Vec<Option<Join
             let _ = join.await;
         }
     }
-    world.clock.timer(std::time::Duration::from_millis(1)).await;
+    madsim::time::sleep(std::time::Duration::from_millis(1)).await;
     drop(joins);
     world.nodes.lock().unwrap_or_else(|p| p.into_inner()).clear();
     handle.metrics().num_tasks().saturating_sub(1)

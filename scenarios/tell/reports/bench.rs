@@ -8,7 +8,7 @@ use fencesim_model::group_thousands;
 pub const BENCH_REPORT: &str = "reports/bench.md";
 
 /// The metrics a bench report must show, by the names `--json` gives them.
-pub const BENCH_METRICS: [&str; 16] = [
+pub const BENCH_METRICS: [&str; 14] = [
     "worked_example_ms_median",
     "sql_floor_ms_median",
     "ratio",
@@ -23,8 +23,6 @@ pub const BENCH_METRICS: [&str; 16] = [
     "sleeps_per_seed",
     "sleep_ns",
     "sleep_ratio_points",
-    "in_place_per_seed",
-    "in_place_speedup",
 ];
 
 /// Today's date in UTC, `YYYY-MM-DD`, from the real clock (a bench runs outside any simulation).
@@ -114,7 +112,7 @@ fn worked_section(worked: &BenchResult) -> String {
          lease's Lua scripts the run sent (its releases and renewals), run again with nothing around them on a \
          bare simulated Redis, each taking the branch it took in the run: `script_share` is their time over the \
          run's, what the embedded Lua costs. `sleeps` are the times a task of the run waited on the runtime's \
-         timer (each latency a request waits out is one, unless it was answered in place: docs/request-path.md); `sleep_ratio_points` is their price, one wait timed on \
+         timer (each latency a request waits out is one); `sleep_ratio_points` is their price, one wait timed on \
          a bare runtime (`sleep_ns` below), over the SQL floor: the part of `ratio` that no change to the \
          simulation's own code removes while every request waits out its latency on the runtime's clock.\n\n",
         runs = worked.runs,
@@ -149,8 +147,6 @@ fn explore_section(explore: &ExploreBench) -> String {
          | sleeps_per_seed | {sleeps:.1} |\n\
          | sleep_ns | {sleep_ns:.0} |\n\
          | sleep_ratio_points | {sleep_points:.3} |\n\
-         | in_place_per_seed | {in_place:.1} |\n\
-         | in_place_speedup | {in_place_speedup:.3} |\n\
          | cost_vs_baseline | {evs:.2} (target at most 0.65) |\n\
          | baseline_seeds_per_second | {bsps:.0} |\n\
          | jobs2_speedup | {sp:.2} (target at least 1.8) |\n\
@@ -161,10 +157,7 @@ fn explore_section(explore: &ExploreBench) -> String {
          `script_ratio_points` is the scripts' time over the SQL floor: how much of `floor_ratio` the embedded \
          Lua makes. `sleep_ns` is one wait on the runtime's timer, timed on a bare runtime (four tasks waiting a \
          millisecond at a time, 200,000 waits, best of three); `sleep_ratio_points` is the seeds' waits at that \
-         price over the SQL floor; `in_place_per_seed` are the waits answered in place instead, without the \
-         runtime's round trip, when no other task was ready and no timer due first (docs/request-path.md); `in_place_speedup` is the seeds' time with every wait taking the round \
-         trip over their time with those answered in place, best of three, alternating, the traces the same \
-         both ways. `guided` is `explore --search guided` over as many runs from seed 1 on one thread, best of \
+         price over the SQL floor. `guided` is `explore --search guided` over as many runs from seed 1 on one thread, best of \
          three, alternating with the uniform search, after the memory figures: half its runs are changed plans \
          of kept worlds, not the uniform search's seeds, so its cost per run includes what those runs cost as \
          well as the corpus and the changes.\n\n",
@@ -174,8 +167,6 @@ fn explore_section(explore: &ExploreBench) -> String {
         sleeps = explore.sleeps_per_seed,
         sleep_ns = explore.sleep_ns,
         sleep_points = explore.sleep_ratio_points,
-        in_place = explore.in_place_per_seed,
-        in_place_speedup = explore.in_place_speedup,
         seeds = explore.seeds,
         mechanism = explore.mechanism,
         sps = explore.seeds_per_second_per_core,

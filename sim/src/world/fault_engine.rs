@@ -159,7 +159,6 @@ impl World {
         }
         if let Some(node) = self.node_of(worker) {
             Handle::current().kill(node.id());
-            self.killed(worker);
         }
         state.faults.crashed[worker.0 as usize] = true;
         state.faults.resumes.retain(|r| r.1 != worker);

@@ -53,8 +53,6 @@ pub(crate) struct World {
     /// Wakes a worker waiting on the queue.
     pub worker_wake: Vec<Notify>,
     pub nodes: Mutex<Vec<Option<NodeHandle>>>,
-    /// Each worker's task, as the run's readiness counts it (`readiness::Mark`).
-    pub marks: Mutex<Vec<Option<crate::readiness::Mark>>>,
     /// Each arrival's rows, in the order the world lists the arrivals.
     pub arrival_rows: Vec<Vec<RefundRow>>,
     /// The order requests were served and timed faults fired in, when the run keeps it.
@@ -170,14 +168,6 @@ impl CounterAdmin for RedisCore {
 }
 
 impl World {
-    /// The runtime killed `worker`'s node, which wakes its task with the runtime's own
-    /// waker: counted as ready until the runtime drops it.
-    pub fn killed(&self, worker: WorkerId) {
-        if let Some(mark) = &self.marks.lock().unwrap_or_else(|p| p.into_inner())[worker.0 as usize] {
-            mark.woken();
-        }
-    }
-
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
