@@ -94,3 +94,27 @@ fn the_deep_reports_summary_is_computed_from_its_table() {
     }
     assert_eq!(committed_summary(&report), summary(&searched, budget), "{DEEP_REPORT} {STALE}");
 }
+
+/// The guided searches the report gives are the ones today's search makes: every search of
+/// its table that caught its bug within `QUICK` runs, searched for again from the same
+/// start, catches it at the same run (a change to how the guided search grows its plans
+/// changes them).
+#[test]
+fn the_reports_quick_guided_catches_are_what_the_search_gives_today() {
+    use fencesim::scenario::production::Rates;
+    use fencesim::search::mutants::{search_guided, START_STRIDE};
+    const QUICK: u64 = 50;
+    let report = committed();
+    let budget = parse_deep_budget(&report).expect("the report names its budget");
+    let mut checked = 0;
+    for row in parse_deep_searches(&report) {
+        let mutant = *Mutant::DEEP.iter().find(|mutant| mutant.name() == row.mutant).expect("a deep bug");
+        for (search_number, runs) in (0u64..).zip(row.guided).filter(|(_, runs)| *runs <= QUICK) {
+            let today = search_guided(mutant, 1 + search_number * START_STRIDE, budget, Rates::Production);
+            let search = search_number + 1;
+            assert_eq!(today.unwrap(), Some(runs), "{mutant}, search {search}: {DEEP_REPORT} {STALE}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "only {checked} guided searches of the report caught within {QUICK} runs");
+}

@@ -241,6 +241,7 @@ fn a_branch_follows_its_parents_run_to_the_moment_and_then_its_own_way() {
             )
         };
         let mut corpus = Corpus::default();
+        let how = fencesim::search::guided::mutate::Branching::of(rates);
         for seed in 1..=40 {
             let scenario = build(seed).unwrap();
             let outcome = run(&scenario, seed).unwrap();
@@ -249,22 +250,27 @@ fn a_branch_follows_its_parents_run_to_the_moment_and_then_its_own_way() {
                 continue;
             }
             let parent = corpus.entry(corpus.len() - 1).clone();
-            let before = |events: &[fencesim::sim::Event]| -> Vec<String> {
-                events.iter().filter(|e| e.at_ms <= parent.moment_ms).map(|e| format!("{e:?}")).collect()
+            let before = |events: &[fencesim::sim::Event], moment: u64| -> Vec<String> {
+                events.iter().filter(|e| e.at_ms <= moment).map(|e| format!("{e:?}")).collect()
             };
             for draw in 0..3 {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed * 10 + draw);
-                let Some(next) = branch(&parent, &mut rng, FaultMask::ALL, rates) else { continue };
-                let fresh = next.world.faults.faults.last().unwrap();
-                let after =
-                    matches!(fresh.trigger, fencesim::sim::Trigger::At { at_ms } if at_ms > parent.moment_ms);
-                assert!(after, "{rates:?} seed {seed}: the fresh fault comes after the moment: {fresh:?}");
+                let Some((next, moment)) = branch(&parent, &mut rng, FaultMask::ALL, how) else { continue };
+                assert!(parent.points().contains(&moment), "{rates:?} seed {seed}: a kept moment");
+                let kept = parent.plan().faults.iter().zip(&parent.features.fired);
+                let kept = kept.filter(|(_, at)| at.is_some_and(|ms| ms <= moment)).count();
+                let fresh = &next.world.faults.faults[kept..];
+                assert!(!fresh.is_empty() && fresh.len() as u32 <= how.most_fresh, "{rates:?} seed {seed}");
+                for fault in fresh {
+                    let after =
+                        matches!(fault.trigger, fencesim::sim::Trigger::At { at_ms } if at_ms > moment);
+                    assert!(after, "{rates:?} seed {seed}: a fresh fault comes after the moment: {fault:?}");
+                }
                 let branched = run(&next, seed).unwrap();
                 assert_eq!(
-                    before(&branched.record.events),
-                    before(&outcome.record.events),
-                    "{rates:?} seed {seed}: the branch parted from its parent before {} ms",
-                    parent.moment_ms
+                    before(&branched.record.events, moment),
+                    before(&outcome.record.events, moment),
+                    "{rates:?} seed {seed}: the branch parted from its parent before {moment} ms"
                 );
                 compared += 1;
                 parted += usize::from(branched.record.events != outcome.record.events);

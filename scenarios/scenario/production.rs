@@ -88,6 +88,16 @@ impl Rates {
         }
     }
 
+    /// How many runs have a fault of `kind` for each one that does, under these rates:
+    /// production's own chance; 1 under the swarm's plans, which draw every kind as often
+    /// as any other.
+    pub fn one_in(self, kind: FaultName) -> u64 {
+        match self {
+            Rates::Production => u64::from(RATES[kind as usize].one_in),
+            Rates::Swarm | Rates::ProductionSwarm => 1,
+        }
+    }
+
     /// The rates a scenario draws its plans under: production's for its own scenario, the
     /// swarm's for every other.
     pub fn of_scenario(name: &str) -> Rates {
@@ -210,6 +220,17 @@ fn production_world(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_is_as_rare_as_its_rate_says_under_production_and_none_is_under_the_swarm() {
+        assert_eq!(Rates::Production.one_in(FaultName::Crash), 200);
+        assert_eq!(Rates::Production.one_in(FaultName::RedisFailover), 1_000);
+        for kind in FaultName::all() {
+            assert_eq!(Rates::Swarm.one_in(kind), 1);
+            assert_eq!(Rates::ProductionSwarm.one_in(kind), 1);
+            assert_eq!(Rates::Production.one_in(kind), u64::from(RATES[kind as usize].one_in));
+        }
+    }
 
     #[test]
     fn most_runs_have_no_fault_and_each_kind_appears_near_its_chance() {

@@ -3,6 +3,7 @@
 //! chosen to grow from by the rarity of what it reached: the rarer its features among all
 //! the runs so far, the more often.
 
+use crate::scenario::production::Rates;
 use crate::scenario::Scenario;
 use crate::search::guided::features::{is_goal, Features};
 use fencesim_sim::FaultPlan;
@@ -29,7 +30,35 @@ impl Entry {
     pub fn plan(&self) -> &FaultPlan {
         &self.scenario.world.faults
     }
+
+    /// The moments a branch of this plan may start from: its moment (when its run first
+    /// reached something new) and each time one of its faults fired, in order.
+    pub fn points(&self) -> Vec<u64> {
+        let mut points: Vec<u64> = self.features.fired.iter().flatten().copied().collect();
+        points.push(self.moment_ms);
+        points.sort_unstable();
+        points.dedup();
+        points
+    }
+
+    /// How rare its fired faults make its run under `rates`: the product of each fired
+    /// fault's one-in-so-many (1 for every kind under the swarm's rates, which draw every
+    /// kind as often), at most `RAREST`.
+    pub fn rarity(&self, rates: Rates) -> u64 {
+        let plan = &self.plan().faults;
+        (plan.iter().zip(&self.features.fired))
+            .filter(|(_, fired)| fired.is_some())
+            .fold(1u64, |product, (fault, _)| product.saturating_mul(rates.one_in(fault.kind.kind())))
+            .min(RAREST)
+    }
 }
+
+/// The most a plan's fired faults multiply its weight as a branch's parent by.
+const RAREST: u64 = 1 << 16;
+
+/// The most one plan weighs as a branch's parent: a corpus's sum of weights stays far
+/// below what a `u64` holds.
+const HEAVIEST: u64 = 1 << 52;
 
 /// The most plans a corpus keeps: past it, a run that reaches something new is counted
 /// but not kept (a search of thousands of runs keeps a few hundred).
@@ -150,17 +179,21 @@ impl Corpus {
         &self.entries[at]
     }
 
-    /// Every kept plan's weight as a branch's parent: its weight times its energy. A plan
-    /// starts with `ENERGY`; each branch of it that was kept adds `FIND` to it, and every
-    /// `TIRING` branches made from it divide it once more, so that the search branches on
-    /// from the moments whose branches keep reaching new situations and leaves the ones
+    /// Every kept plan's weight as a branch's parent: its weight times its energy times
+    /// how rare its fired faults make it under `rates` (`Entry::rarity`: a plan whose run
+    /// had a crash fire stands for two hundred production runs, one with no fault for one).
+    /// A plan starts with `ENERGY`; each branch of it that was kept adds `FIND` to it, and
+    /// every `TIRING` branches made from it divide it once more, so that the search branches
+    /// on from the moments whose branches keep reaching new situations and leaves the ones
     /// whose branches stopped.
-    pub fn branch_weights(&self) -> Vec<u64> {
+    pub fn branch_weights(&self, rates: Rates) -> Vec<u64> {
         self.entries
             .iter()
             .map(|entry| {
-                let energy = ENERGY + FIND * u64::from(entry.finds);
-                (self.weight(entry) * energy / (ENERGY + u64::from(entry.branches) / TIRING)).max(1)
+                let energy = ENERGY.saturating_add(FIND.saturating_mul(u64::from(entry.finds)));
+                let weight =
+                    self.weight(entry).saturating_mul(energy) / (ENERGY + u64::from(entry.branches) / TIRING);
+                weight.saturating_mul(entry.rarity(rates)).clamp(1, HEAVIEST)
             })
             .collect()
     }

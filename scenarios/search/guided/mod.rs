@@ -30,11 +30,6 @@ pub const GENERATION: u64 = 16;
 /// bug tried: the changed plans reach them no more often than fresh draws do).
 pub const FRESH_ONE_IN: u32 = 2;
 
-/// One run in this many of those made from the corpus is a branch from a kept plan's moment
-/// (`mutate::branch`: its path replayed to the moment, one fresh fault after it), chosen by
-/// the plan's energy; the others change a kept plan (`mutate::mutate`).
-pub const BRANCH_ONE_IN: u32 = 2;
-
 /// The search's own stream of randomness (a seed's streams for its world are numbered
 /// from 1, its kinds' from 1,000).
 const GUIDED_STREAM: u64 = 1 << 32;
@@ -67,8 +62,8 @@ pub struct Bounds {
     pub runs: u64,
     pub allowed: FaultMask,
     pub stop_at_first: bool,
-    /// The rates the fresh worlds are drawn under: a branch draws its fault's kind as
-    /// they make kinds common or rare.
+    /// The rates the fresh worlds are drawn under: how a branch is made
+    /// (`mutate::Branching::of`) and how rare a kept plan's fired faults make it.
     pub rates: Rates,
 }
 
@@ -82,15 +77,16 @@ fn generation(
     fresh: &impl Fn(u64) -> Result<Scenario, String>,
 ) -> Result<Vec<Candidate>, String> {
     let mut candidates = Vec::with_capacity(count as usize);
-    let (weights, branch_weights) = (corpus.weights(), corpus.branch_weights());
+    let (weights, branch_weights) = (corpus.weights(), corpus.branch_weights(bounds.rates));
+    let branching = mutate::Branching::of(bounds.rates);
     for run in first_run..first_run + count {
         let made = if corpus.is_empty() || rng.gen_ratio(1, FRESH_ONE_IN) {
             None
-        } else if rng.gen_ratio(1, BRANCH_ONE_IN) {
+        } else if rng.gen_ratio(1, branching.one_in) {
             corpus.choose_at(&branch_weights, rng).and_then(|at| {
                 let parent = corpus.entry(at);
-                let branch = mutate::branch(parent, rng, bounds.allowed, bounds.rates);
-                branch.map(|scenario| (parent.seed, scenario, Some(at)))
+                let branch = mutate::branch(parent, rng, bounds.allowed, branching);
+                branch.map(|(scenario, _)| (parent.seed, scenario, Some(at)))
             })
         } else {
             match (corpus.choose(&weights, rng), corpus.any(rng)) {

@@ -1,11 +1,11 @@
 //! New plans from kept ones. Each change keeps the world and the seed, so a run of the
 //! new plan follows its parent's path up to the first fault the change touched: a fault
 //! added after the moment the parent first reached something new branches from there.
-//! A branch (`branch`) does only that: the parent's path replayed to its moment, and one
-//! fresh fault after it.
+//! A branch (`branch`) does only that: the parent's path replayed to a kept moment, and
+//! fresh faults after it.
 
 use crate::scenario::deployment::replan;
-use crate::scenario::production::{Rates, RATES};
+use crate::scenario::production::Rates;
 use crate::scenario::random::{any_fault, any_size, counter_start, horizon_ms};
 use crate::scenario::{FaultMask, Scenario};
 use crate::search::guided::corpus::Entry;
@@ -182,51 +182,119 @@ pub fn mutate(parent: &Entry, other: &Entry, rng: &mut ChaCha8Rng, allowed: Faul
     scenario.world.validate().is_ok().then_some(scenario)
 }
 
-/// A branch of `parent` from its moment: the same world and seed, the faults that had fired
-/// by the moment kept as they were and every later one left out (so that the run follows
-/// the parent's path up to the moment, event for event, as a continuation of
-/// `search::closeness` does), and one fresh fault at a time after it, its kind drawn as
-/// `rates` makes kinds common or rare. None when the world refuses the plan.
-pub fn branch(parent: &Entry, rng: &mut ChaCha8Rng, allowed: FaultMask, rates: Rates) -> Option<Scenario> {
-    let mut scenario: Scenario = parent.scenario.clone();
-    let moment = parent.moment_ms;
-    let fired = &parent.features.fired;
-    let mut faults: Vec<Fault> = (parent.plan().faults.iter().zip(fired))
-        .filter(|(_, at)| at.is_some_and(|ms| ms <= moment))
-        .map(|(fault, _)| fault.clone())
-        .collect();
-    let world = &scenario.world;
-    let mut fault = fresh_fault(rng, world, allowed, rates)?;
-    let window = world.ttl_ms.max(horizon_ms(world) / 4).max(1);
-    fault.trigger = Trigger::At { at_ms: moment + rng.gen_range(1..=window) };
-    faults.push(fault);
-    replan(&mut scenario.world, FaultPlan { faults });
-    scenario.world.validate().is_ok().then_some(scenario)
+/// How a branch is made, under the rates the search draws its fresh worlds under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Branching {
+    /// One run in this many of those made from the corpus is a branch; the others change
+    /// a kept plan (`mutate`).
+    pub one_in: u32,
+    /// A branch's moment is drawn from its parent's moment and each time one of the
+    /// parent's faults fired, not the parent's moment alone.
+    pub at_firings: bool,
+    /// A branch adds from 1 to this many fresh faults after its moment.
+    pub most_fresh: u32,
+    /// Each fresh fault is aimed, one time in two, at what the last fault kept before the
+    /// moment was aimed at (its worker, merchant and instance).
+    pub aimed: bool,
+    /// Each fresh fault's distance from the moment is drawn as likely within each doubling
+    /// (1 ms, 2 to 3, 4 to 7, ...), not evenly over the window.
+    pub near: bool,
 }
 
-/// A fault the world can have, drawn as the swarm draws one; under production rates its
-/// kind is first drawn in proportion to the kind's chance in a run (a request's delay ten
-/// times as often as a failover), from the kinds this world can have.
-fn fresh_fault(rng: &mut ChaCha8Rng, world: &WorldConfig, allowed: FaultMask, rates: Rates) -> Option<Fault> {
-    if rates != Rates::Production {
-        return any_fault(rng, world, allowed);
+/// The swarm's branch, as `reports/detection.md` measured it: one fresh fault, anywhere in
+/// the window after the parent's moment, one run in two of those made from the corpus.
+pub const SWARM_BRANCHING: Branching =
+    Branching { one_in: 2, at_firings: false, most_fresh: 1, aimed: false, near: false };
+
+/// Production's: under rates where most runs have no fault, a run that had a rare fault
+/// fire is worth many fresh draws, so every run made from the corpus is a branch, from any
+/// moment a fault fired, with a handful of fresh faults after it (as a swarm plan has),
+/// near the moment and often at the same targets (docs/deep-bugs.md, how each was measured).
+pub const PRODUCTION_BRANCHING: Branching =
+    Branching { one_in: 1, at_firings: true, most_fresh: 8, aimed: true, near: true };
+
+impl Branching {
+    pub fn of(rates: Rates) -> Branching {
+        match rates {
+            Rates::Production => PRODUCTION_BRANCHING,
+            Rates::Swarm | Rates::ProductionSwarm => SWARM_BRANCHING,
+        }
     }
-    let mut left: Vec<(usize, u64)> = (RATES.iter().enumerate())
-        .filter(|(kind, _)| allowed.allows(*kind))
-        .map(|(kind, rate)| (kind, 1_000 / u64::from(rate.one_in)))
+}
+
+/// A branch of `parent` from one of its kept moments (`Entry::points`, or its moment
+/// alone): the same world and seed, the faults that had fired by the moment kept as they
+/// were and every later one left out (so that the run follows the parent's path up to the
+/// moment, event for event, as a continuation of `search::closeness` does), and fresh faults
+/// after it, drawn as the swarm draws one. Returns the branch and its moment; None when the
+/// world refuses the plan.
+pub fn branch(
+    parent: &Entry,
+    rng: &mut ChaCha8Rng,
+    allowed: FaultMask,
+    how: Branching,
+) -> Option<(Scenario, u64)> {
+    let mut scenario: Scenario = parent.scenario.clone();
+    let points = if how.at_firings { parent.points() } else { vec![parent.moment_ms] };
+    let moment = if points.len() == 1 { points[0] } else { points[rng.gen_range(0..points.len())] };
+    let kept: Vec<(&Fault, u64)> = (parent.plan().faults.iter().zip(&parent.features.fired))
+        .filter_map(|(fault, at)| at.filter(|ms| *ms <= moment).map(|ms| (fault, ms)))
         .collect();
-    while !left.is_empty() {
-        let total: u64 = left.iter().map(|(_, weight)| weight).sum();
-        let mut point = rng.gen_range(0..total.max(1));
-        let mut at = 0;
-        while at + 1 < left.len() && point >= left[at].1 {
-            point -= left[at].1;
-            at += 1;
+    let last_aim = kept.iter().max_by_key(|(_, ms)| *ms).map(|(fault, _)| fault.kind.aim());
+    let mut faults: Vec<Fault> = kept.iter().map(|(fault, _)| (*fault).clone()).collect();
+    let world = &scenario.world;
+    let window = world.ttl_ms.max(horizon_ms(world) / 4).max(1);
+    let count = if how.most_fresh > 1 { rng.gen_range(1..=how.most_fresh) } else { 1 };
+    for _ in 0..count {
+        let mut fault = any_fault(rng, world, allowed)?;
+        if let (Some(aim), true) = (last_aim, how.aimed && rng.gen_bool(0.5)) {
+            let moved =
+                Fault { kind: fault.kind.kind().make(aim, fault.kind.size()), trigger: fault.trigger };
+            fault = fitted(&moved, world, rng);
         }
-        let (kind, _) = left.swap_remove(at);
-        if let Some(fault) = any_fault(rng, world, FaultMask(1 << kind as u32)) {
-            return Some(fault);
-        }
+        let after = if how.near { near_the_moment(window, rng) } else { rng.gen_range(1..=window) };
+        fault.trigger = Trigger::At { at_ms: moment + after };
+        faults.push(fault);
     }
-    None
+    replan(&mut scenario.world, FaultPlan { faults });
+    scenario.world.validate().is_ok().then_some((scenario, moment))
+}
+
+/// How long after its moment a branch's fault comes, from 1 ms to `window`: a doubling
+/// (1, 2 to 3, 4 to 7, ...) drawn first, each as likely, then a time within it, so that
+/// the next request or two after the moment, where a race lives, is drawn as often as the
+/// whole rest of a doubling further on.
+pub fn near_the_moment(window: u64, rng: &mut ChaCha8Rng) -> u64 {
+    let window = window.max(1);
+    let doublings = u64::BITS - window.leading_zeros();
+    let low = 1u64 << rng.gen_range(0..doublings);
+    rng.gen_range(low..=(low * 2 - 1).min(window))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn a_fault_near_the_moment_is_drawn_as_often_in_each_doubling() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        assert!((0..100).all(|_| near_the_moment(1, &mut rng) == 1));
+        assert!((0..100).all(|_| near_the_moment(0, &mut rng) == 1));
+        // 4,096 ms holds 13 doublings (1, 2-3, ..., 4,096): the first five end at 31 ms
+        let draws: Vec<u64> = (0..13_000).map(|_| near_the_moment(4_096, &mut rng)).collect();
+        assert!(draws.iter().all(|ms| (1..=4_096).contains(ms)));
+        let near = draws.iter().filter(|&&ms| ms <= 31).count();
+        assert!((4_500..5_500).contains(&near), "{near} of 13,000 within 31 ms, about 5,000 expected");
+        let last = draws.iter().filter(|&&ms| ms == 4_096).count();
+        assert!((800..1_200).contains(&last), "the last doubling holds 4,096 alone: {last}");
+    }
+
+    #[test]
+    fn the_swarm_branches_as_its_report_measured_and_production_as_deep_bugs_need() {
+        assert_eq!(Branching::of(Rates::Swarm), SWARM_BRANCHING);
+        assert_eq!(Branching::of(Rates::ProductionSwarm), SWARM_BRANCHING);
+        assert_eq!(Branching::of(Rates::Production), PRODUCTION_BRANCHING);
+        assert_eq!(SWARM_BRANCHING.most_fresh, 1);
+    }
 }
