@@ -283,3 +283,27 @@ fn a_branch_follows_its_parents_run_to_the_moment_and_then_its_own_way() {
         "most branches go their own way after the moment: {parted} of {compared}"
     );
 }
+
+/// The swarm's guided searches that `reports/detection.md` gives are the ones today's
+/// search makes: searches of its table that caught past the first generation (so that the
+/// corpus and its branches had their part) and within a few generations, run again from
+/// the same start, catch at the same run. A change to how the search grows plans under the
+/// swarm's rates makes the report stale.
+#[test]
+fn the_detection_reports_quick_guided_catches_are_what_the_search_gives_today() {
+    use fencesim::search::guided::GENERATION;
+    use fencesim::tell::reports::detection::parse_guided;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let report = std::fs::read_to_string(root.join("reports/detection.md")).unwrap();
+    let quick = (GENERATION + 1)..=(GENERATION * 3);
+    let mut checked = 0;
+    for (name, _, per_search) in parse_guided(&report) {
+        let mutant = Mutant::ALL.into_iter().find(|mutant| mutant.name() == name).expect("a mutant");
+        for (search, runs) in (0u64..).zip(per_search).filter(|(_, runs)| quick.contains(runs)).take(2) {
+            let today = search_guided(mutant, 1 + search * START_STRIDE, runs, Rates::Swarm).unwrap();
+            assert_eq!(today, Some(runs), "{name}, search {}: reports/detection.md is stale", search + 1);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} of the report's guided searches caught within {quick:?} runs");
+}
