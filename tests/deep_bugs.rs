@@ -103,7 +103,7 @@ fn the_deep_reports_summary_is_computed_from_its_table() {
 fn the_reports_quick_guided_catches_are_what_the_search_gives_today() {
     use fencesim::scenario::production::Rates;
     use fencesim::search::mutants::{search_guided, START_STRIDE};
-    const QUICK: u64 = 50;
+    const QUICK: u64 = 30;
     let report = committed();
     let budget = parse_deep_budget(&report).expect("the report names its budget");
     let mut checked = 0;

@@ -299,11 +299,11 @@ fn the_detection_reports_quick_guided_catches_are_what_the_search_gives_today() 
     let mut checked = 0;
     for (name, _, per_search) in parse_guided(&report) {
         let mutant = Mutant::ALL.into_iter().find(|mutant| mutant.name() == name).expect("a mutant");
-        for (search, runs) in (0u64..).zip(per_search).filter(|(_, runs)| quick.contains(runs)).take(2) {
+        for (search, runs) in (0u64..).zip(per_search).filter(|(_, runs)| quick.contains(runs)).take(1) {
             let today = search_guided(mutant, 1 + search * START_STRIDE, runs, Rates::Swarm).unwrap();
             assert_eq!(today, Some(runs), "{name}, search {}: reports/detection.md is stale", search + 1);
             checked += 1;
         }
     }
-    assert!(checked >= 10, "only {checked} of the report's guided searches caught within {quick:?} runs");
+    assert!(checked >= 8, "only {checked} of the report's guided searches caught within {quick:?} runs");
 }
