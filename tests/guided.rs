@@ -86,13 +86,16 @@ fn a_failure_the_guided_search_finds_is_an_ordinary_replay_file() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
-#[test]
-fn after_the_first_generation_about_half_the_runs_grow_from_kept_plans_and_fresh_seeds_come_in_order() {
+/// A guided search's 96 runs from seed 40 under `rates`, each as it was made: checks that
+/// the runs come in order, the first generation fresh, fresh seeds in order, and every
+/// grown plan in its seed's own world; returns the runs past the first generation and how
+/// many of them grew from kept plans.
+fn grown_past_the_first_generation(rates: Rates) -> (usize, usize) {
     let never = AtomicBool::new(false);
-    let bounds =
-        Bounds { from: 40, runs: 96, allowed: FaultMask::ALL, stop_at_first: false, rates: Rates::Swarm };
-    let build =
-        |seed| scenario::build("random", seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL);
+    let bounds = Bounds { from: 40, runs: 96, allowed: FaultMask::ALL, stop_at_first: false, rates };
+    let build = |seed| {
+        scenario::build(rates.scenario(), seed, Mechanism::Fenced, GatewayMode::Idempotent, FaultMask::ALL)
+    };
     let mut seen = Vec::new();
     let ran = guided::search(
         &bounds,
@@ -115,10 +118,7 @@ fn after_the_first_generation_about_half_the_runs_grow_from_kept_plans_and_fresh
     let fresh: Vec<u64> = seen.iter().filter(|c| c.fresh).map(|c| c.seed).collect();
     assert_eq!(fresh, (40..40 + fresh.len() as u64).collect::<Vec<u64>>());
     let grown: Vec<_> = seen.iter().filter(|candidate| !candidate.fresh).collect();
-    // one run in `FRESH_ONE_IN` (2) is a fresh seed, and a change that cannot be made is one too
-    let later = seen.len() - first;
-    assert!((later / 4..=later * 3 / 4).contains(&grown.len()), "{} of {later} grown", grown.len());
-    for candidate in grown {
+    for candidate in &grown {
         // a grown plan runs in its seed's own world, with a plan of its own
         let own = build(candidate.seed).unwrap();
         assert_eq!(candidate.scenario.world.rows, own.world.rows);
@@ -126,6 +126,23 @@ fn after_the_first_generation_about_half_the_runs_grow_from_kept_plans_and_fresh
         candidate.scenario.world.validate().unwrap();
     }
     assert!(seen.iter().any(|c| !c.fresh && c.scenario.world.faults != build(c.seed).unwrap().world.faults));
+    (seen.len() - first, grown.len())
+}
+
+#[test]
+fn after_the_first_generation_about_half_the_runs_grow_from_kept_plans_and_fresh_seeds_come_in_order() {
+    let (later, grown) = grown_past_the_first_generation(Rates::Swarm);
+    // one run in `SWARM_BRANCHING.fresh_one_in` (2) is a fresh seed, and a change that
+    // cannot be made is one too
+    assert!((later / 4..=later * 3 / 4).contains(&grown), "{grown} of {later} grown");
+}
+
+/// Under production's rates, where a fresh run rarely has a fault, seven runs in eight
+/// grow from kept plans (`PRODUCTION_BRANCHING.fresh_one_in`).
+#[test]
+fn under_production_rates_most_runs_grow_from_kept_plans() {
+    let (later, grown) = grown_past_the_first_generation(Rates::Production);
+    assert!((later * 3 / 4..=later * 15 / 16).contains(&grown), "{grown} of {later} grown");
 }
 
 fn fencesim(args: &[&str]) -> std::process::Output {

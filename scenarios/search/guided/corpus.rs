@@ -32,9 +32,13 @@ impl Entry {
     }
 
     /// The moments a branch of this plan may start from: its moment (when its run first
-    /// reached something new) and each time one of its faults fired, in order.
+    /// reached something new), each time one of its faults fired and each time its run first
+    /// reached a situation (a lease that expired while held, a refund call that timed out:
+    /// where a fault's consequence shows, a lease's life or a timeout after the fault), in
+    /// order.
     pub fn points(&self) -> Vec<u64> {
         let mut points: Vec<u64> = self.features.fired.iter().flatten().copied().collect();
+        points.extend(self.features.situation_times());
         points.push(self.moment_ms);
         points.sort_unstable();
         points.dedup();

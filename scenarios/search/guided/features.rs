@@ -123,6 +123,13 @@ impl Features {
         (self.ids, self.at_ms) = pairs.into_iter().unzip();
     }
 
+    /// When the run first reached each of its situations (`Sometimes`), alone or after a
+    /// fault of a kind: the times a fault's consequences showed, in no order.
+    pub fn situation_times(&self) -> impl Iterator<Item = u64> + '_ {
+        let situation = |id: u32| id < FIRED || (AFTER..COUNT).contains(&id);
+        (self.ids.iter().zip(&self.at_ms)).filter(move |(id, _)| situation(**id)).map(|(_, at)| *at)
+    }
+
     pub fn len(&self) -> usize {
         self.ids.len()
     }
@@ -141,6 +148,17 @@ mod tests {
         let buckets: Vec<u32> =
             [0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 1_000].into_iter().map(bucket).collect();
         assert_eq!(buckets, [0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 7, 7]);
+    }
+
+    #[test]
+    fn situation_times_are_those_of_situations_alone_or_after_a_fault() {
+        let features = Features {
+            ids: vec![SITUATION + 1, FIRED + 3, AFTER + 5, COUNT + 2],
+            at_ms: vec![10, 20, 30, 40],
+            ..Features::default()
+        };
+        // a fault's firing is a point of its own (`fired`); a count is taken at the run's end
+        assert_eq!(features.situation_times().collect::<Vec<u64>>(), [10, 30]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The guided search: instead of drawing every run's world and plan afresh, it keeps the
-//! plans whose runs reached something no earlier run had (`corpus`), and makes half its
-//! new plans by changing kept ones (`mutate`), so that a race that needs one rare thing and
+//! plans whose runs reached something no earlier run had (`corpus`), and makes most of its
+//! new plans from kept ones (`mutate`: half under the swarm's rates, seven in eight under
+//! production's, `mutate::Branching`), so that a race that needs one rare thing and
 //! then another is reached from a run that already had the first.
 //!
 //! It runs in generations of `GENERATION` runs: each generation's plans are made from the
@@ -24,11 +25,6 @@ use rand_chacha::ChaCha8Rng;
 /// Runs made and run at once, each generation's plans made from the corpus as the one
 /// before left it. Fixed, not the number of threads, so that the runs do not depend on it.
 pub const GENERATION: u64 = 16;
-
-/// One run in this many, after the first generation, is a fresh seed's world and plan,
-/// as the uniform search would draw it next (one in four measured worse on every planted
-/// bug tried: the changed plans reach them no more often than fresh draws do).
-pub const FRESH_ONE_IN: u32 = 2;
 
 /// The search's own stream of randomness (a seed's streams for its world are numbered
 /// from 1, its kinds' from 1,000).
@@ -80,7 +76,7 @@ fn generation(
     let (weights, branch_weights) = (corpus.weights(), corpus.branch_weights(bounds.rates));
     let branching = mutate::Branching::of(bounds.rates);
     for run in first_run..first_run + count {
-        let made = if corpus.is_empty() || rng.gen_ratio(1, FRESH_ONE_IN) {
+        let made = if corpus.is_empty() || rng.gen_ratio(1, branching.fresh_one_in) {
             None
         } else if rng.gen_ratio(1, branching.one_in) {
             corpus.choose_at(&branch_weights, rng).and_then(|at| {

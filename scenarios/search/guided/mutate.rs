@@ -185,12 +185,17 @@ pub fn mutate(parent: &Entry, other: &Entry, rng: &mut ChaCha8Rng, allowed: Faul
 /// How a branch is made, under the rates the search draws its fresh worlds under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Branching {
+    /// One run in this many, after the search's first generation, is a fresh seed's world
+    /// and plan, as the uniform search would draw it next; the others are made from the
+    /// corpus.
+    pub fresh_one_in: u32,
     /// One run in this many of those made from the corpus is a branch; the others change
     /// a kept plan (`mutate`).
     pub one_in: u32,
-    /// A branch's moment is drawn from its parent's moment and each time one of the
-    /// parent's faults fired, not the parent's moment alone.
-    pub at_firings: bool,
+    /// A branch's moment is drawn from its parent's kept moments (`Entry::points`: its
+    /// moment, each time one of its faults fired, each time its run first reached a
+    /// situation), not the parent's moment alone.
+    pub at_points: bool,
     /// A branch adds from 1 to this many fresh faults after its moment.
     pub most_fresh: u32,
     /// Each fresh fault is aimed, one time in two, at what the last fault kept before the
@@ -202,16 +207,20 @@ pub struct Branching {
 }
 
 /// The swarm's branch, as `reports/detection.md` measured it: one fresh fault, anywhere in
-/// the window after the parent's moment, one run in two of those made from the corpus.
+/// the window after the parent's moment, one run in two of those made from the corpus, and
+/// one run in two fresh (one in four measured worse on every planted bug tried: under the
+/// swarm's rates the changed plans reach them no more often than fresh draws do).
 pub const SWARM_BRANCHING: Branching =
-    Branching { one_in: 2, at_firings: false, most_fresh: 1, aimed: false, near: false };
+    Branching { fresh_one_in: 2, one_in: 2, at_points: false, most_fresh: 1, aimed: false, near: false };
 
-/// Production's: under rates where most runs have no fault, a run that had a rare fault
-/// fire is worth many fresh draws, so every run made from the corpus is a branch, from any
-/// moment a fault fired, with a handful of fresh faults after it (as a swarm plan has),
-/// near the moment and often at the same targets (docs/deep-bugs.md, how each was measured).
+/// Production's: under rates where most runs have no fault, a fresh run rarely reaches
+/// anything and a run that had a rare fault fire is worth many fresh draws, so one run in
+/// eight is fresh and every run made from the corpus is a branch, from any moment a fault
+/// fired or a situation was first reached, with a handful of fresh faults after it (as a
+/// swarm plan has), near the moment and often at the same targets (docs/deep-bugs.md, how
+/// each was measured).
 pub const PRODUCTION_BRANCHING: Branching =
-    Branching { one_in: 1, at_firings: true, most_fresh: 8, aimed: true, near: true };
+    Branching { fresh_one_in: 8, one_in: 1, at_points: true, most_fresh: 8, aimed: true, near: true };
 
 impl Branching {
     pub fn of(rates: Rates) -> Branching {
@@ -235,7 +244,7 @@ pub fn branch(
     how: Branching,
 ) -> Option<(Scenario, u64)> {
     let mut scenario: Scenario = parent.scenario.clone();
-    let moment = match how.at_firings.then(|| parent.points()) {
+    let moment = match how.at_points.then(|| parent.points()) {
         Some(points) if points.len() > 1 => points[rng.gen_range(0..points.len())],
         _ => parent.moment_ms,
     };
