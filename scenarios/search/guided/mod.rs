@@ -78,7 +78,7 @@ fn generation(
     for run in first_run..first_run + count {
         let made = if corpus.is_empty() || rng.gen_ratio(1, branching.fresh_one_in) {
             None
-        } else if rng.gen_ratio(1, branching.one_in) {
+        } else if rng.gen_ratio(1, branching.branch_one_in) {
             corpus.choose_at(&branch_weights, rng).and_then(|at| {
                 let parent = corpus.entry(at);
                 let branch = mutate::branch(parent, rng, bounds.allowed, branching);

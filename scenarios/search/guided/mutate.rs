@@ -191,7 +191,7 @@ pub struct Branching {
     pub fresh_one_in: u32,
     /// One run in this many of those made from the corpus is a branch; the others change
     /// a kept plan (`mutate`).
-    pub one_in: u32,
+    pub branch_one_in: u32,
     /// A branch's moment is drawn from its parent's kept moments (`Entry::points`: its
     /// moment, each time one of its faults fired, each time its run first reached a
     /// situation), not the parent's moment alone.
@@ -210,8 +210,14 @@ pub struct Branching {
 /// the window after the parent's moment, one run in two of those made from the corpus, and
 /// one run in two fresh (one in four measured worse on every planted bug tried: under the
 /// swarm's rates the changed plans reach them no more often than fresh draws do).
-pub const SWARM_BRANCHING: Branching =
-    Branching { fresh_one_in: 2, one_in: 2, at_points: false, most_fresh: 1, aimed: false, near: false };
+pub const SWARM_BRANCHING: Branching = Branching {
+    fresh_one_in: 2,
+    branch_one_in: 2,
+    at_points: false,
+    most_fresh: 1,
+    aimed: false,
+    near: false,
+};
 
 /// Production's: under rates where most runs have no fault, a fresh run rarely reaches
 /// anything and a run that had a rare fault fire is worth many fresh draws, so one run in
@@ -220,7 +226,7 @@ pub const SWARM_BRANCHING: Branching =
 /// swarm plan has), near the moment and often at the same targets (docs/deep-bugs.md, how
 /// each was measured).
 pub const PRODUCTION_BRANCHING: Branching =
-    Branching { fresh_one_in: 8, one_in: 1, at_points: true, most_fresh: 8, aimed: true, near: true };
+    Branching { fresh_one_in: 8, branch_one_in: 1, at_points: true, most_fresh: 8, aimed: true, near: true };
 
 impl Branching {
     pub fn of(rates: Rates) -> Branching {
