@@ -20,6 +20,7 @@ use std::time::Instant;
 
 mod baseline;
 pub mod floor;
+pub mod inside;
 pub mod programs;
 pub mod scale;
 pub mod scripts;
@@ -51,6 +52,60 @@ pub struct BenchResult {
     /// over the SQL floor, the points of `ratio` they make.
     pub sleeps: u64,
     pub sleep_ratio_points: f64,
+    /// The SQL inside the run: the real time the run's statements took in it (a run of
+    /// its own, watched), over the SQL floor. `ratio` less this is the path's share: the
+    /// simulation's own work around its requests, in points of the floor.
+    pub sql_in_run_ms_median: f64,
+    pub sql_in_run_ratio: f64,
+    pub path_ratio_points: f64,
+    /// The watched run's time over the unwatched one's: what reading the clock around
+    /// every statement added.
+    pub watch_cost: f64,
+    /// Recordings taken, interleaved with exploration's; `ratio` is their median and
+    /// these their lowest and highest, the whole result the median recording's.
+    pub recordings: usize,
+    pub ratio_spread: [f64; 2],
+}
+
+/// The machine when the bench began: its load over the last minute (Linux's load
+/// average; none elsewhere) and its cores. A ratio taken on a busy machine moves.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub load_at_start: Option<f64>,
+    pub cores: usize,
+}
+
+impl Machine {
+    pub fn now() -> Machine {
+        let load = std::fs::read_to_string("/proc/loadavg").ok();
+        Machine {
+            load_at_start: load.and_then(|text| text.split_whitespace().next()?.parse().ok()),
+            cores: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
+        }
+    }
+}
+
+/// `recordings` of the worked example's ratio and of exploration's floor ratio,
+/// interleaved (the worked example, then exploration's seeds, and again), so that a
+/// stretch in which the machine was busy moves one recording of each, not all of one;
+/// then exploration's other figures. Each ratio is the median recording's.
+pub fn bench_recorded(
+    runs: usize,
+    seeds: u64,
+    memory_seeds: u64,
+    recordings: usize,
+) -> Result<(Machine, BenchResult, ExploreBench), String> {
+    let machine = Machine::now();
+    let (mut worked, mut floors) = (Vec::new(), Vec::new());
+    for _ in 0..recordings.max(1) {
+        worked.push(bench(runs)?);
+        floors.push(explore_floor(seeds, Mechanism::Fenced, GatewayMode::Idempotent)?);
+    }
+    let explore = bench_explore(seeds, memory_seeds, &floors)?;
+    worked.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
+    let (count, spread) = (worked.len(), [worked[0].ratio, worked[worked.len() - 1].ratio]);
+    let middle = worked.swap_remove(count / 2);
+    Ok((machine, BenchResult { recordings: count, ratio_spread: spread, ..middle }, explore))
 }
 
 /// Waits the bench times on a bare runtime to price one.
@@ -87,10 +142,15 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
     };
     let (mut sim_ms, mut floor_ms, mut baseline_ms, mut world_ms, mut checks_ms, mut scripts_ms) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut sql_in_run_ms, mut watched_ms) = (Vec::new(), Vec::new());
     for _ in 0..runs.max(1) {
         let (outcome, ms) = timed_ms(|| run(&scenario, DEFAULT_SEED))?;
         same(outcome.trace_hash, "when run again in one process")?;
         sim_ms.push(ms);
+        let ((outcome, sql_ms), ms) = timed_ms(|| Ok(inside::watched(|| run(&scenario, DEFAULT_SEED))))?;
+        same(outcome?.trace_hash, "with its SQL watched")?;
+        sql_in_run_ms.push(sql_ms);
+        watched_ms.push(ms);
         let (baseline, ms) =
             timed_ms(|| judge(&scenario, run_wired(&scenario.world, DEFAULT_SEED, Baseline)?, None))?;
         same(baseline.trace_hash, "under the baseline")?;
@@ -111,12 +171,15 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
     let (worked_example_ms_median, sql_floor_ms_median) = (median(sim_ms), median(floor_ms));
     let (baseline_ms_median, scripts_ms_median) = (median(baseline_ms), median(scripts_ms));
     let sleep_ms = reference.record.sleeps as f64 * timers::sleep_ns(SLEEP_SAMPLE) / 1e6;
+    let ratio = worked_example_ms_median / sql_floor_ms_median;
+    let sql_in_run_ms_median = median(sql_in_run_ms);
+    let sql_in_run_ratio = sql_in_run_ms_median / sql_floor_ms_median;
     Ok(BenchResult {
         runs: runs.max(1),
         statements: ops.len(),
         worked_example_ms_median,
         sql_floor_ms_median,
-        ratio: worked_example_ms_median / sql_floor_ms_median,
+        ratio,
         baseline_ms_median,
         cost_vs_baseline: worked_example_ms_median / baseline_ms_median,
         world_ms_median: median(world_ms),
@@ -126,6 +189,12 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         script_share: scripts_ms_median / worked_example_ms_median,
         sleeps: reference.record.sleeps,
         sleep_ratio_points: sleep_ms / sql_floor_ms_median,
+        sql_in_run_ms_median,
+        sql_in_run_ratio,
+        path_ratio_points: ratio - sql_in_run_ratio,
+        watch_cost: median(watched_ms) / worked_example_ms_median,
+        recordings: 1,
+        ratio_spread: [ratio, ratio],
     })
 }
 
@@ -152,6 +221,16 @@ pub struct ExploreBench {
     pub sleeps_per_seed: f64,
     pub sleep_ns: f64,
     pub sleep_ratio_points: f64,
+    /// The SQL inside the runs (each seed run once more, watched) over the floor, the
+    /// path's points (`floor_ratio` less it), and what watching cost the watched runs.
+    pub sql_in_run_ratio: f64,
+    pub path_ratio_points: f64,
+    pub watch_cost: f64,
+    /// Recordings of the floor ratio, interleaved with the worked example's: `floor_ratio`
+    /// is their median, these their lowest and highest, the other floor figures the median
+    /// recording's.
+    pub recordings: usize,
+    pub floor_ratio_spread: [f64; 2],
     /// The same seeds under the baseline, on one thread, and the cost per seed against it.
     pub baseline_seeds_per_second: f64,
     pub cost_vs_baseline: f64,
@@ -191,24 +270,40 @@ fn process_status_mb(field: &str) -> f64 {
 
 /// Seeds 1 to `seeds` simulated, against their statements on bare databases and their
 /// scripts on a bare simulated Redis.
-#[derive(Default)]
-struct Against {
+#[derive(Clone, Default)]
+pub struct Against {
     simulated: f64,
     floor: f64,
     scripts: f64,
     script_calls: usize,
     sleeps: u64,
+    /// The same seeds run again with their SQL watched: the time their statements took,
+    /// and the watched runs' own.
+    sql_in_run: f64,
+    watched: f64,
+}
+
+impl Against {
+    fn ratio(&self) -> f64 {
+        self.simulated / self.floor
+    }
 }
 
 /// The statements of seeds 1 to `seeds`, run on bare databases, and their scripts on a
 /// bare simulated Redis, against the simulated runs that executed them (in seconds).
-fn explore_floor(seeds: u64, mechanism: Mechanism, gateway: GatewayMode) -> Result<Against, String> {
+pub fn explore_floor(seeds: u64, mechanism: Mechanism, gateway: GatewayMode) -> Result<Against, String> {
     let floor_databases = Floor::new()?;
     let mut against = Against::default();
     for seed in 1..=seeds {
         let scenario = scenario::build("random", seed, mechanism, gateway, FaultMask::ALL)?;
         let (outcome, ms) = timed_ms(|| run(&scenario, seed))?;
         against.simulated += ms / 1e3;
+        let ((watched, sql_ms), ms) = timed_ms(|| Ok(inside::watched(|| run(&scenario, seed))))?;
+        if watched?.trace_hash != outcome.trace_hash {
+            return Err(format!("seed {seed} gave another trace with its SQL watched"));
+        }
+        against.sql_in_run += sql_ms / 1e3;
+        against.watched += ms / 1e3;
         let ops = statements(&outcome.record);
         against.floor += timed_ms(|| floor_databases.run(&scenario, &ops))?.1 / 1e3;
         let calls = scripts::script_calls(&outcome.record);
@@ -244,7 +339,19 @@ fn guided_seconds(runs: u64, mechanism: Mechanism, gateway: GatewayMode) -> Resu
     Ok(clock.elapsed().as_secs_f64())
 }
 
-pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, String> {
+/// The recording whose floor ratio is the median, and the lowest and highest ratio.
+fn median_recording(floors: &[Against]) -> Result<(Against, [f64; 2]), String> {
+    let mut sorted = floors.to_vec();
+    sorted.sort_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+    let (lowest, highest) = match (sorted.first(), sorted.last()) {
+        (Some(lowest), Some(highest)) => (lowest.ratio(), highest.ratio()),
+        _ => return Err("no recording of exploration's floor".to_owned()),
+    };
+    Ok((sorted.swap_remove(sorted.len() / 2), [lowest, highest]))
+}
+
+/// Exploration's figures; `floors` are the recordings of its floor ratio already taken.
+pub fn bench_explore(seeds: u64, memory_seeds: u64, floors: &[Against]) -> Result<ExploreBench, String> {
     let (mechanism, gateway) = (Mechanism::Fenced, GatewayMode::Idempotent);
     let never = std::sync::atomic::AtomicBool::new(false);
     let work = |seed| run_seed("random", seed, mechanism, gateway, FaultMask::ALL, None);
@@ -276,8 +383,8 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         }
         peak_rss_mb()
     };
-    let Against { simulated, floor, scripts, script_calls, sleeps } =
-        explore_floor(seeds, mechanism, gateway)?;
+    let (middle, [lowest, highest]) = median_recording(floors)?;
+    let Against { simulated, floor, scripts, script_calls, sleeps, sql_in_run, watched } = middle;
     let sleep_ns = timers::sleep_ns(SLEEP_SAMPLE);
     let after_many = if memory_seeds > 1_000 {
         run_seeds(&on(2), SeedRange::new(1_001, memory_seeds - 1_000)?, false, work, |_| {}, |_| {})?;
@@ -304,6 +411,11 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64) -> Result<ExploreBench, Stri
         sleeps_per_seed: sleeps as f64 / seeds as f64,
         sleep_ns,
         sleep_ratio_points: sleeps as f64 * sleep_ns / 1e9 / floor,
+        sql_in_run_ratio: sql_in_run / floor,
+        path_ratio_points: (simulated - sql_in_run) / floor,
+        watch_cost: watched / simulated,
+        recordings: floors.len(),
+        floor_ratio_spread: [lowest, highest],
         baseline_seeds_per_second: seeds as f64 / before,
         cost_vs_baseline: one / before,
         jobs2_speedup: one / two,

@@ -10,6 +10,7 @@
 //!   finish their own, take the frozen workers' jobs when they come back and settle the
 //!   rest, and every frozen worker's next write is turned away by its row's fence.
 
+use crate::bench::inside::watched;
 use crate::bench::{median, peak_rss_mb, resident_mb, statements, timed_ms, Floor};
 use crate::check::{check_all, Facts, INVARIANTS};
 use crate::runner::{run, DEFAULT_SEED};
@@ -138,6 +139,10 @@ pub struct ScalePoint {
     pub checks_ms: f64,
     pub sql_floor_ms: f64,
     pub floor_ratio: f64,
+    /// The real time the world run's statements took inside it (`world_ms`'s run, a clock
+    /// read around each statement) over the floor taken right after it: `floor_ratio` less
+    /// this is the simulation's own path around its requests, and the checkers.
+    pub sql_in_run_ratio: f64,
     /// The median of each run over the floor that also holds as many bytes as the run's
     /// history, taken right after it (`Floor::run_holding`).
     pub held_floor_ratio: f64,
@@ -212,14 +217,16 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
     let peak_mb = peak_rss_mb();
     let ops = statements(&reference.record);
     let history_bytes = reference.record.events.len() * std::mem::size_of::<Event>();
-    let (mut run_ms, mut world_ms, mut checks_ms, mut floor_ms, mut held_ms) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut run_ms, mut world_ms, mut checks_ms, mut floor_ms, mut held_ms, mut sql_ms) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let runs = runs_at(refunds, runs);
     let floor = Floor::new()?;
     for _ in 0..runs {
         run_ms.push(timed_ms(|| run(scenario, DEFAULT_SEED))?.1);
-        let (record, ms) = timed_ms(|| run_world(&scenario.world, DEFAULT_SEED))?;
+        let ((record, sql), ms) = timed_ms(|| Ok(watched(|| run_world(&scenario.world, DEFAULT_SEED))))?;
+        let record = record?;
         world_ms.push(ms);
+        sql_ms.push(sql);
         let facts = Facts { record: &record, world: &scenario.world, base: scenario.base };
         checks_ms
             .push(timed_ms(|| Ok(std::hint::black_box((check_all(&facts), trace_hash(&record.events)))))?.1);
@@ -230,6 +237,7 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
     // machine's load than a ratio of two medians.
     let paired = |floors: &[f64]| median(run_ms.iter().zip(floors).map(|(run, floor)| run / floor).collect());
     let (floor_ratio, held_floor_ratio) = (paired(&floor_ms), paired(&held_ms));
+    let sql_in_run_ratio = median(sql_ms.iter().zip(&floor_ms).map(|(sql, floor)| sql / floor).collect());
     let (run_ms, floor_ms) = (median(run_ms), median(floor_ms));
     let facts = Facts { record: &reference.record, world: &scenario.world, base: scenario.base };
     let (hash_ms, slowest_invariant) = where_checks_go(&facts)?;
@@ -245,6 +253,7 @@ fn measure(scenario: &Scenario, rejections: usize, runs: usize) -> Result<ScaleP
         checks_ms: median(checks_ms),
         sql_floor_ms: floor_ms,
         floor_ratio,
+        sql_in_run_ratio,
         held_floor_ratio,
         peak_rss_kb_per_refund: peak_mb * 1024.0 / refunds as f64,
         added_kb_per_refund: (peak_mb - before_mb).max(0.0) * 1024.0 / refunds as f64,

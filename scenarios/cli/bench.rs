@@ -2,7 +2,7 @@
 //! with `--record`, writes `reports/bench.md`.
 
 use crate::bench::scale::{ScalePoint, ScaleSize};
-use crate::bench::{bench, bench_explore, BenchResult, ExploreBench};
+use crate::bench::{bench_recorded, BenchResult, ExploreBench, Machine};
 use crate::cli::args::{parse_count, parse_runs};
 use crate::cli::bad_input;
 use crate::files::write::write_report;
@@ -21,6 +21,10 @@ pub struct BenchArgs {
     /// Also run this many seeds to see whether memory stays flat (0: skip)
     #[arg(long, default_value_t = 0)]
     memory_seeds: u64,
+    /// Recordings of both floor ratios, interleaved (each ratio is their median, printed
+    /// with their spread)
+    #[arg(long, default_value_t = 5, value_parser = parse_runs)]
+    recordings: usize,
     /// Print the figures as one JSON object
     #[arg(long)]
     json: bool,
@@ -75,8 +79,8 @@ fn run_program(args: &BenchArgs) -> ExitCode {
 fn print_point(point: &ScalePoint) {
     println!(
         "{:>4} workers, {:>6} refunds: {:.1} us a refund ({:.0} ms: world {:.0} ms, checkers and hash {:.0} ms, \
-         of which hash {:.0} ms and {} {:.0} ms), SQL floor {:.0} ms, ratio {:.2} ({:.2} to the floor holding \
-         as much as the history), peak memory {:.1} KiB a refund \
+         of which hash {:.0} ms and {} {:.0} ms), SQL floor {:.0} ms, ratio {:.2} (the SQL inside the run \
+         {:.2} of it; {:.2} to the floor holding as much as the history), peak memory {:.1} KiB a refund \
          ({:.1} KiB over the process's own)",
         point.workers,
         point.refunds,
@@ -89,6 +93,7 @@ fn print_point(point: &ScalePoint) {
         point.slowest_invariant.1,
         point.sql_floor_ms,
         point.floor_ratio,
+        point.sql_in_run_ratio,
         point.held_floor_ratio,
         point.peak_rss_kb_per_refund,
         point.added_kb_per_refund
@@ -137,7 +142,33 @@ fn run_scale(args: &BenchArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn print_figures(worked: &BenchResult, explore: &ExploreBench) {
+/// The two floor ratios split: the SQL inside the run, the path around it, their spread.
+fn print_split(machine: &Machine, worked: &BenchResult, explore: &ExploreBench) {
+    let load = machine.load_at_start.map_or_else(|| "unknown".to_owned(), |load| format!("{load:.2}"));
+    println!(
+        "machine load when the bench began: {load} on {} cores; {} recordings, interleaved\n\
+         worked example: ratio {:.2} (spread {:.2} to {:.2}) = SQL inside the run {:.2} + the path {:.2}\n\
+         exploration: ratio {:.2} (spread {:.2} to {:.2}) = SQL inside the runs {:.2} + the path {:.2}\n\
+         (watching the SQL made the watched runs {:.2} and {:.2} times as long)",
+        machine.cores,
+        worked.recordings,
+        worked.ratio,
+        worked.ratio_spread[0],
+        worked.ratio_spread[1],
+        worked.sql_in_run_ratio,
+        worked.path_ratio_points,
+        explore.floor_ratio,
+        explore.floor_ratio_spread[0],
+        explore.floor_ratio_spread[1],
+        explore.sql_in_run_ratio,
+        explore.path_ratio_points,
+        worked.watch_cost,
+        explore.watch_cost,
+    );
+}
+
+fn print_figures(machine: &Machine, worked: &BenchResult, explore: &ExploreBench) {
+    print_split(machine, worked, explore);
     let memory = match explore.memory_seeds {
         0 => String::new(),
         seeds => format!(", {:.1} MiB after {seeds} seeds", explore.peak_rss_mb_after_memory_seeds),
@@ -190,23 +221,23 @@ pub fn run(args: BenchArgs) -> ExitCode {
     if !args.command.is_empty() {
         return run_program(&args);
     }
-    let measured = bench(args.runs)
-        .and_then(|worked| Ok((worked, bench_explore(args.explore_seeds, args.memory_seeds)?)));
-    let (worked, explore) = match measured {
+    let measured = bench_recorded(args.runs, args.explore_seeds, args.memory_seeds, args.recordings);
+    let (machine, worked, explore) = match measured {
         Ok(figures) => figures,
         Err(error) => return bad_input(error),
     };
     if let Some(root) = args.record {
-        if let Err(error) = write_report(&root, BENCH_REPORT, &bench_report(&worked, &explore)) {
+        if let Err(error) = write_report(&root, BENCH_REPORT, &bench_report(&machine, &worked, &explore)) {
             return bad_input(error);
         }
     }
     if args.json {
         let mut value = serde_json::to_value(&worked).expect("a bench result serializes");
         value["explore"] = serde_json::to_value(&explore).expect("a bench result serializes");
+        value["machine"] = serde_json::to_value(&machine).expect("a bench result serializes");
         println!("{value}");
     } else {
-        print_figures(&worked, &explore);
+        print_figures(&machine, &worked, &explore);
     }
     ExitCode::SUCCESS
 }

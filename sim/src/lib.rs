@@ -34,6 +34,7 @@ pub mod record;
 pub mod redis;
 pub mod replica;
 pub mod run;
+pub mod sql_watch;
 pub mod wiring;
 mod world;
 

@@ -47,7 +47,8 @@ fn run_keeping<W: Wiring>(
     let store = databases::refund_store(fresh)
         .map_err(|e| format!("cannot open the refund store: {e}"))?
         .with_statements(wiring.statements(config.mechanism.spec().statements));
-    store.insert(&rows_at_start(config)).map_err(|e| format!("cannot load the refund rows: {e}"))?;
+    crate::sql_watch::timed(|| store.insert(&rows_at_start(config)))
+        .map_err(|e| format!("cannot load the refund rows: {e}"))?;
     let settlement = match config.settlement {
         Some(_) => Some(
             databases::settlement_ledger(fresh.is_some())
@@ -85,7 +86,7 @@ fn run_keeping<W: Wiring>(
     });
     drop(rt);
     if fresh.is_none() {
-        databases::hand_back(kept.0, kept.1);
+        crate::sql_watch::timed(|| databases::hand_back(kept.0, kept.1));
     }
     if record.events.len() >= budget {
         return Err(format!(
@@ -178,12 +179,15 @@ async fn drive<W: Wiring>(world: World, wiring: Arc<W>, seed: u64) -> RunRecord 
     let settled = keep_time(&world, &*wiring, &mut joins).await;
     let ended_at_ms = world.clock.now_ms();
     let leaked_tasks = wind_down(&world, settled, joins).await;
-    let final_rows = world.store.all_rows().expect("the refund store can be read at the end of a run");
+    let final_rows = crate::sql_watch::timed(|| world.store.all_rows())
+        .expect("the refund store can be read at the end of a run");
     let (settlement_entries, settlement_balances) = match &world.settlement {
-        Some(ledger) => (
-            ledger.entries().expect("the settlement ledger can be read at the end of a run"),
-            ledger.balances().expect("the settlement balances can be read at the end of a run"),
-        ),
+        Some(ledger) => crate::sql_watch::timed(|| {
+            (
+                ledger.entries().expect("the settlement ledger can be read at the end of a run"),
+                ledger.balances().expect("the settlement balances can be read at the end of a run"),
+            )
+        }),
         None => (Vec::new(), Vec::new()),
     };
     let mut state = world.lock();

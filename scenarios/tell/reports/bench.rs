@@ -2,16 +2,18 @@
 //! taken on.
 
 use crate::bench::scale::{ScalePoint, EQUAL_WORK_REFUNDS, FLEET_BATCH};
-use crate::bench::{BenchResult, ExploreBench};
+use crate::bench::{BenchResult, ExploreBench, Machine};
 use fencesim_model::group_thousands;
 
 pub const BENCH_REPORT: &str = "reports/bench.md";
 
 /// The metrics a bench report must show, by the names `--json` gives them.
-pub const BENCH_METRICS: [&str; 14] = [
+pub const BENCH_METRICS: [&str; 16] = [
     "worked_example_ms_median",
     "sql_floor_ms_median",
     "ratio",
+    "sql_in_run_ratio",
+    "path_ratio_points",
     "baseline_ms_median",
     "cost_vs_baseline",
     "world_ms_median",
@@ -60,12 +62,14 @@ fn machine() -> String {
 }
 
 /// The bench report, as Markdown.
-pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
+pub fn bench_report(on: &Machine, worked: &BenchResult, explore: &ExploreBench) -> String {
     format!(
         "# Benchmarks\n\n\
          Written by `fencesim bench --record` (release build). Figures are ratios taken in one process on one \
          machine; the absolute times only say how loaded that machine was.\n\n\
-         Measured {date} on {machine}.\n\n\
+         Measured {date} on {machine}; the machine's load when the bench began: {load}. Each floor ratio is \
+         the median of {recordings} recordings, the worked example's and exploration's interleaved, and its \
+         spread their lowest and highest.\n\n\
          Two references. The **SQL floor** runs the statements a simulated run executed (the rows loaded, \
          every select, claim, confirm and sequence token, the settlement ledger's statements, the reads at the \
          end) on the same kind of database with no simulation around them: a run's ratio to it is what the \
@@ -82,6 +86,8 @@ pub fn bench_report(worked: &BenchResult, explore: &ExploreBench) -> String {
          `cargo run --release -- bench --scale --record`.\n",
         date = today_utc(),
         machine = machine(),
+        load = on.load_at_start.map_or_else(|| "unknown".to_owned(), |load| format!("{load:.2}")),
+        recordings = worked.recordings,
         worked = worked_section(worked),
         explore = explore_section(explore),
         runs = worked.runs,
@@ -96,7 +102,10 @@ fn worked_section(worked: &BenchResult) -> String {
         "## The worked example\n\n\
          {statements} statements; {runs} runs each, interleaved.\n\n\
          | metric | value |\n|---|---:|\n\
-         | ratio | {ratio:.2} (target at most 1.20) |\n\
+         | ratio | {ratio:.2} (target at most 1.20; spread {low:.2} to {high:.2}) |\n\
+         | sql_in_run_ratio | {sql:.2} |\n\
+         | path_ratio_points | {path:.2} |\n\
+         | watch_cost | {watch:.2} |\n\
          | cost_vs_baseline | {vs:.2} (target at most 0.75) |\n\
          | worked_example_ms_median | {we:.2} |\n\
          | sql_floor_ms_median | {floor:.2} |\n\
@@ -114,10 +123,20 @@ fn worked_section(worked: &BenchResult) -> String {
          run's, what the embedded Lua costs. `sleeps` are the times a task of the run waited on the runtime's \
          timer (each latency a request waits out is one); `sleep_ratio_points` is their price, one wait timed on \
          a bare runtime (`sleep_ns` below), over the SQL floor: the part of `ratio` that no change to the \
-         simulation's own code removes while every request waits out its latency on the runtime's clock.\n\n",
+         simulation's own code removes while every request waits out its latency on the runtime's clock. \
+         `sql_in_run_ratio` is the real time the run's statements took inside it (the run once more, a clock \
+         read around each statement) over the floor: the same statements cost more between the simulation's \
+         own work than back to back. `path_ratio_points` is `ratio` less that: the simulation's own path \
+         around its requests (the runtime, the ports, the history, the faults, the worker's code, the Lua). \
+         `watch_cost` is the watched run's time over the unwatched one's.\n\n",
         runs = worked.runs,
         statements = worked.statements,
         ratio = worked.ratio,
+        low = worked.ratio_spread[0],
+        high = worked.ratio_spread[1],
+        sql = worked.sql_in_run_ratio,
+        path = worked.path_ratio_points,
+        watch = worked.watch_cost,
         vs = worked.cost_vs_baseline,
         we = worked.worked_example_ms_median,
         floor = worked.sql_floor_ms_median,
@@ -140,7 +159,10 @@ fn explore_section(explore: &ExploreBench) -> String {
          on one thread, best of three, alternating with the baseline.\n\n\
          | metric | value |\n|---|---:|\n\
          | seeds_per_second_per_core | {sps:.0} |\n\
-         | floor_ratio | {fr:.2} (target at most 1.35) |\n\
+         | floor_ratio | {fr:.2} (target at most 1.35; spread {low:.2} to {high:.2}) |\n\
+         | sql_in_run_ratio | {sql:.2} |\n\
+         | path_ratio_points | {path:.2} |\n\
+         | watch_cost | {watch:.2} |\n\
          | scripts_per_seed | {sps_lua:.2} |\n\
          | script_share | {lua_share:.3} |\n\
          | script_ratio_points | {lua_points:.3} |\n\
@@ -171,6 +193,11 @@ fn explore_section(explore: &ExploreBench) -> String {
         mechanism = explore.mechanism,
         sps = explore.seeds_per_second_per_core,
         fr = explore.floor_ratio,
+        low = explore.floor_ratio_spread[0],
+        high = explore.floor_ratio_spread[1],
+        sql = explore.sql_in_run_ratio,
+        path = explore.path_ratio_points,
+        watch = explore.watch_cost,
         evs = explore.cost_vs_baseline,
         bsps = explore.baseline_seeds_per_second,
         sp = explore.jobs2_speedup,
@@ -185,9 +212,10 @@ fn explore_section(explore: &ExploreBench) -> String {
 pub const SCALE_REPORT: &str = "reports/scale.md";
 
 /// The metrics a scale report must show for every size, by the names `--json` gives them.
-pub const SCALE_METRICS: [&str; 7] = [
+pub const SCALE_METRICS: [&str; 8] = [
     "run_us_per_refund",
     "floor_ratio",
+    "sql_in_run_ratio",
     "held_floor_ratio",
     "world_ms",
     "checks_ms",
@@ -198,19 +226,20 @@ pub const SCALE_METRICS: [&str; 7] = [
 /// A shape's table: one row a size.
 fn scale_table(points: &[ScalePoint]) -> String {
     let mut table = String::from(
-        "| workers | refunds | runs | events | run_us_per_refund | floor_ratio | held_floor_ratio | world_ms | checks_ms | \
-         sql_floor_ms | peak_rss_kb_per_refund | added_kb_per_refund |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| workers | refunds | runs | events | run_us_per_refund | floor_ratio | sql_in_run_ratio | held_floor_ratio | \
+         world_ms | checks_ms | sql_floor_ms | peak_rss_kb_per_refund | added_kb_per_refund |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for p in points {
         table.push_str(&format!(
-            "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} |\n",
+            "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} |\n",
             p.workers,
             p.refunds,
             p.runs,
             p.events,
             p.run_us_per_refund,
             p.floor_ratio,
+            p.sql_in_run_ratio,
             p.held_floor_ratio,
             p.world_ms,
             p.checks_ms,
@@ -266,7 +295,10 @@ pub fn scale_report(batch: &[ScalePoint], fleet: &[ScalePoint]) -> String {
          counting the strings they own): were the run's cost over the floor the cache room its history takes from SQLite's pages, \
          the held floor would be slower by that much and `held_floor_ratio` would fall below `floor_ratio` \
          as the sizes grow. `runs` is how often each size ran: `--runs` times as many runs as make at \
-         least {equal} refunds, so that a small size's medians are taken over as much work as a large one's.\n\n\
+         least {equal} refunds, so that a small size's medians are taken over as much work as a large one's. \
+         `sql_in_run_ratio` is the real time the world run's statements took inside it (a clock read around \
+         each statement) over the floor taken right after it: `floor_ratio` less it is the simulation's own \
+         path around its requests, with the checkers.\n\n\
          ## The batch\n\n\
          The worked example's shape (one merchant, two workers, A frozen 68% of the way down the batch, B \
          taking over) at each size; its lease, visibility timeout, pause and settle bound grow with the \

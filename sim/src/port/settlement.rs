@@ -54,7 +54,8 @@ impl SettlementClient {
 impl SettlementStore for SettlementClient {
     async fn enroll(&self, merchant: MerchantId, token: Token) -> Result<SettlementOutcome, BackendError> {
         self.to_ledger().await;
-        let outcome = self.ledger()?.enroll(merchant, token).map_err(backend)?;
+        let ledger = self.ledger()?;
+        let outcome = crate::sql_watch::timed(|| ledger.enroll(merchant, token)).map_err(backend)?;
         let worker = self.0.worker;
         let rows = outcome.rows_updated;
         self.answer_back(|epoch| EventKind::SettlementEnrolled { worker, epoch, merchant, token, rows })
@@ -64,7 +65,8 @@ impl SettlementStore for SettlementClient {
 
     async fn posted(&self, refund: RefundId) -> Result<bool, BackendError> {
         self.to_ledger().await;
-        let posted = self.ledger()?.posted(refund).map_err(backend)?;
+        let ledger = self.ledger()?;
+        let posted = crate::sql_watch::timed(|| ledger.posted(refund)).map_err(backend)?;
         let worker = self.0.worker;
         self.answer_back(|_| EventKind::SettlementLookup { worker, refund, posted }).await;
         Ok(posted)
@@ -72,7 +74,8 @@ impl SettlementStore for SettlementClient {
 
     async fn post(&self, posting: Posting, guard: WriteGuard) -> Result<SettlementOutcome, BackendError> {
         self.to_ledger().await;
-        let outcome = self.ledger()?.post(posting, guard).map_err(backend)?;
+        let ledger = self.ledger()?;
+        let outcome = crate::sql_watch::timed(|| ledger.post(posting, guard)).map_err(backend)?;
         let worker = self.0.worker;
         let Posting { refund, merchant, amount } = posting;
         let event = |epoch| EventKind::SettlementPosted {

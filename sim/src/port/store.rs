@@ -51,9 +51,7 @@ impl StoreClient {
     ) -> Result<WriteOutcome, BackendError> {
         let Link { world, worker } = &self.0;
         self.to_database().await;
-        let outcome = world
-            .store
-            .write(write, refund, guard)
+        let outcome = crate::sql_watch::timed(|| world.store.write(write, refund, guard))
             .map_err(|e| self.failed(crate::history::statement_field(write), e))?;
         let back = {
             let mut state = world.lock();
@@ -80,7 +78,8 @@ impl RefundStore for StoreClient {
     async fn open_refunds(&self, merchant: MerchantId) -> Result<Vec<RefundRow>, BackendError> {
         self.to_database().await;
         let Link { world, worker } = &self.0;
-        let rows = world.store.open_refunds(merchant).map_err(|e| self.failed("statements.open-rows", e))?;
+        let rows = crate::sql_watch::timed(|| world.store.open_refunds(merchant))
+            .map_err(|e| self.failed("statements.open-rows", e))?;
         let back = world.lock().faults.take_reply_delay(*worker, Hop::Database);
         self.answer_back(back).await;
         Ok(rows)
@@ -97,8 +96,8 @@ impl RefundStore for StoreClient {
     async fn next_sequence_token(&self, merchant: MerchantId) -> Result<Token, BackendError> {
         self.to_database().await;
         let Link { world, worker } = &self.0;
-        let token =
-            world.store.next_sequence_token(merchant).map_err(|e| self.failed("statements.sequence", e))?;
+        let token = crate::sql_watch::timed(|| world.store.next_sequence_token(merchant))
+            .map_err(|e| self.failed("statements.sequence", e))?;
         let back = {
             let mut state = world.lock();
             let now = world.clock.now_ms();

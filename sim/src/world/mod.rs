@@ -212,7 +212,8 @@ impl World {
             }
             state.arrivals_due.pop();
             let rows = &self.arrival_rows[index];
-            self.store.insert(rows).expect("arriving rows have ids of their own (the world was validated)");
+            crate::sql_watch::timed(|| self.store.insert(rows))
+                .expect("arriving rows have ids of their own (the world was validated)");
             let (job, merchant) = (arrival.job.id, arrival.job.merchant);
             state.record(now, EventKind::RefundsArrived { job, merchant, refunds: rows.len() as u32 });
             state.record(now, EventKind::JobEnqueued { job, merchant });
