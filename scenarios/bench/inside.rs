@@ -59,8 +59,8 @@ mod tests {
     use crate::scenario::worked_example;
 
     /// The machine's clock reads real time inside a run (where the process's own clock is
-    /// the simulated one), and a watched run's SQL takes part of the run's time, not
-    /// none and not more than all of it.
+    /// the simulated one), a watched run's SQL takes part of the run's time, not none and
+    /// not more than all of it, and the watched run is the same run: the same trace.
     #[test]
     fn a_watched_run_counts_some_of_its_own_time_as_sql() {
         assert!(can_watch(), "the machine's clock cannot be read past the runtime's");
@@ -69,6 +69,8 @@ mod tests {
         let (outcome, sql_ms) = watched(|| run(&scenario, DEFAULT_SEED).expect("the worked example runs"));
         let run_ms = clock.elapsed().as_secs_f64() * 1e3;
         assert!(outcome.record.events.len() > 100, "the run did not run");
+        let unwatched = run(&scenario, DEFAULT_SEED).expect("the worked example runs");
+        assert_eq!(outcome.trace_hash, unwatched.trace_hash, "watching the SQL changed the run");
         assert!(sql_ms > 0.0 && sql_ms < run_ms, "SQL {sql_ms} ms of a {run_ms} ms run");
         let (unwatched, nothing) = watched(|| 1);
         assert_eq!((unwatched, nothing), (1, 0.0), "nothing ran SQL, yet time was counted");
