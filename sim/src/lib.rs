@@ -10,7 +10,8 @@
 //! - `ledger`: the epochs, the checkers' ground truth about leases;
 //! - `history`: the typed events; `record`: what a run leaves behind;
 //! - `world`: the shared state, and the fault engine that changes it when a fault fires;
-//!   `run`: the loop that keeps time.
+//!   `run`: the loop that keeps time;
+//! - `sql_watch`: the real time a run's statements take, for the bench (off unless asked).
 
 #[cfg(not(madsim))]
 compile_error!(
