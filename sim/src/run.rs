@@ -47,7 +47,8 @@ fn run_keeping<W: Wiring>(
     let store = databases::refund_store(fresh)
         .map_err(|e| format!("cannot open the refund store: {e}"))?
         .with_statements(wiring.statements(config.mechanism.spec().statements));
-    crate::sql_watch::timed(|| store.insert(&rows_at_start(config)))
+    let rows = rows_at_start(config);
+    crate::sql_watch::timed(|| store.insert(&rows))
         .map_err(|e| format!("cannot load the refund rows: {e}"))?;
     let settlement = match config.settlement {
         Some(_) => Some(
