@@ -27,7 +27,7 @@ fn library_clock() -> Option<ClockGettime> {
 }
 
 /// The machine's monotonic clock in nanoseconds, inside a run or not (0 when it cannot
-/// be read, which the bench reports as no time in SQL at all).
+/// be read: the bench asks `can_watch` before it relies on it).
 fn machine_ns() -> u64 {
     let Some(clock_gettime) = library_clock() else { return 0 };
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -48,7 +48,7 @@ pub fn can_watch() -> bool {
 pub fn watched<T>(f: impl FnOnce() -> T) -> (T, f64) {
     fencesim_sim::sql_watch::start(machine_ns);
     let out = f();
-    let (spent_ns, _) = fencesim_sim::sql_watch::stop();
+    let spent_ns = fencesim_sim::sql_watch::stop();
     (out, spent_ns as f64 / 1e6)
 }
 

@@ -53,9 +53,8 @@ pub struct BenchResult {
     pub sleeps: u64,
     pub sleep_ratio_points: f64,
     /// The SQL inside the run: the real time the run's statements took in it (a run of
-    /// its own, watched), over the SQL floor. `ratio` less this is the path's share: the
-    /// simulation's own work around its requests, in points of the floor.
-    pub sql_in_run_ms_median: f64,
+    /// its own, watched, the median), over the SQL floor. `ratio` less this is the path's
+    /// share: the simulation's own work around its requests, in points of the floor.
     pub sql_in_run_ratio: f64,
     pub path_ratio_points: f64,
     /// The watched run's time over the unwatched one's: what reading the clock around
@@ -95,6 +94,11 @@ pub fn bench_recorded(
     memory_seeds: u64,
     recordings: usize,
 ) -> Result<(Machine, BenchResult, ExploreBench), String> {
+    if !inside::can_watch() {
+        return Err(
+            "the machine's clock cannot be read inside a run: the SQL inside it cannot be timed".to_owned()
+        );
+    }
     let machine = Machine::now();
     let (mut worked, mut floors) = (Vec::new(), Vec::new());
     for _ in 0..recordings.max(1) {
@@ -102,10 +106,8 @@ pub fn bench_recorded(
         floors.push(explore_floor(seeds, Mechanism::Fenced, GatewayMode::Idempotent)?);
     }
     let explore = bench_explore(seeds, memory_seeds, &floors)?;
-    worked.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
-    let (count, spread) = (worked.len(), [worked[0].ratio, worked[worked.len() - 1].ratio]);
-    let middle = worked.swap_remove(count / 2);
-    Ok((machine, BenchResult { recordings: count, ratio_spread: spread, ..middle }, explore))
+    let (middle, ratio_spread) = median_recording(&worked, |worked| worked.ratio)?;
+    Ok((machine, BenchResult { recordings: worked.len(), ratio_spread, ..middle }, explore))
 }
 
 /// Waits the bench times on a bare runtime to price one.
@@ -172,8 +174,7 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
     let (baseline_ms_median, scripts_ms_median) = (median(baseline_ms), median(scripts_ms));
     let sleep_ms = reference.record.sleeps as f64 * timers::sleep_ns(SLEEP_SAMPLE) / 1e6;
     let ratio = worked_example_ms_median / sql_floor_ms_median;
-    let sql_in_run_ms_median = median(sql_in_run_ms);
-    let sql_in_run_ratio = sql_in_run_ms_median / sql_floor_ms_median;
+    let sql_in_run_ratio = median(sql_in_run_ms) / sql_floor_ms_median;
     Ok(BenchResult {
         runs: runs.max(1),
         statements: ops.len(),
@@ -189,7 +190,6 @@ pub fn bench(runs: usize) -> Result<BenchResult, String> {
         script_share: scripts_ms_median / worked_example_ms_median,
         sleeps: reference.record.sleeps,
         sleep_ratio_points: sleep_ms / sql_floor_ms_median,
-        sql_in_run_ms_median,
         sql_in_run_ratio,
         path_ratio_points: ratio - sql_in_run_ratio,
         watch_cost: median(watched_ms) / worked_example_ms_median,
@@ -339,13 +339,14 @@ fn guided_seconds(runs: u64, mechanism: Mechanism, gateway: GatewayMode) -> Resu
     Ok(clock.elapsed().as_secs_f64())
 }
 
-/// The recording whose floor ratio is the median, and the lowest and highest ratio.
-fn median_recording(floors: &[Against]) -> Result<(Against, [f64; 2]), String> {
-    let mut sorted = floors.to_vec();
-    sorted.sort_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+/// The recording whose `ratio` is the median (the upper one of an even count), and the
+/// lowest and highest ratio.
+fn median_recording<T: Clone>(recordings: &[T], ratio: impl Fn(&T) -> f64) -> Result<(T, [f64; 2]), String> {
+    let mut sorted = recordings.to_vec();
+    sorted.sort_by(|a, b| ratio(a).total_cmp(&ratio(b)));
     let (lowest, highest) = match (sorted.first(), sorted.last()) {
-        (Some(lowest), Some(highest)) => (lowest.ratio(), highest.ratio()),
-        _ => return Err("no recording of exploration's floor".to_owned()),
+        (Some(lowest), Some(highest)) => (ratio(lowest), ratio(highest)),
+        _ => return Err("no recording was taken".to_owned()),
     };
     Ok((sorted.swap_remove(sorted.len() / 2), [lowest, highest]))
 }
@@ -383,7 +384,7 @@ pub fn bench_explore(seeds: u64, memory_seeds: u64, floors: &[Against]) -> Resul
         }
         peak_rss_mb()
     };
-    let (middle, [lowest, highest]) = median_recording(floors)?;
+    let (middle, [lowest, highest]) = median_recording(floors, Against::ratio)?;
     let Against { simulated, floor, scripts, script_calls, sleeps, sql_in_run, watched } = middle;
     let sleep_ns = timers::sleep_ns(SLEEP_SAMPLE);
     let after_many = if memory_seeds > 1_000 {

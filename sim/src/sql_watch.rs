@@ -13,7 +13,6 @@ use std::cell::Cell;
 struct Watch {
     clock: fn() -> u64,
     spent_ns: u64,
-    statements: u64,
 }
 
 thread_local! {
@@ -23,13 +22,13 @@ thread_local! {
 /// Starts counting, on this thread, the time spent in SQL, read with `clock` (nanoseconds
 /// from any fixed instant).
 pub fn start(clock: fn() -> u64) {
-    WATCH.set(Some(Watch { clock, spent_ns: 0, statements: 0 }));
+    WATCH.set(Some(Watch { clock, spent_ns: 0 }));
 }
 
-/// Stops counting: the nanoseconds spent in SQL since `start`, and how many calls to the
-/// databases they were (none when it was not started).
-pub fn stop() -> (u64, u64) {
-    WATCH.take().map_or((0, 0), |watch| (watch.spent_ns, watch.statements))
+/// Stops counting: the nanoseconds spent in SQL since `start` (none when it was not
+/// started).
+pub fn stop() -> u64 {
+    WATCH.take().map_or(0, |watch| watch.spent_ns)
 }
 
 /// Runs `sql`, counting its time when the bench watches this thread.
@@ -40,7 +39,6 @@ pub(crate) fn timed<T>(sql: impl FnOnce() -> T) -> T {
     let spent = (watch.clock)().saturating_sub(started);
     if let Some(mut watch) = WATCH.get() {
         watch.spent_ns += spent;
-        watch.statements += 1;
         WATCH.set(Some(watch));
     }
     out
@@ -61,10 +59,10 @@ mod tests {
     #[test]
     fn only_a_watched_thread_counts_and_each_call_counts_its_own_time() {
         assert_eq!(timed(|| 5), 5);
-        assert_eq!(stop(), (0, 0));
+        assert_eq!(stop(), 0);
         start(ticks);
         assert_eq!(timed(|| 1) + timed(|| 2), 3);
-        assert_eq!(stop(), (14, 2), "two calls, each read 7 ns apart");
-        assert_eq!(stop(), (0, 0));
+        assert_eq!(stop(), 14, "two calls, each read 7 ns apart");
+        assert_eq!(stop(), 0);
     }
 }
